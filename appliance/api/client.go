@@ -1,0 +1,114 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+)
+
+// Client talks to the API over the Unix admin socket.
+type Client struct {
+	hc   *http.Client
+	base string
+}
+
+// NewUnixClient returns a client for the admin socket at path.
+func NewUnixClient(path string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Client{hc: &http.Client{Transport: tr}, base: "http://outpostd"}
+}
+
+// APIError is a non-2xx answer.
+type APIError struct {
+	Status int
+	Body   ErrorBody
+}
+
+func (e *APIError) Error() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d: %s", e.Status, e.Body.Error)
+	for _, fe := range e.Body.Errors {
+		fmt.Fprintf(&b, "\n  %s: %s", fe.Path, fe.Message)
+	}
+	return b.String()
+}
+
+// Do performs one call and decodes a JSON answer into out (if non-nil).
+func (c *Client) Do(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("outpostd not reachable: %w", err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		return fmt.Errorf("reading answer: %w", err)
+	}
+	if res.StatusCode/100 != 2 {
+		e := &APIError{Status: res.StatusCode}
+		if json.Unmarshal(data, &e.Body) != nil || e.Body.Error == "" {
+			e.Body.Error = http.StatusText(res.StatusCode)
+		}
+		return e
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decoding answer: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *Client) Status(ctx context.Context) (s Status, err error) {
+	return s, c.Do(ctx, http.MethodGet, "/api/v1/status", nil, nil, &s)
+}
+
+func (c *Client) Registrations(ctx context.Context) (rs []Registration, err error) {
+	return rs, c.Do(ctx, http.MethodGet, "/api/v1/registrations", nil, nil, &rs)
+}
+
+func (c *Client) Config(ctx context.Context, version int64) (cr ConfigResponse, err error) {
+	p := "/api/v1/config"
+	if version > 0 {
+		p += "?version=" + strconv.FormatInt(version, 10)
+	}
+	return cr, c.Do(ctx, http.MethodGet, p, nil, nil, &cr)
+}
+
+func (c *Client) History(ctx context.Context) (vs []Version, err error) {
+	return vs, c.Do(ctx, http.MethodGet, "/api/v1/config/history", nil, nil, &vs)
+}
+
+func (c *Client) Apply(ctx context.Context, doc []byte, source string, ifMatch int64, dryRun bool) (r ApplyResult, err error) {
+	p := "/api/v1/config"
+	if dryRun {
+		p += "?dry_run=1"
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if source != "" {
+		h.Set("X-Outpost-Source", source)
+	}
+	if ifMatch > 0 {
+		h.Set("If-Match", etag(ifMatch))
+	}
+	return r, c.Do(ctx, http.MethodPut, p, h, doc, &r)
+}
+
+func (c *Client) Rollback(ctx context.Context, version int64) (r ApplyResult, err error) {
+	return r, c.Do(ctx, http.MethodPost, "/api/v1/config/rollback/"+strconv.FormatInt(version, 10), nil, nil, &r)
+}

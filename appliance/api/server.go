@@ -1,0 +1,160 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Backend is what the appliance offers the API.
+type Backend interface {
+	Status(ctx context.Context) Status
+	Registrations(ctx context.Context) []Registration
+	// Config returns the redacted document of version (0 = active).
+	Config(ctx context.Context, version int64) (ConfigResponse, error)
+	History(ctx context.Context) ([]Version, error)
+	// Apply validates, applies live and stores doc as a new version.
+	// ifMatch, when non-zero, must equal the active version.
+	Apply(ctx context.Context, doc []byte, source string, ifMatch int64, dryRun bool) (ApplyResult, error)
+	Rollback(ctx context.Context, version int64) (ApplyResult, error)
+}
+
+// Errors the Backend returns, mapped to HTTP statuses.
+var (
+	ErrNotFound = errors.New("not found")              // 404
+	ErrConflict = errors.New("version does not match") // 412
+)
+
+// ValidationError carries field errors (422).
+type ValidationError struct{ Errors []FieldError }
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid document: %d errors", len(e.Errors))
+}
+
+// maxDocument bounds a pushed document: the largest branch has a few
+// thousand users, far below this.
+const maxDocument = 16 << 20
+
+// Handler serves the API over b.
+func Handler(b Backend, log *slog.Logger) http.Handler {
+	h := &handler{b: b, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Status(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/registrations", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Registrations(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/config", h.getConfig)
+	mux.HandleFunc("PUT /api/v1/config", h.putConfig)
+	mux.HandleFunc("GET /api/v1/config/history", func(w http.ResponseWriter, r *http.Request) {
+		vs, err := b.History(r.Context())
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, vs)
+	})
+	mux.HandleFunc("POST /api/v1/config/rollback/{version}", func(w http.ResponseWriter, r *http.Request) {
+		v, err := strconv.ParseInt(r.PathValue("version"), 10, 64)
+		if err != nil || v < 1 {
+			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "version must be a positive integer"})
+			return
+		}
+		res, err := b.Rollback(r.Context(), v)
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		w.Header().Set("ETag", etag(res.Version.Version))
+		writeJSON(w, http.StatusOK, res)
+	})
+	return mux
+}
+
+type handler struct {
+	b   Backend
+	log *slog.Logger
+}
+
+func (h *handler) getConfig(w http.ResponseWriter, r *http.Request) {
+	var v int64
+	if s := r.URL.Query().Get("version"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "version must be a positive integer"})
+			return
+		}
+		v = n
+	}
+	res, err := h.b.Config(r.Context(), v)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	w.Header().Set("ETag", etag(res.Version.Version))
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (h *handler) putConfig(w http.ResponseWriter, r *http.Request) {
+	var ifMatch int64
+	if s := r.Header.Get("If-Match"); s != "" {
+		n, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(s, "W/"), `"`), 10, 64)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "If-Match must be a version ETag"})
+			return
+		}
+		ifMatch = n
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDocument))
+	if err != nil {
+		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Error: "document too large or unreadable"})
+		return
+	}
+	dry := r.URL.Query().Get("dry_run") == "1" || r.URL.Query().Get("dry_run") == "true"
+	source := r.Header.Get("X-Outpost-Source")
+	if source == "" {
+		source = "api"
+	}
+	res, err := h.b.Apply(r.Context(), body, source, ifMatch, dry)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if !dry {
+		w.Header().Set("ETag", etag(res.Version.Version))
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (h *handler) fail(w http.ResponseWriter, err error) {
+	var ve *ValidationError
+	switch {
+	case errors.As(err, &ve):
+		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Error: ve.Error(), Errors: ve.Errors})
+	case errors.Is(err, ErrNotFound):
+		writeJSON(w, http.StatusNotFound, ErrorBody{Error: err.Error()})
+	case errors.Is(err, ErrConflict):
+		writeJSON(w, http.StatusPreconditionFailed, ErrorBody{Error: err.Error()})
+	default:
+		h.log.Error("api request failed", "err", err)
+		writeJSON(w, http.StatusInternalServerError, ErrorBody{Error: err.Error()})
+	}
+}
+
+func etag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

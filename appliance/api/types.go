@@ -1,0 +1,80 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version describes one stored config document.
+type Version struct {
+	Version   int64     `json:"version"`
+	AppliedAt time.Time `json:"applied_at"`
+	Source    string    `json:"source"`
+	SHA256    string    `json:"sha256"`
+	Active    bool      `json:"active"`
+}
+
+// Status is GET /api/v1/status.
+type Status struct {
+	Version       string         `json:"version"` // build
+	Site          string         `json:"site"`
+	Mode          string         `json:"mode"`
+	StartedAt     time.Time      `json:"started_at"`
+	UptimeS       int64          `json:"uptime_s"`
+	ConfigVersion int64          `json:"config_version"`
+	ConfigSource  string         `json:"config_source"`
+	DataDir       string         `json:"data_dir"`
+	Listeners     []string       `json:"listeners"`
+	AORs          int            `json:"aors"`
+	Bindings      int            `json:"bindings"`
+	Registrar     RegistrarStats `json:"registrar"`
+}
+
+// RegistrarStats are the registrar's counters since start.
+type RegistrarStats struct {
+	Registered   uint64 `json:"registered"`
+	Unregistered uint64 `json:"unregistered"`
+	Expired      uint64 `json:"expired"`
+	AuthFailures uint64 `json:"auth_failures"`
+	AuthBlocked  uint64 `json:"auth_blocked"`
+	StormRefused uint64 `json:"storm_refused"`
+	Challenges   uint64 `json:"challenges"`
+}
+
+// Registration is one binding, GET /api/v1/registrations.
+type Registration struct {
+	AOR        string    `json:"aor"`
+	Contact    string    `json:"contact"`
+	Source     string    `json:"source"`
+	Local      string    `json:"local"`
+	Expires    time.Time `json:"expires"`
+	ExpiresInS int64     `json:"expires_in_s"`
+	Registered time.Time `json:"registered"`
+	UserAgent  string    `json:"user_agent,omitempty"`
+	Instance   string    `json:"instance,omitempty"`
+}
+
+// ConfigResponse is GET /api/v1/config: the redacted document and its version.
+type ConfigResponse struct {
+	Version  Version         `json:"version"`
+	Document json.RawMessage `json:"document"`
+}
+
+// ApplyResult is the answer to PUT /api/v1/config and rollback.
+type ApplyResult struct {
+	Version Version `json:"version"`
+	DryRun  bool    `json:"dry_run,omitempty"`
+	Valid   bool    `json:"valid"`
+}
+
+// FieldError is one validation error with its JSON path.
+type FieldError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// ErrorBody is every error answer.
+type ErrorBody struct {
+	Error  string       `json:"error"`
+	Errors []FieldError `json:"errors,omitempty"`
+}

@@ -1,0 +1,133 @@
+package appliance
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/appliance/store"
+	"github.com/outpost/outpost/gateway/registrar"
+)
+
+// The App is the API's backend.
+var _ api.Backend = (*App)(nil)
+
+func (a *App) Status(context.Context) api.Status {
+	a.mu.Lock()
+	doc, v := a.doc, a.version
+	a.mu.Unlock()
+	bs := a.gw.Registrar().Bindings()
+	aors := map[string]bool{}
+	for _, b := range bs {
+		aors[b.AOR] = true
+	}
+	s := a.gw.Registrar().Stats()
+	return api.Status{
+		Version:       a.opts.Version,
+		Site:          doc.Site.Name,
+		Mode:          mode(doc),
+		StartedAt:     a.started.UTC(),
+		UptimeS:       int64(time.Since(a.started) / time.Second),
+		ConfigVersion: v.Version,
+		ConfigSource:  v.Source,
+		DataDir:       a.opts.DataDir,
+		Listeners:     a.gw.Listeners(),
+		AORs:          len(aors),
+		Bindings:      len(bs),
+		Registrar:     api.RegistrarStats(s),
+	}
+}
+
+func (a *App) Registrations(context.Context) []api.Registration {
+	now := time.Now()
+	bs := a.gw.Registrar().Bindings()
+	out := make([]api.Registration, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, api.Registration{
+			AOR: b.AOR, Contact: b.Contact, Source: b.Source, Local: b.Local,
+			Expires: b.Expires.UTC(), ExpiresInS: int64(b.Expires.Sub(now) / time.Second),
+			Registered: b.Registered.UTC(), UserAgent: b.UserAgent, Instance: b.Instance,
+		})
+	}
+	return out
+}
+
+func (a *App) Config(ctx context.Context, version int64) (api.ConfigResponse, error) {
+	var v store.Version
+	var raw []byte
+	var err error
+	if version == 0 {
+		v, raw, err = a.st.ActiveConfig(ctx)
+	} else {
+		v, raw, err = a.st.Config(ctx, version)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return api.ConfigResponse{}, fmt.Errorf("config version %d: %w", version, api.ErrNotFound)
+	}
+	if err != nil {
+		return api.ConfigResponse{}, err
+	}
+	doc, err := config.Parse(raw)
+	if err != nil {
+		return api.ConfigResponse{}, fmt.Errorf("stored version %d: %w", v.Version, err)
+	}
+	out, err := json.Marshal(doc.Redact())
+	if err != nil {
+		return api.ConfigResponse{}, err
+	}
+	return api.ConfigResponse{Version: apiVersion(v), Document: out}, nil
+}
+
+func (a *App) History(ctx context.Context) ([]api.Version, error) {
+	vs, err := a.st.History(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Version, len(vs))
+	for i, v := range vs {
+		out[i] = apiVersion(v)
+	}
+	return out, nil
+}
+
+func apiVersion(v store.Version) api.Version {
+	return api.Version{Version: v.Version, AppliedAt: v.AppliedAt.UTC(), Source: v.Source, SHA256: v.SHA256, Active: v.Active}
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// bindingStore persists the registrar's bindings in the store.
+type bindingStore struct{ st *store.Store }
+
+func (b bindingStore) LoadBindings(ctx context.Context, now time.Time) ([]registrar.Binding, error) {
+	rows, err := b.st.LoadBindings(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]registrar.Binding, len(rows))
+	for i, r := range rows {
+		out[i] = registrar.Binding(r)
+	}
+	return out, nil
+}
+
+func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding, dels []registrar.BindingKey) error {
+	rows := make([]store.Binding, len(ups))
+	for i, u := range ups {
+		rows[i] = store.Binding(u)
+	}
+	keys := make([]store.BindingKey, len(dels))
+	for i, d := range dels {
+		keys[i] = store.BindingKey(d)
+	}
+	return b.st.SaveBindings(ctx, rows, keys)
+}

@@ -1,0 +1,385 @@
+package config
+
+import (
+	_ "embed"
+	"time"
+)
+
+// Document is the whole configuration of one box, as HQ pushes it. Field
+// names follow config.example.json (docs/DESIGN.md §3). The zero value of every
+// field means "the default"; the Effective* methods apply the defaults.
+type Document struct {
+	// Schema is the document schema version; only 1 exists.
+	Schema         int            `json:"schema"`
+	Site           Site           `json:"site"`
+	SIP            SIP            `json:"sip"`
+	Users          []User         `json:"users,omitempty"`
+	HQ             HQ             `json:"hq,omitzero"`
+	PSTN           PSTN           `json:"pstn,omitzero"`
+	Dialplan       []Rule         `json:"dialplan,omitempty"`
+	Inbound        []InboundRule  `json:"inbound,omitempty"`
+	WAN            WAN            `json:"wan,omitzero"`
+	Media          Media          `json:"media,omitzero"`
+	MSR            MSR            `json:"msr,omitzero"`
+	MediaResources MediaResources `json:"media_resources,omitzero"`
+	Management     Management     `json:"management,omitzero"`
+}
+
+// Site names this branch.
+type Site struct {
+	Name   string `json:"name"`             // human name, required
+	Domain string `json:"domain,omitempty"` // SIP domain; the default realm
+	Zone   string `json:"zone,omitempty"`   // media zone (media resource selection)
+	Site   string `json:"site,omitempty"`   // media site: row/column of media_resources.matrix
+}
+
+// SIP is the local SIP service: listeners, digest realm, registration limits.
+type SIP struct {
+	// Listen holds "TRANSPORT:HOST[:PORT]" specs, see ParseListen.
+	Listen []string `json:"listen"`
+	// Realm is the digest realm; empty = Site.Domain (see EffectiveRealm).
+	Realm string `json:"realm,omitempty"`
+	// MinExpiresS and MaxExpiresS bound REGISTER expiry in seconds
+	// (0 = 60 and 3600); read them with MinExpires and MaxExpires.
+	MinExpiresS int `json:"min_expires,omitempty"`
+	MaxExpiresS int `json:"max_expires,omitempty"`
+	// Digest lists the challenge algorithms in order ("MD5", "SHA-256");
+	// empty = both, MD5 first (see DigestAlgorithms).
+	Digest    []string  `json:"digest,omitempty"`
+	Registrar Registrar `json:"registrar,omitzero"`
+}
+
+// Registrar tunes the local registrar's protections. Zero = default.
+type Registrar struct {
+	// AuthFailLimit is the number of failed authentications per source per
+	// minute before that source is slowed down. 0 = 10.
+	AuthFailLimit int `json:"auth_fail_limit,omitempty"`
+	// StormRate is the number of new registrations admitted per second
+	// before the registrar answers 503. 0 = 2000, -1 = no limit.
+	StormRate int `json:"storm_rate,omitempty"`
+	// RetryAfterS is the Retry-After (seconds) of the storm guard's 503. 0 = 5.
+	RetryAfterS int `json:"retry_after_s,omitempty"`
+	// PersistIntervalMS is how often changed bindings are written to the
+	// store, in milliseconds. 0 = 200.
+	PersistIntervalMS int `json:"persist_interval_ms,omitempty"`
+}
+
+// User is one local account. On the wire HQ sends Password; the box stores
+// only the digest HA1 values (see Document.Seal).
+type User struct {
+	Extension string `json:"extension"`
+	Password  string `json:"password,omitempty"`
+	Name      string `json:"name,omitempty"`
+	DID       string `json:"did,omitempty"`
+	Voicemail bool   `json:"voicemail,omitempty"`
+	// HA1MD5 and HA1SHA256 are lowercase hex of H(extension:realm:password).
+	HA1MD5    string `json:"ha1_md5,omitempty"`
+	HA1SHA256 string `json:"ha1_sha256,omitempty"`
+}
+
+// HQ is the head office: where upstream registrations and HQ-bound calls go
+// and how its health is probed. An empty HQ (no domain, no targets) makes the
+// box standalone.
+type HQ struct {
+	Domain            string   `json:"domain,omitempty"`      // resolved per RFC 3263
+	Targets           []string `json:"targets,omitempty"`     // static host:port targets
+	Transport         string   `json:"transport,omitempty"`   // udp|tcp|tls; "" = udp
+	DNSServers        []string `json:"dns_servers,omitempty"` // IP:port; empty = system resolver
+	OptionsIntervalMS int      `json:"options_interval_ms,omitempty"`
+	DownAfter         int      `json:"down_after,omitempty"` // failed probes before "down"; 0 = 3
+	UpAfter           int      `json:"up_after,omitempty"`   // good probes before "up"; 0 = 3
+	HoldS             int      `json:"hold_s,omitempty"`     // seconds healthy before failback; 0 = 10
+	RegisterUpstream  bool     `json:"register_upstream,omitempty"`
+	AuthUsername      string   `json:"auth_username,omitempty"` // the box's trunk credentials at HQ
+	AuthPassword      string   `json:"auth_password,omitempty"` // secret
+	VoicemailPilot    string   `json:"voicemail_pilot,omitempty"`
+	PSTNPrefix        string   `json:"pstn_prefix,omitempty"` // extension → E.164 prefix in survivable mode
+}
+
+// PSTN is the local PSTN breakout.
+type PSTN struct {
+	Gateways []Gateway `json:"gateways,omitempty"`
+	// Emergency numbers always go to the PSTN, in every mode.
+	Emergency []string `json:"emergency,omitempty"`
+}
+
+// Gateway is one PSTN gateway.
+type Gateway struct {
+	Name      string `json:"name"`
+	Target    string `json:"target"`              // host:port
+	Transport string `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
+}
+
+// Rule is one outbound dial plan rule; rules are tried in order.
+type Rule struct {
+	Name    string `json:"name,omitempty"`
+	Match   string `json:"match"`             // Go regexp on the dialled number
+	Route   string `json:"route"`             // local|hq|pstn
+	Strip   int    `json:"strip,omitempty"`   // leading characters removed
+	Prepend string `json:"prepend,omitempty"` // prefix added after Strip
+	// Survivable, when set, replaces Route/Strip/Prepend in survivable mode.
+	Survivable *Survivable `json:"survivable,omitempty"`
+}
+
+// Survivable is a rule's alternative in survivable mode.
+type Survivable struct {
+	Route   string `json:"route"`
+	Strip   int    `json:"strip,omitempty"`
+	Prepend string `json:"prepend,omitempty"`
+}
+
+// InboundRule maps a DID called from the PSTN to an extension: when Match
+// (Go regexp) matches the called number, the extension is
+// Match.ReplaceAllString(number, To), so "$1" refers to a group. Rules are
+// tried in order; a rule whose result is not a known extension falls through
+// to the next rule.
+type InboundRule struct {
+	Match string `json:"match"`
+	To    string `json:"to"`
+}
+
+// WAN names the uplink whose link/route state drives survivable mode.
+type WAN struct {
+	Interface string `json:"interface,omitempty"`
+}
+
+// Media is the RTP relay.
+type Media struct {
+	Relay      bool     `json:"relay,omitempty"`
+	PortMin    int      `json:"port_min,omitempty"` // 0 = 20000
+	PortMax    int      `json:"port_max,omitempty"` // 0 = 29999
+	Interfaces []string `json:"interfaces,omitempty"`
+	Codecs     []string `json:"codecs,omitempty"` // 0 = PCMU, PCMA, telephone-event
+}
+
+// MSR is the per-interface media-server registration towards HQ (DESIGN.md §1).
+type MSR struct {
+	Enabled          bool     `json:"enabled,omitempty"`
+	Name             string   `json:"name,omitempty"`
+	Servers          []string `json:"servers,omitempty"`           // host:port
+	ServiceInterface string   `json:"service_interface,omitempty"` // "" = wan.interface
+	Interfaces       []string `json:"interfaces,omitempty"`        // names or globs; empty = "*"
+	Username         string   `json:"username,omitempty"`          // "" = "msr"
+	Password         string   `json:"password,omitempty"`          // secret; "" = "mediaserver"
+	RegisterIntervalS int     `json:"register_interval_s,omitempty"`
+	RetryIntervalS   int      `json:"retry_interval_s,omitempty"`
+	ControlPort      int      `json:"control_port,omitempty"`  // 0 = 5700
+	HeaderPrefix     string   `json:"header_prefix,omitempty"` // "" = "P-Eltex-MSR-"
+}
+
+// MediaResources drives the choice between media resources (DESIGN.md §1).
+type MediaResources struct {
+	// Matrix is site → site → distance; a missing entry forbids the pair,
+	// 0 means "equal".
+	Matrix map[string]map[string]int `json:"matrix,omitempty"`
+	// Performance is MSR name → coefficient (missing = 1).
+	Performance map[string]float64 `json:"performance,omitempty"`
+}
+
+// Management is the remote management API (mutual TLS).
+type Management struct {
+	Listen      string `json:"listen,omitempty"` // host:port; "" = no remote API
+	CertPEM     string `json:"cert_pem,omitempty"`
+	KeyPEM      string `json:"key_pem,omitempty"` // secret
+	ClientCAPEM string `json:"client_ca_pem,omitempty"`
+}
+
+// Defaults of the Effective* methods.
+const (
+	DefaultMinExpires        = 60
+	DefaultMaxExpires        = 3600
+	DefaultAuthFailLimit     = 10
+	DefaultStormRate         = 2000
+	DefaultRetryAfterS       = 5
+	DefaultPersistIntervalMS = 200
+	DefaultTransport         = "udp"
+	DefaultOptionsIntervalMS = 1000
+	DefaultDownAfter         = 3
+	DefaultUpAfter           = 3
+	DefaultHoldS             = 10
+	DefaultPortMin           = 20000
+	DefaultPortMax           = 29999
+	DefaultMSRUsername       = "msr"
+	DefaultMSRPassword       = "mediaserver"
+	DefaultMSRRegisterS      = 300
+	DefaultMSRRetryS         = 600
+	DefaultMSRControlPort    = 5700
+	DefaultMSRHeaderPrefix   = "P-Eltex-MSR-"
+	DefaultPerformance       = 1.0
+)
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func orDefaultString(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// EffectiveRealm is the digest realm: sip.realm, or site.domain when unset.
+func (s SIP) EffectiveRealm(site Site) string { return orDefaultString(s.Realm, site.Domain) }
+
+// MinExpires is the smallest accepted registration expiry in seconds (default 60).
+func (s SIP) MinExpires() int { return orDefault(s.MinExpiresS, DefaultMinExpires) }
+
+// MaxExpires is the largest granted registration expiry in seconds (default 3600).
+func (s SIP) MaxExpires() int { return orDefault(s.MaxExpiresS, DefaultMaxExpires) }
+
+// DigestAlgorithms returns the challenge algorithms in order (a copy;
+// default ["MD5", "SHA-256"]).
+func (s SIP) DigestAlgorithms() []string {
+	if len(s.Digest) == 0 {
+		return []string{"MD5", "SHA-256"}
+	}
+	return append([]string(nil), s.Digest...)
+}
+
+// Listeners parses every sip.listen spec; the error is the first bad one.
+func (s SIP) Listeners() ([]Listen, error) {
+	out := make([]Listen, 0, len(s.Listen))
+	for _, spec := range s.Listen {
+		l, err := ParseListen(spec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// EffectiveAuthFailLimit is failed authentications per source per minute
+// before slowing down (default 10).
+func (r Registrar) EffectiveAuthFailLimit() int {
+	return orDefault(r.AuthFailLimit, DefaultAuthFailLimit)
+}
+
+// EffectiveStormRate is new registrations admitted per second before 503
+// (default 2000). A negative result means no limit.
+func (r Registrar) EffectiveStormRate() int { return orDefault(r.StormRate, DefaultStormRate) }
+
+// EffectiveRetryAfter is the storm guard's Retry-After (default 5 s).
+func (r Registrar) EffectiveRetryAfter() time.Duration {
+	return time.Duration(orDefault(r.RetryAfterS, DefaultRetryAfterS)) * time.Second
+}
+
+// EffectivePersistInterval is the write-behind period of bindings (default 200 ms).
+func (r Registrar) EffectivePersistInterval() time.Duration {
+	return time.Duration(orDefault(r.PersistIntervalMS, DefaultPersistIntervalMS)) * time.Millisecond
+}
+
+// EffectiveTransport is hq.transport, default "udp".
+func (h HQ) EffectiveTransport() string { return orDefaultString(h.Transport, DefaultTransport) }
+
+// EffectiveOptionsInterval is the OPTIONS probe period (default 1 s).
+func (h HQ) EffectiveOptionsInterval() time.Duration {
+	return time.Duration(orDefault(h.OptionsIntervalMS, DefaultOptionsIntervalMS)) * time.Millisecond
+}
+
+// EffectiveDownAfter is the number of failed probes before HQ is down (default 3).
+func (h HQ) EffectiveDownAfter() int { return orDefault(h.DownAfter, DefaultDownAfter) }
+
+// EffectiveUpAfter is the number of good probes before HQ is up (default 3).
+func (h HQ) EffectiveUpAfter() int { return orDefault(h.UpAfter, DefaultUpAfter) }
+
+// EffectiveHold is how long HQ must stay healthy before failback (default 10 s).
+func (h HQ) EffectiveHold() time.Duration {
+	return time.Duration(orDefault(h.HoldS, DefaultHoldS)) * time.Second
+}
+
+// EffectiveTransport is the gateway's transport, default "udp".
+func (g Gateway) EffectiveTransport() string { return orDefaultString(g.Transport, DefaultTransport) }
+
+// EffectivePortMin is the first RTP port (default 20000).
+func (m Media) EffectivePortMin() int { return orDefault(m.PortMin, DefaultPortMin) }
+
+// EffectivePortMax is the last RTP port (default 29999).
+func (m Media) EffectivePortMax() int { return orDefault(m.PortMax, DefaultPortMax) }
+
+// EffectiveCodecs is the codec list in preference order (a copy; default
+// PCMU, PCMA, telephone-event).
+func (m Media) EffectiveCodecs() []string {
+	if len(m.Codecs) == 0 {
+		return []string{"PCMU", "PCMA", "telephone-event"}
+	}
+	return append([]string(nil), m.Codecs...)
+}
+
+// EffectiveServiceInterface is msr.service_interface, default wan.interface.
+func (m MSR) EffectiveServiceInterface(w WAN) string {
+	return orDefaultString(m.ServiceInterface, w.Interface)
+}
+
+// EffectiveInterfaces is the interface filter (a copy; default ["*"]).
+func (m MSR) EffectiveInterfaces() []string {
+	if len(m.Interfaces) == 0 {
+		return []string{"*"}
+	}
+	return append([]string(nil), m.Interfaces...)
+}
+
+// EffectiveUsername is msr.username, default "msr".
+func (m MSR) EffectiveUsername() string { return orDefaultString(m.Username, DefaultMSRUsername) }
+
+// EffectivePassword is msr.password, default "mediaserver".
+func (m MSR) EffectivePassword() string { return orDefaultString(m.Password, DefaultMSRPassword) }
+
+// EffectiveRegisterInterval is the re-registration period (default 300 s).
+func (m MSR) EffectiveRegisterInterval() time.Duration {
+	return time.Duration(orDefault(m.RegisterIntervalS, DefaultMSRRegisterS)) * time.Second
+}
+
+// EffectiveRetryInterval is the retry period of an unconfirmed UA (default 600 s).
+func (m MSR) EffectiveRetryInterval() time.Duration {
+	return time.Duration(orDefault(m.RetryIntervalS, DefaultMSRRetryS)) * time.Second
+}
+
+// EffectiveControlPort is the control-channel TCP port (default 5700).
+func (m MSR) EffectiveControlPort() int { return orDefault(m.ControlPort, DefaultMSRControlPort) }
+
+// EffectiveHeaderPrefix is the MSR header prefix (default "P-Eltex-MSR-").
+func (m MSR) EffectiveHeaderPrefix() string {
+	return orDefaultString(m.HeaderPrefix, DefaultMSRHeaderPrefix)
+}
+
+// EffectivePerformance is the performance coefficient of an MSR (default 1).
+func (r MediaResources) EffectivePerformance(msrName string) float64 {
+	if p, ok := r.Performance[msrName]; ok && p > 0 {
+		return p
+	}
+	return DefaultPerformance
+}
+
+// Distance returns the distance between two media sites; ok is false when
+// the pair is missing from the matrix (forbidden).
+func (r MediaResources) Distance(from, to string) (d int, ok bool) {
+	d, ok = r.Matrix[from][to]
+	return d, ok
+}
+
+// Standalone reports whether no HQ is configured (no domain, no targets).
+func (d *Document) Standalone() bool {
+	return d.HQ.Domain == "" && len(d.HQ.Targets) == 0
+}
+
+//go:embed default.json
+var defaultJSON []byte
+
+// DefaultJSON returns the embedded default document as text.
+func DefaultJSON() []byte { return append([]byte(nil), defaultJSON...) }
+
+// Default returns a fresh copy of the embedded default document: standalone,
+// listening on 127.0.0.1 only, with demo users 1001-1003 (passwords
+// "demo1001"… in clear text: Seal it before storing).
+func Default() *Document {
+	d, err := Load(defaultJSON)
+	if err != nil {
+		panic("appliance/config: embedded default is invalid: " + err.Error())
+	}
+	return d
+}

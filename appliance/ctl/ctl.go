@@ -1,0 +1,238 @@
+// Package ctl implements the outpostctl verbs over the management API
+// client. It prints tables for people and, with --json, one JSON document
+// for scripts. It links no SIP, SQLite or netlink code.
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+)
+
+// DefaultSocket is where outpostd puts its admin socket on the box.
+const DefaultSocket = "/var/lib/outpost/outpostd.sock"
+
+const usage = `usage: outpostctl [--socket PATH] [--json] VERB
+verbs:
+  status                         mode, config version, listeners, registrar counters
+  registrations                  registered contacts
+  config get [--version N]       the running (or a stored) document, secrets redacted
+  config apply FILE [--dry-run] [--if-match N]
+                                 validate and apply a document ("-" = stdin)
+  config history                 stored versions, newest first
+  config rollback N              re-apply version N as a new version
+The socket defaults to $OUTPOST_SOCKET or ` + DefaultSocket + `.
+`
+
+// Main runs outpostctl and returns its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("outpostctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	sock := fs.String("socket", envOr("OUTPOST_SOCKET", DefaultSocket), "admin socket of outpostd")
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, json: *asJSON}
+	err := c.run(ctx, rest)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "outpostctl: %s\n%s", ue, usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "outpostctl: %v\n", err)
+		return 1
+	}
+}
+
+type usageError string
+
+func (u usageError) Error() string { return string(u) }
+
+type cmd struct {
+	cl   *api.Client
+	out  io.Writer
+	json bool
+}
+
+func (c *cmd) run(ctx context.Context, args []string) error {
+	switch args[0] {
+	case "status":
+		s, err := c.cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(s, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "site\t%s\nmode\t%s\nbuild\t%s\nuptime\t%s\n", s.Site, s.Mode, s.Version, time.Duration(s.UptimeS)*time.Second)
+			fmt.Fprintf(w, "config\tversion %d (%s)\n", s.ConfigVersion, s.ConfigSource)
+			for _, l := range s.Listeners {
+				fmt.Fprintf(w, "sip\t%s\n", l)
+			}
+			fmt.Fprintf(w, "registrations\t%d users, %d contacts\n", s.AORs, s.Bindings)
+			r := s.Registrar
+			fmt.Fprintf(w, "registrar\tregistered %d, unregistered %d, expired %d, challenges %d\n", r.Registered, r.Unregistered, r.Expired, r.Challenges)
+			fmt.Fprintf(w, "abuse\tauth failures %d, blocked %d, storm 503s %d\n", r.AuthFailures, r.AuthBlocked, r.StormRefused)
+		})
+	case "registrations":
+		rs, err := c.cl.Registrations(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(rs, func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "AOR\tCONTACT\tSOURCE\tEXPIRES IN\tUSER AGENT")
+			for _, r := range rs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%ds\t%s\n", r.AOR, r.Contact, r.Source, r.ExpiresInS, r.UserAgent)
+			}
+		})
+	case "config":
+		if len(args) < 2 {
+			return usageError("config needs a verb: get, apply, history, rollback")
+		}
+		return c.config(ctx, args[1], args[2:])
+	default:
+		return usageError(fmt.Sprintf("unknown verb %q", args[0]))
+	}
+}
+
+func (c *cmd) config(ctx context.Context, verb string, args []string) error {
+	switch verb {
+	case "get":
+		fs := flag.NewFlagSet("config get", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		v := fs.Int64("version", 0, "")
+		if err := fs.Parse(args); err != nil {
+			return usageError("config get [--version N]")
+		}
+		cr, err := c.cl.Config(ctx, *v)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.print(cr, nil)
+		}
+		// For people the document itself, ready to edit and apply again.
+		var doc any
+		if err := json.Unmarshal(cr.Document, &doc); err != nil {
+			return err
+		}
+		return writeIndented(c.out, doc)
+	case "apply":
+		fs := flag.NewFlagSet("config apply", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		dry := fs.Bool("dry-run", false, "")
+		ifMatch := fs.Int64("if-match", 0, "")
+		file, flagArgs := splitFirstArg(args)
+		if err := fs.Parse(flagArgs); err != nil || file == "" {
+			return usageError("config apply FILE [--dry-run] [--if-match N]")
+		}
+		data, src, err := readDoc(file)
+		if err != nil {
+			return err
+		}
+		res, err := c.cl.Apply(ctx, data, src, *ifMatch, *dry)
+		if err != nil {
+			return err
+		}
+		return c.print(res, func(w *tabwriter.Writer) {
+			if res.DryRun {
+				fmt.Fprintf(w, "valid: the document would replace version %d (nothing applied)\n", res.Version.Version)
+				return
+			}
+			fmt.Fprintf(w, "applied: version %d\n", res.Version.Version)
+		})
+	case "history":
+		vs, err := c.cl.History(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(vs, func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "VERSION\tAPPLIED\tSOURCE\tACTIVE")
+			for _, v := range vs {
+				act := ""
+				if v.Active {
+					act = "*"
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", v.Version, v.AppliedAt.Local().Format(time.DateTime), v.Source, act)
+			}
+		})
+	case "rollback":
+		if len(args) != 1 {
+			return usageError("config rollback N")
+		}
+		n, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil || n < 1 {
+			return usageError("config rollback N: N is a version number")
+		}
+		res, err := c.cl.Rollback(ctx, n)
+		if err != nil {
+			return err
+		}
+		return c.print(res, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "rolled back: version %d is now active with the document of version %d\n", res.Version.Version, n)
+		})
+	default:
+		return usageError(fmt.Sprintf("unknown config verb %q", verb))
+	}
+}
+
+// splitFirstArg lets the file come before or after the flags.
+func splitFirstArg(args []string) (string, []string) {
+	for i, a := range args {
+		if a == "-" || (len(a) > 0 && a[0] != '-') {
+			return a, append(append([]string{}, args[:i]...), args[i+1:]...)
+		}
+	}
+	return "", args
+}
+
+func readDoc(file string) ([]byte, string, error) {
+	if file == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		return b, "outpostctl:stdin", err
+	}
+	b, err := os.ReadFile(file)
+	return b, "outpostctl:" + file, err
+}
+
+func (c *cmd) print(v any, table func(*tabwriter.Writer)) error {
+	if c.json || table == nil {
+		return writeIndented(c.out, v)
+	}
+	w := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
+	table(w)
+	return w.Flush()
+}
+
+func writeIndented(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

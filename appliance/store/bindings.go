@@ -1,0 +1,193 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Binding is one registrar binding, persisted so a restart keeps phones
+// reachable. Its key is (AOR, ContactURI).
+type Binding struct {
+	AOR        string
+	ContactURI string
+	Contact    string // full Contact header value as received, params included
+	Source     string // "udp:1.2.3.4:5060" where the REGISTER came from
+	Local      string // "udp:127.0.0.1:5060" listener it arrived on
+	CallID     string
+	CSeq       uint32
+	Q          float64 // -1 = none
+	Expires    time.Time
+	Registered time.Time
+	UserAgent  string
+	Instance   string // +sip.instance
+	RegID      int
+}
+
+// Key returns the binding's key.
+func (b Binding) Key() BindingKey { return BindingKey{AOR: b.AOR, ContactURI: b.ContactURI} }
+
+// BindingKey identifies a binding.
+type BindingKey struct {
+	AOR, ContactURI string
+}
+
+const bindingCols = "aor, contact_uri, contact, source, local_addr, call_id, cseq, q, expires, registered, user_agent, instance, reg_id"
+
+const bindingNumCols = 13
+
+// upsertBatch rows go into one multi-row INSERT; 64*13 = 832 parameters,
+// well under SQLite's limit of 32766. One Exec per batch instead of per row
+// cuts the per-statement driver overhead (argument conversion, context
+// watcher), which dominates at thousands of rows.
+const upsertBatch = 64
+
+// deleteBatch keys go into one DELETE ... WHERE (aor, contact_uri) IN (VALUES ...).
+const deleteBatch = 64
+
+func upsertSQL(rows int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO bindings (" + bindingCols + ") VALUES ")
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", bindingNumCols), ",") + ")"
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(` ON CONFLICT (aor, contact_uri) DO UPDATE SET
+		contact = excluded.contact, source = excluded.source, local_addr = excluded.local_addr,
+		call_id = excluded.call_id, cseq = excluded.cseq, q = excluded.q, expires = excluded.expires,
+		registered = excluded.registered, user_agent = excluded.user_agent, instance = excluded.instance,
+		reg_id = excluded.reg_id`)
+	return b.String()
+}
+
+func deleteSQL(rows int) string {
+	return "DELETE FROM bindings WHERE (aor, contact_uri) IN (VALUES " +
+		strings.TrimSuffix(strings.Repeat("(?,?),", rows), ",") + ")"
+}
+
+var (
+	upsertFullSQL = upsertSQL(upsertBatch)
+	deleteFullSQL = deleteSQL(deleteBatch)
+)
+
+func appendBindingArgs(args []any, b *Binding) []any {
+	return append(args, b.AOR, b.ContactURI, b.Contact, b.Source, b.Local, b.CallID,
+		int64(b.CSeq), b.Q, toNanos(b.Expires), toNanos(b.Registered), b.UserAgent, b.Instance, int64(b.RegID))
+}
+
+// SaveBindings applies deletes and then upserts in ONE transaction: either
+// all of it is on disk after it returns nil, or none of it. Upserts insert
+// or replace the binding with the same key. A key that appears in both
+// slices ends up present (deletes run first); a key repeated in upserts ends
+// up with the last value. Calling it with nothing to do does not touch the
+// database (no transaction, no fsync).
+func (s *Store) SaveBindings(ctx context.Context, upserts []Binding, deletes []BindingKey) error {
+	if len(upserts) == 0 && len(deletes) == 0 {
+		return nil
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		args := make([]any, 0, upsertBatch*bindingNumCols)
+		if err := execBatched(ctx, tx, len(deletes), deleteBatch, deleteFullSQL, deleteSQL, func(i int) {
+			args = append(args, deletes[i].AOR, deletes[i].ContactURI)
+		}, &args); err != nil {
+			return fmt.Errorf("store: delete bindings: %w", err)
+		}
+		if err := execBatched(ctx, tx, len(upserts), upsertBatch, upsertFullSQL, upsertSQL, func(i int) {
+			args = appendBindingArgs(args, &upserts[i])
+		}, &args); err != nil {
+			return fmt.Errorf("store: save bindings: %w", err)
+		}
+		return nil
+	})
+}
+
+// execBatched executes n rows in statements of batch rows each (the last one
+// shorter), each statement prepared once. add appends row i's arguments to
+// *args.
+func execBatched(ctx context.Context, tx *sql.Tx, n, batch int, fullSQL string, sqlFor func(int) string, add func(i int), args *[]any) error {
+	if n == 0 {
+		return nil
+	}
+	var full *sql.Stmt
+	defer func() {
+		if full != nil {
+			full.Close()
+		}
+	}()
+	for start := 0; start < n; start += batch {
+		end := min(start+batch, n)
+		*args = (*args)[:0]
+		for i := start; i < end; i++ {
+			add(i)
+		}
+		if end-start < batch {
+			if _, err := tx.ExecContext(ctx, sqlFor(end-start), *args...); err != nil {
+				return err
+			}
+			continue
+		}
+		if full == nil {
+			var err error
+			if full, err = tx.PrepareContext(ctx, fullSQL); err != nil {
+				return err
+			}
+		}
+		if _, err := full.ExecContext(ctx, *args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadBindings deletes bindings that expired at or before now and returns
+// the rest, ordered by AOR and contact URI. Times come back in UTC.
+func (s *Store) LoadBindings(ctx context.Context, now time.Time) ([]Binding, error) {
+	out := []Binding{}
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		cutoff := toNanos(now)
+		if _, err := tx.ExecContext(ctx, "DELETE FROM bindings WHERE expires <= ?", cutoff); err != nil {
+			return fmt.Errorf("store: load bindings: %w", err)
+		}
+		rows, err := tx.QueryContext(ctx, "SELECT "+bindingCols+" FROM bindings WHERE expires > ? ORDER BY aor, contact_uri", cutoff)
+		if err != nil {
+			return fmt.Errorf("store: load bindings: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b Binding
+			var cseq, expires, registered, regID int64
+			if err := rows.Scan(&b.AOR, &b.ContactURI, &b.Contact, &b.Source, &b.Local, &b.CallID,
+				&cseq, &b.Q, &expires, &registered, &b.UserAgent, &b.Instance, &regID); err != nil {
+				return fmt.Errorf("store: load bindings: %w", err)
+			}
+			b.CSeq = uint32(cseq)
+			b.RegID = int(regID)
+			b.Expires = fromNanos(expires)
+			b.Registered = fromNanos(registered)
+			out = append(out, b)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("store: load bindings: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteAORBindings deletes every binding of aor (none is not an error).
+func (s *Store) DeleteAORBindings(ctx context.Context, aor string) error {
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM bindings WHERE aor = ?", aor); err != nil {
+			return fmt.Errorf("store: delete bindings of %q: %w", aor, err)
+		}
+		return nil
+	})
+}

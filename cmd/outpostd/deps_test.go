@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The architecture is a test (DESIGN.md §2): who may import whom, what the
+// daemon and the CLI may link, and that every package says what it is for.
+
+const module = "github.com/outpost/outpost/"
+
+type pkg struct {
+	ImportPath string
+	Doc        string
+	Imports    []string
+	Deps       []string
+	CgoFiles   []string
+	Standard   bool
+	Name       string
+}
+
+func goList(t *testing.T, env []string, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), env...)
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(&out)
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func rel(path string) string { return strings.TrimPrefix(path, module) }
+
+func under(path, prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
+
+// pureLeaves import nothing of ours.
+var pureLeaves = []string{"appliance/config", "appliance/mode", "gateway/dialplan", "gateway/digest",
+	"gateway/resolve", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout"}
+
+// allowed says whether package from may import package to (both relative).
+func allowed(from, to string) bool {
+	if under(to, from) {
+		return true
+	}
+	for _, leaf := range pureLeaves {
+		if under(from, leaf) {
+			return false
+		}
+	}
+	top := strings.Split(from, "/")[0]
+	switch top {
+	case "cmd":
+		return true
+	case "appliance":
+		return true // composition root: gateway, media, netcfg and its own sub-packages
+	case "gateway":
+		return under(to, "gateway") // never netcfg, media or appliance: the appliance adapts
+	case "media":
+		return under(to, "media") || under(to, "netcfg")
+	case "netcfg":
+		return under(to, "netcfg")
+	case "images":
+		return under(to, "images")
+	}
+	return false
+}
+
+func TestDependencyRules(t *testing.T) {
+	for _, p := range goList(t, nil, "./...") {
+		from := rel(p.ImportPath)
+		if p.Doc == "" {
+			t.Errorf("%s: no package doc comment", from)
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			if to := rel(imp); !allowed(from, to) {
+				t.Errorf("%s imports %s: not allowed by DESIGN.md §2", from, to)
+			}
+		}
+	}
+}
+
+func TestDaemonLinksNoTestingNorCgo(t *testing.T) {
+	for _, cgo := range []string{"CGO_ENABLED=0", "CGO_ENABLED=1"} {
+		for _, p := range goList(t, []string{cgo}, "-deps", "./cmd/outpostd", "./cmd/outpostctl") {
+			if p.ImportPath == "testing" || strings.HasPrefix(p.ImportPath, "testing/") {
+				t.Errorf("%s: a command links %s", cgo, p.ImportPath)
+			}
+			// The standard library uses cgo for the resolver when allowed; our
+			// code and our dependencies must not need it (cross-compiled firmware).
+			if !p.Standard && len(p.CgoFiles) > 0 {
+				t.Errorf("%s: %s needs cgo (%v)", cgo, p.ImportPath, p.CgoFiles)
+			}
+		}
+	}
+}
+
+func TestCtlLinksNoProtocolStacks(t *testing.T) {
+	for _, p := range goList(t, nil, "-deps", "./cmd/outpostctl") {
+		for _, banned := range []string{"github.com/emiago/sipgo", "github.com/vishvananda/netlink", "modernc.org/sqlite", "github.com/pion/"} {
+			if strings.HasPrefix(p.ImportPath, banned) {
+				t.Errorf("outpostctl links %s; it must stay a thin client", p.ImportPath)
+			}
+		}
+	}
+}

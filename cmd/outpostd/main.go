@@ -1,0 +1,57 @@
+// Command outpostd is the Outpost branch-survivability daemon: flags, the
+// slog handler and signals; everything else is appliance.Run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/outpost/outpost/appliance"
+)
+
+// version is stamped by the Makefile: -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	data := flag.String("data", "/var/lib/outpost", "data directory (outpost.db, admin socket, spools)")
+	cfgFile := flag.String("config", "", "config document to apply at start (stored as a new version if it differs)")
+	logFormat := flag.String("log-format", "text", "text or json")
+	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "outpostd: --log-level: %v\n", err)
+		os.Exit(2)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch *logFormat {
+	case "text":
+		h = slog.NewTextHandler(os.Stderr, hopts)
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, hopts)
+	default:
+		fmt.Fprintf(os.Stderr, "outpostd: --log-format must be text or json\n")
+		os.Exit(2)
+	}
+	log := slog.New(h)
+	slog.SetDefault(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := appliance.Run(ctx, appliance.Options{DataDir: *data, ConfigFile: *cfgFile, Version: version, Logger: log})
+	if err != nil {
+		log.Error("outpostd failed", "err", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,53 @@
+// Package digest implements the server side of HTTP Digest access
+// authentication as used by SIP: RFC 3261 §22 (SIP's use of Digest),
+// RFC 7616 (HTTP Digest, obsoleting RFC 2617), and RFC 8760 (SHA-256 in SIP).
+//
+// It is built for a registrar's hot path: challenge generation, header
+// parsing and verification are allocation-light and safe for concurrent use.
+//
+// # What it does
+//
+//   - Generates challenges (the value of WWW-Authenticate or
+//     Proxy-Authenticate) for MD5 and SHA-256 with qop="auth", one per
+//     configured algorithm, all sharing one nonce (RFC 8760 §2.4).
+//   - Issues stateless nonces: base64url(issue time ‖ 8 random bytes ‖
+//     truncated HMAC-SHA256). A nonce is accepted only if its MAC verifies
+//     under the Authenticator's key and it is not older than the configured
+//     TTL; a genuine but expired nonce yields Stale, so that a client that
+//     knows the password is asked to retry with a fresh nonce (stale=true,
+//     RFC 7616 §3.3) instead of being told its password is wrong.
+//   - Parses the Authorization / Proxy-Authorization header value
+//     (ParseCredentials) with a small hand-written parser that handles
+//     quoted-string escapes, case-insensitive parameter names and garbage.
+//   - Verifies the request-digest in constant time against a stored HA1
+//     (passwords are never needed, only H(username:realm:password)).
+//   - Enforces nonce-count replay protection for qop=auth: each nc is
+//     accepted once per nonce, out-of-order arrival is tolerated within a
+//     sliding window of 64 counts (as IPsec anti-replay, RFC 4303 §3.4.3).
+//     The table is bounded by Config.MaxNonces (oldest entries evicted);
+//     a nonce whose entry was evicted while still valid is answered Stale
+//     rather than being accepted again.
+//
+// # What it does not do
+//
+//   - No transport and no SIP parsing: the caller extracts the header value,
+//     passes the request method, and writes the response (401/407 with
+//     Challenges, 403, ...) itself.
+//   - No user store: the caller supplies a Lookup that returns the HA1 for a
+//     username and algorithm.
+//   - It does not compare the digest-uri with the Request-URI (RFC 3261
+//     §22.4 leaves this to the server; proxies may rewrite the Request-URI).
+//     Callers that want that check can compare Credentials.URI themselves.
+//   - No qop=auth-int, no "-sess" algorithms, no userhash, no SHA-512-256,
+//     no username* (RFC 8187) parameters.
+//   - Without qop (RFC 2069 compatibility mode) there is no nonce count, so
+//     a captured Authorization can be replayed until the nonce expires; set
+//     Config.RequireQOP to refuse such responses.
+//
+// # Nonce key
+//
+// With a nil Config.Key a random key is generated, so nonces do not survive
+// a restart: clients that reuse a nonce from before the restart get
+// BadResponse. Configure a persistent Key (at least 16 bytes) shared by all
+// instances behind one address to avoid that.
+package digest

@@ -1,0 +1,5 @@
+//go:build !race
+
+package digest
+
+const raceEnabled = false

@@ -1,0 +1,207 @@
+package registrar
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// Binding is one registered contact of an address-of-record (the extension).
+type Binding struct {
+	AOR        string
+	ContactURI string // comparison key, RFC 3261 §19.1.4 (see contactKey)
+	Contact    string // the Contact value to hand back and route to, without expires
+	Source     string // "udp:198.18.0.10:5060": where the REGISTER came from (NAT)
+	Local      string // "udp:127.0.0.1:5060": the listener it arrived on
+	CallID     string
+	CSeq       uint32
+	Q          float64 // -1 when the contact carried no q
+	Expires    time.Time
+	Registered time.Time
+	UserAgent  string
+	Instance   string // +sip.instance (RFC 5626), informative
+	RegID      int
+}
+
+// BindingKey identifies a binding.
+type BindingKey struct{ AOR, ContactURI string }
+
+func (b *Binding) key() BindingKey { return BindingKey{b.AOR, b.ContactURI} }
+
+// table holds every binding in memory. Writers also record which keys
+// changed so the persister can write them behind in one transaction.
+type table struct {
+	mu    sync.Mutex
+	aors  map[string][]*Binding
+	dirty map[BindingKey]*Binding // nil value = deleted
+}
+
+func newTable() *table {
+	return &table{aors: map[string][]*Binding{}, dirty: map[BindingKey]*Binding{}}
+}
+
+// lookup returns copies of the unexpired bindings of aor.
+func (t *table) lookup(aor string, now time.Time) []Binding {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.liveLocked(aor, now)
+}
+
+func (t *table) liveLocked(aor string, now time.Time) []Binding {
+	var out []Binding
+	for _, b := range t.aors[aor] {
+		if b.Expires.After(now) {
+			out = append(out, *b)
+		}
+	}
+	return out
+}
+
+// all returns copies of every unexpired binding, ordered by AOR then contact.
+func (t *table) all(now time.Time) []Binding {
+	t.mu.Lock()
+	out := make([]Binding, 0, len(t.aors))
+	for _, bs := range t.aors {
+		for _, b := range bs {
+			if b.Expires.After(now) {
+				out = append(out, *b)
+			}
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b Binding) int {
+		if c := strings.Compare(a.AOR, b.AOR); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ContactURI, b.ContactURI)
+	})
+	return out
+}
+
+// load installs bindings read back from the persister without marking them dirty.
+func (t *table) load(bs []Binding, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range bs {
+		if bs[i].Expires.After(now) {
+			b := bs[i]
+			t.aors[b.AOR] = append(t.aors[b.AOR], &b)
+		}
+	}
+}
+
+func (t *table) markLocked(k BindingKey, b *Binding) {
+	if b == nil {
+		t.dirty[k] = nil
+		return
+	}
+	c := *b
+	t.dirty[k] = &c
+}
+
+// expire removes bindings whose time has passed and returns how many went.
+func (t *table) expire(now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for aor, bs := range t.aors {
+		kept := bs[:0]
+		for _, b := range bs {
+			if b.Expires.After(now) {
+				kept = append(kept, b)
+				continue
+			}
+			t.markLocked(b.key(), nil)
+			n++
+		}
+		if len(kept) == 0 {
+			delete(t.aors, aor)
+		} else {
+			clear(bs[len(kept):])
+			t.aors[aor] = kept
+		}
+	}
+	return n
+}
+
+// dropAOR removes every binding of aor (used when a user is deleted).
+func (t *table) dropAOR(aor string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	bs := t.aors[aor]
+	for _, b := range bs {
+		t.markLocked(b.key(), nil)
+	}
+	delete(t.aors, aor)
+	return len(bs)
+}
+
+// takeDirty hands the pending changes to the persister.
+func (t *table) takeDirty() (upserts []Binding, deletes []BindingKey) {
+	t.mu.Lock()
+	d := t.dirty
+	if len(d) == 0 {
+		t.mu.Unlock()
+		return nil, nil
+	}
+	t.dirty = make(map[BindingKey]*Binding, len(d))
+	t.mu.Unlock()
+	for k, b := range d {
+		if b == nil {
+			deletes = append(deletes, k)
+		} else {
+			upserts = append(upserts, *b)
+		}
+	}
+	return upserts, deletes
+}
+
+// requeue puts changes that failed to persist back, unless newer ones exist.
+func (t *table) requeue(upserts []Binding, deletes []BindingKey) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range upserts {
+		k := upserts[i].key()
+		if _, newer := t.dirty[k]; !newer {
+			t.dirty[k] = &upserts[i]
+		}
+	}
+	for _, k := range deletes {
+		if _, newer := t.dirty[k]; !newer {
+			t.dirty[k] = nil
+		}
+	}
+}
+
+// contactKey is the comparison form of a contact URI (RFC 3261 §19.1.4):
+// scheme and host are case-insensitive, user is not, an absent port differs
+// from an explicit one, and the transport/user/maddr/ttl/method parameters
+// take part in the comparison while other parameters do not.
+func contactKey(u *sip.Uri) string {
+	var sb strings.Builder
+	sb.Grow(len(u.User) + len(u.Host) + 24)
+	sb.WriteString(strings.ToLower(u.Scheme))
+	sb.WriteByte(':')
+	if u.User != "" {
+		sb.WriteString(u.User)
+		sb.WriteByte('@')
+	}
+	sb.WriteString(strings.ToLower(u.Host))
+	if u.Port != 0 {
+		sb.WriteByte(':')
+		sb.WriteString(strconv.Itoa(u.Port))
+	}
+	for _, p := range [...]string{"transport", "user", "maddr", "ttl", "method"} {
+		if v, ok := u.UriParams.Get(p); ok {
+			sb.WriteByte(';')
+			sb.WriteString(p)
+			sb.WriteByte('=')
+			sb.WriteString(strings.ToLower(v))
+		}
+	}
+	return sb.String()
+}

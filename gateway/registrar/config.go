@@ -1,0 +1,76 @@
+package registrar
+
+import (
+	"time"
+
+	"github.com/outpost/outpost/gateway/digest"
+)
+
+// User is one local account. Passwords never reach the registrar: only the
+// digest HA1 values H(user:realm:password) for each algorithm.
+type User struct {
+	Extension string
+	HA1MD5    string
+	HA1SHA256 string
+}
+
+// Config is the registrar's part of the document. Zero fields mean defaults.
+type Config struct {
+	Realm      string
+	Algorithms []digest.Algorithm // challenge order; empty = MD5, SHA-256
+	MinExpires int                // seconds; 0 = 60
+	MaxExpires int                // seconds; 0 = 3600
+	Users      []User
+
+	// AuthFailLimit is the number of failed authentications per source IP
+	// per minute after which that source's credentials are no longer checked
+	// (answered 403) until its budget refills. 0 = 10.
+	AuthFailLimit int
+	// StormRate is the number of new registration attempts (REGISTER without
+	// credentials) admitted per second; above it the registrar answers 503
+	// with Retry-After. 0 = 2000; negative = no limit.
+	StormRate int
+	// RetryAfter is the base of the Retry-After given by the storm guard; a
+	// random jitter of up to the same amount is added. 0 = 5 s.
+	RetryAfter time.Duration
+	// PersistInterval is how often changed bindings are written behind to
+	// the Persister. 0 = 200 ms.
+	PersistInterval time.Duration
+	// MaxContacts bounds the bindings of one AOR. 0 = 16.
+	MaxContacts int
+}
+
+const defaultExpires = 3600
+
+func (c Config) minExpires() int { return orDefault(c.MinExpires, 60) }
+func (c Config) maxExpires() int { return orDefault(c.MaxExpires, 3600) }
+func (c Config) authFailLimit() int {
+	return orDefault(c.AuthFailLimit, 10)
+}
+func (c Config) stormRate() int { return orDefault(c.StormRate, 2000) }
+func (c Config) retryAfter() time.Duration {
+	if c.RetryAfter <= 0 {
+		return 5 * time.Second
+	}
+	return c.RetryAfter
+}
+func (c Config) persistInterval() time.Duration {
+	if c.PersistInterval <= 0 {
+		return 200 * time.Millisecond
+	}
+	return c.PersistInterval
+}
+func (c Config) maxContacts() int { return orDefault(c.MaxContacts, 16) }
+func (c Config) algorithms() []digest.Algorithm {
+	if len(c.Algorithms) == 0 {
+		return []digest.Algorithm{digest.MD5, digest.SHA256}
+	}
+	return c.Algorithms
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,362 @@
+package registrar
+
+import (
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/digest"
+)
+
+// HandleRegister processes one REGISTER (RFC 3261 §10.3) that arrived on
+// the listener named local ("udp:127.0.0.1:5060") and returns the response
+// to send. It never panics on malformed input; it answers 400 instead.
+func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response {
+	st := r.st.Load()
+	to := req.To()
+	if to == nil || req.CallID() == nil || req.CSeq() == nil {
+		return reply(req, sip.StatusBadRequest, "Missing To, Call-ID or CSeq")
+	}
+	// §10.3 step 3: the AOR is the To URI; the box is the authority for
+	// whatever host the phone put there, so only the user part matters.
+	aor := to.Address.User
+	if aor == "" {
+		return reply(req, sip.StatusBadRequest, "To has no user part")
+	}
+
+	// §10.3 step 2: authenticate. A request without credentials is a new
+	// registration attempt: it passes the storm guard, then gets challenged.
+	authz := req.GetHeader("Authorization")
+	if authz == nil {
+		if st.storm != nil && !st.storm.allow() {
+			r.stats.stormRefused.Add(1)
+			return r.tooBusy(req, st)
+		}
+		return r.challenge(req, st, false)
+	}
+	srcIP := sourceIP(req)
+	if r.fails.blocked(srcIP) {
+		r.stats.authBlocked.Add(1)
+		return reply(req, sip.StatusForbidden, "Too Many Failed Attempts")
+	}
+	creds, err := digest.ParseCredentials(authz.Value())
+	if err != nil {
+		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
+	}
+	// §10.3 step 4: the authenticated user must be allowed to change this
+	// AOR; on the box each user owns exactly its own extension.
+	if creds.Username != aor {
+		r.authFailed(srcIP, aor, "username does not match AOR")
+		return reply(req, sip.StatusForbidden, "Forbidden")
+	}
+	lookup := func(user string, alg digest.Algorithm) (string, bool) {
+		u, ok := st.users[user]
+		if !ok {
+			return "", false
+		}
+		if alg == digest.SHA256 {
+			return u.HA1SHA256, u.HA1SHA256 != ""
+		}
+		return u.HA1MD5, u.HA1MD5 != ""
+	}
+	switch res := st.auth.Verify(string(req.Method), &creds, lookup); res {
+	case digest.OK:
+	case digest.Stale:
+		return r.challenge(req, st, true)
+	case digest.Replay, digest.WrongRealm, digest.UnsupportedAlgorithm:
+		// Not a guess at the password: ask again with a fresh nonce.
+		return r.challenge(req, st, false)
+	case digest.Malformed:
+		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
+	default: // BadResponse, UnknownUser
+		r.authFailed(srcIP, aor, res.String())
+		return reply(req, sip.StatusForbidden, "Forbidden")
+	}
+	return r.update(req, st, aor, local)
+}
+
+func (r *Registrar) authFailed(ip, aor, why string) {
+	r.stats.authFailures.Add(1)
+	if r.fails.fail(ip) {
+		r.log.Warn("authentication failures over limit: source blocked, its credentials are no longer checked until its budget refills",
+			"source", ip, "aor", aor, "reason", why, "limit_per_min", r.st.Load().cfg.authFailLimit())
+	} else {
+		r.log.Info("authentication failed", "source", ip, "aor", aor, "reason", why)
+	}
+}
+
+func (r *Registrar) challenge(req *sip.Request, st *state, stale bool) *sip.Response {
+	r.stats.challenges.Add(1)
+	res := reply(req, sip.StatusUnauthorized, "Unauthorized")
+	for _, c := range st.auth.Challenges(stale) {
+		res.AppendHeader(sip.NewHeader("WWW-Authenticate", c))
+	}
+	return res
+}
+
+// tooBusy answers the storm guard's 503. The jitter spreads the retries of
+// phones that all rebooted together over the base interval again.
+func (r *Registrar) tooBusy(req *sip.Request, st *state) *sip.Response {
+	base := int(st.cfg.retryAfter() / time.Second)
+	if base < 1 {
+		base = 1
+	}
+	res := reply(req, sip.StatusServiceUnavailable, "Registration Storm, Retry Later")
+	res.AppendHeader(sip.NewHeader("Retry-After", strconv.Itoa(base+rand.IntN(base+1))))
+	return res
+}
+
+// contactUpdate is one Contact of the request, resolved against the table.
+type contactUpdate struct {
+	b       Binding
+	expires int
+}
+
+// update applies the Contacts of an authenticated REGISTER: §10.3 steps 6–8.
+func (r *Registrar) update(req *sip.Request, st *state, aor, local string) *sip.Response {
+	now := r.now()
+	callID := req.CallID().Value()
+	cseq := req.CSeq().SeqNo
+
+	hdrExpires := -1
+	if h := req.GetHeader("Expires"); h != nil {
+		v, err := strconv.ParseUint(strings.TrimSpace(h.Value()), 10, 32)
+		if err != nil {
+			return reply(req, sip.StatusBadRequest, "Bad Expires")
+		}
+		hdrExpires = int(min(v, 1<<31-1))
+	}
+
+	var contacts []*sip.ContactHeader
+	for _, h := range req.GetHeaders("Contact") {
+		c, ok := h.(*sip.ContactHeader)
+		if !ok {
+			return reply(req, sip.StatusBadRequest, "Bad Contact")
+		}
+		contacts = append(contacts, c)
+	}
+
+	// Step 6: "Contact: *" removes every binding, only with Expires: 0 and alone.
+	for _, c := range contacts {
+		if c.Address.Wildcard {
+			if len(contacts) != 1 || hdrExpires != 0 {
+				return reply(req, sip.StatusBadRequest, "Wildcard Contact needs Expires: 0 and no other Contact")
+			}
+			return r.removeAll(req, aor, callID, cseq)
+		}
+	}
+
+	minExp, maxExp := st.cfg.minExpires(), st.cfg.maxExpires()
+	ups := make([]contactUpdate, 0, len(contacts))
+	for _, c := range contacts {
+		exp := hdrExpires
+		if v, ok := c.Params.Get("expires"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				return reply(req, sip.StatusBadRequest, "Bad Contact expires")
+			}
+			exp = int(min(n, 1<<31-1))
+		}
+		if exp < 0 {
+			exp = min(defaultExpires, maxExp)
+		}
+		// Step 7: too brief is refused (423) unless it is a removal.
+		if exp > 0 && exp < minExp {
+			res := reply(req, 423, "Interval Too Brief")
+			res.AppendHeader(sip.NewHeader("Min-Expires", strconv.Itoa(minExp)))
+			return res
+		}
+		exp = min(exp, maxExp)
+		q := -1.0
+		if v, ok := c.Params.Get("q"); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 1 {
+				return reply(req, sip.StatusBadRequest, "Bad Contact q")
+			}
+			q = f
+		}
+		regID, _ := strconv.Atoi(c.Params.GetOr("reg-id", "0"))
+		ups = append(ups, contactUpdate{expires: exp, b: Binding{
+			AOR:        aor,
+			ContactURI: contactKey(&c.Address),
+			Contact:    contactValue(c),
+			Source:     strings.ToLower(req.Transport()) + ":" + req.Source(),
+			Local:      local,
+			CallID:     callID,
+			CSeq:       cseq,
+			Q:          q,
+			Expires:    now.Add(time.Duration(exp) * time.Second),
+			Registered: now,
+			UserAgent:  headerValue(req, "User-Agent"),
+			Instance:   strings.Trim(c.Params.GetOr("+sip.instance", ""), `"`),
+			RegID:      regID,
+		}})
+	}
+
+	t := r.tbl
+	t.mu.Lock()
+	cur := t.aors[aor]
+	next := make([]*Binding, 0, len(cur)+len(ups))
+	for _, b := range cur {
+		if b.Expires.After(now) {
+			next = append(next, b)
+		}
+	}
+	// Step 7: all updates are checked before any is made visible.
+	type change struct {
+		idx int // index in next, -1 = new
+		u   *contactUpdate
+	}
+	changes := make([]change, 0, len(ups))
+	for i := range ups {
+		u := &ups[i]
+		idx := -1
+		for j, b := range next {
+			if sameBinding(b, &u.b) {
+				idx = j
+				break
+			}
+		}
+		if idx >= 0 && next[idx].CallID == callID && cseq <= next[idx].CSeq {
+			t.mu.Unlock()
+			return reply(req, sip.StatusInternalServerError, "Out Of Order CSeq")
+		}
+		changes = append(changes, change{idx, u})
+	}
+	removed, added := 0, 0
+	for _, c := range changes {
+		switch {
+		case c.u.expires == 0 && c.idx >= 0:
+			t.markLocked(next[c.idx].key(), nil)
+			next[c.idx] = nil
+			removed++
+		case c.u.expires == 0: // removing what is not there: nothing to do
+		case c.idx >= 0:
+			old := next[c.idx]
+			if old.ContactURI != c.u.b.ContactURI { // same instance, new address
+				t.markLocked(old.key(), nil)
+			}
+			nb := c.u.b
+			next[c.idx] = &nb
+			t.markLocked(nb.key(), &nb)
+			added++
+		default:
+			nb := c.u.b
+			next = append(next, &nb)
+			t.markLocked(nb.key(), &nb)
+			added++
+		}
+	}
+	next = compact(next)
+	// A phone that keeps changing address must not lock itself out: beyond
+	// the limit the binding closest to expiry makes room.
+	for len(next) > st.cfg.maxContacts() {
+		oldest := 0
+		for j, b := range next {
+			if b.Expires.Before(next[oldest].Expires) {
+				oldest = j
+			}
+		}
+		t.markLocked(next[oldest].key(), nil)
+		next = append(next[:oldest], next[oldest+1:]...)
+	}
+	if len(next) == 0 {
+		delete(t.aors, aor)
+	} else {
+		t.aors[aor] = next
+	}
+	res := r.okLocked(req, next, now)
+	t.mu.Unlock()
+
+	if added > 0 {
+		r.stats.registered.Add(1)
+	}
+	if removed > 0 {
+		r.stats.unregistered.Add(uint64(removed))
+	}
+	return res
+}
+
+// removeAll handles "Contact: *": each binding goes unless it belongs to
+// the same Call-ID with a CSeq that is not lower (§10.3 step 6).
+func (r *Registrar) removeAll(req *sip.Request, aor, callID string, cseq uint32) *sip.Response {
+	now := r.now()
+	t := r.tbl
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.aors[aor]
+	for _, b := range cur {
+		if b.CallID == callID && cseq <= b.CSeq {
+			return reply(req, sip.StatusInternalServerError, "Out Of Order CSeq")
+		}
+	}
+	for _, b := range cur {
+		t.markLocked(b.key(), nil)
+	}
+	delete(t.aors, aor)
+	r.stats.unregistered.Add(uint64(len(cur)))
+	return r.okLocked(req, nil, now)
+}
+
+// okLocked builds the 200 listing every current binding with its remaining
+// lifetime (§10.3 step 8).
+func (r *Registrar) okLocked(req *sip.Request, bs []*Binding, now time.Time) *sip.Response {
+	res := reply(req, sip.StatusOK, "OK")
+	for _, b := range bs {
+		left := int((b.Expires.Sub(now) + time.Second - 1) / time.Second)
+		res.AppendHeader(sip.NewHeader("Contact", b.Contact+";expires="+strconv.Itoa(left)))
+	}
+	res.AppendHeader(sip.NewHeader("Date", now.UTC().Format(time.RFC1123)))
+	return res
+}
+
+func sameBinding(a, b *Binding) bool {
+	if a.Instance != "" && b.Instance != "" {
+		return a.Instance == b.Instance && a.RegID == b.RegID
+	}
+	return a.ContactURI == b.ContactURI
+}
+
+func compact(bs []*Binding) []*Binding {
+	out := bs[:0]
+	for _, b := range bs {
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// contactValue is the Contact as received minus its expires parameter,
+// which the registrar rewrites in every 200.
+func contactValue(c *sip.ContactHeader) string {
+	if !c.Params.Has("expires") {
+		return c.Value()
+	}
+	cc := c.Clone()
+	cc.Params.Remove("expires")
+	return cc.Value()
+}
+
+func headerValue(req *sip.Request, name string) string {
+	if h := req.GetHeader(name); h != nil {
+		return h.Value()
+	}
+	return ""
+}
+
+func sourceIP(req *sip.Request) string {
+	host, _, err := net.SplitHostPort(req.Source())
+	if err != nil {
+		return req.Source()
+	}
+	return host
+}
+
+func reply(req *sip.Request, code int, reason string) *sip.Response {
+	return sip.NewResponseFromRequest(req, code, reason, nil)
+}

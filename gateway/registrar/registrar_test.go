@@ -1,0 +1,469 @@
+package registrar
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	icdigest "github.com/icholy/digest"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/digest"
+)
+
+const realm = "test.local"
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func user(ext, pw string) User {
+	return User{Extension: ext, HA1MD5: digest.HA1(digest.MD5, ext, realm, pw), HA1SHA256: digest.HA1(digest.SHA256, ext, realm, pw)}
+}
+
+func newTestRegistrar(t *testing.T, cfg Config, p Persister) (*Registrar, *clock) {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	if cfg.Realm == "" {
+		cfg.Realm = realm
+	}
+	if cfg.Users == nil {
+		cfg.Users = []User{user("1001", "pw1001"), user("1002", "pw1002")}
+	}
+	r, err := New(cfg, p, nil, WithClock(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, c
+}
+
+// msg is a REGISTER written as wire text.
+type msg struct {
+	aor, callID string
+	cseq        int
+	contacts    []string
+	expires     string // Expires header, "" = none
+	authz       string
+	src         string
+}
+
+func (m msg) request(t *testing.T) *sip.Request {
+	t.Helper()
+	if m.callID == "" {
+		m.callID = "call-1"
+	}
+	if m.cseq == 0 {
+		m.cseq = 1
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "REGISTER sip:%s SIP/2.0\r\n", realm)
+	b.WriteString("Via: SIP/2.0/UDP 198.18.0.10:5060;branch=z9hG4bK" + strconv.Itoa(m.cseq) + m.callID + "\r\n")
+	b.WriteString("Max-Forwards: 70\r\n")
+	fmt.Fprintf(&b, "From: <sip:%s@%s>;tag=abc\r\nTo: <sip:%s@%s>\r\n", m.aor, realm, m.aor, realm)
+	fmt.Fprintf(&b, "Call-ID: %s\r\nCSeq: %d REGISTER\r\n", m.callID, m.cseq)
+	for _, c := range m.contacts {
+		b.WriteString("Contact: " + c + "\r\n")
+	}
+	if m.expires != "" {
+		b.WriteString("Expires: " + m.expires + "\r\n")
+	}
+	if m.authz != "" {
+		b.WriteString("Authorization: " + m.authz + "\r\n")
+	}
+	b.WriteString("User-Agent: test-phone\r\nContent-Length: 0\r\n\r\n")
+	parsed, err := sip.ParseMessage([]byte(b.String()))
+	if err != nil {
+		t.Fatalf("parse test message: %v\n%s", err, b.String())
+	}
+	req := parsed.(*sip.Request)
+	src := m.src
+	if src == "" {
+		src = "198.18.0.10:5060"
+	}
+	req.SetSource(src)
+	req.SetTransport("UDP")
+	return req
+}
+
+// register performs the challenge round trip and returns the final answer.
+func register(t *testing.T, r *Registrar, m msg, password string) *sip.Response {
+	t.Helper()
+	res := r.HandleRegister(m.request(t), "udp:127.0.0.1:5060")
+	if res.StatusCode != 401 {
+		return res
+	}
+	m.authz = answer(t, res, "MD5", m.aor, password, 1)
+	m.cseq = max(m.cseq, 1) + 1
+	return r.HandleRegister(m.request(t), "udp:127.0.0.1:5060")
+}
+
+// answer computes credentials with an independent client implementation.
+func answer(t *testing.T, res *sip.Response, alg, user, password string, nc int) string {
+	t.Helper()
+	for _, h := range res.GetHeaders("WWW-Authenticate") {
+		ch, err := icdigest.ParseChallenge(h.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Algorithm != alg {
+			continue
+		}
+		cr, err := icdigest.Digest(ch, icdigest.Options{Method: "REGISTER", URI: "sip:" + realm, Username: user, Password: password, Count: nc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cr.String()
+	}
+	t.Fatalf("no %s challenge in %s", alg, res)
+	return ""
+}
+
+func contactsOf(res *sip.Response) []string {
+	var out []string
+	for _, h := range res.GetHeaders("Contact") {
+		out = append(out, h.Value())
+	}
+	return out
+}
+
+func TestChallengeOrderAndBothAlgorithms(t *testing.T) {
+	for _, order := range [][]digest.Algorithm{{digest.MD5, digest.SHA256}, {digest.SHA256, digest.MD5}} {
+		r, _ := newTestRegistrar(t, Config{Algorithms: order}, nil)
+		res := r.HandleRegister(msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}}.request(t), "")
+		if res.StatusCode != 401 {
+			t.Fatalf("status %d, want 401", res.StatusCode)
+		}
+		hs := res.GetHeaders("WWW-Authenticate")
+		if len(hs) != 2 || !strings.Contains(hs[0].Value(), "algorithm="+string(order[0])) {
+			t.Fatalf("challenges %v, want %v first", hs, order[0])
+		}
+		for _, alg := range order {
+			m := msg{aor: "1001", cseq: 2, callID: "c-" + string(alg), contacts: []string{"<sip:1001@198.18.0.10>"}}
+			m.authz = answer(t, res, string(alg), "1001", "pw1001", 1)
+			if got := r.HandleRegister(m.request(t), ""); got.StatusCode != 200 {
+				t.Errorf("%s: status %d %s", alg, got.StatusCode, got.Reason)
+			}
+			res = r.HandleRegister(msg{aor: "1001", callID: "again", contacts: []string{"<sip:1001@198.18.0.10>"}}.request(t), "")
+		}
+	}
+}
+
+func TestRegisterContactsAndExpires(t *testing.T) {
+	r, clk := newTestRegistrar(t, Config{MinExpires: 60, MaxExpires: 3600}, nil)
+	res := register(t, r, msg{aor: "1001", expires: "600", contacts: []string{
+		"<sip:1001@198.18.0.10:5060>;expires=120", // parameter wins over header
+		"<sip:1001@198.18.0.11:5060>",             // header applies
+		"<sip:1001@198.18.0.12:5060>;expires=99999", // clamped to max
+	}}, "pw1001")
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d %s", res.StatusCode, res.Reason)
+	}
+	got := strings.Join(contactsOf(res), " | ")
+	for _, want := range []string{"198.18.0.10:5060>;expires=120", "198.18.0.11:5060>;expires=600", "198.18.0.12:5060>;expires=3600"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("200 contacts %q lack %q", got, want)
+		}
+	}
+	if res.GetHeader("Date") == nil {
+		t.Error("200 without Date")
+	}
+	if n := len(r.Lookup("1001")); n != 3 {
+		t.Fatalf("%d bindings, want 3", n)
+	}
+	// A second REGISTER (new Call-ID) adds a fourth; the 200 lists all four.
+	res = register(t, r, msg{aor: "1001", callID: "other", contacts: []string{"<sip:1001@198.18.0.13>"}}, "pw1001")
+	if n := len(contactsOf(res)); n != 4 {
+		t.Fatalf("200 lists %d contacts, want 4: %v", n, contactsOf(res))
+	}
+	// Bindings expire on time, each by its own expires.
+	clk.add(121 * time.Second)
+	if n := r.tbl.expire(clk.now()); n != 1 {
+		t.Fatalf("expired %d, want 1", n)
+	}
+	clk.add(600 * time.Second)
+	r.tbl.expire(clk.now())
+	if bs := r.Lookup("1001"); len(bs) != 2 || strings.Contains(bs[0].Contact+bs[1].Contact, "198.18.0.11") {
+		t.Fatalf("after 721 s, want only the two 3600 s bindings: %+v", bs)
+	}
+}
+
+func TestQueryWithoutContact(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	register(t, r, msg{aor: "1002", contacts: []string{"<sip:1002@198.18.0.20>"}}, "pw1002")
+	res := register(t, r, msg{aor: "1002", callID: "q"}, "pw1002")
+	if res.StatusCode != 200 || len(contactsOf(res)) != 1 {
+		t.Fatalf("query: %d %v", res.StatusCode, contactsOf(res))
+	}
+}
+
+func TestIntervalTooBrief(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{MinExpires: 60}, nil)
+	res := register(t, r, msg{aor: "1001", expires: "30", contacts: []string{"<sip:1001@198.18.0.10>"}}, "pw1001")
+	if res.StatusCode != 423 {
+		t.Fatalf("status %d, want 423", res.StatusCode)
+	}
+	if h := res.GetHeader("Min-Expires"); h == nil || h.Value() != "60" {
+		t.Fatalf("Min-Expires %v, want 60", h)
+	}
+	if len(r.Lookup("1001")) != 0 {
+		t.Fatal("binding created despite 423")
+	}
+}
+
+func TestUnregister(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	register(t, r, msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>", "<sip:1001@198.18.0.11>"}}, "pw1001")
+	res := register(t, r, msg{aor: "1001", callID: "x", contacts: []string{"<sip:1001@198.18.0.10>;expires=0"}}, "pw1001")
+	if res.StatusCode != 200 || len(contactsOf(res)) != 1 || len(r.Lookup("1001")) != 1 {
+		t.Fatalf("single unregister: %d %v", res.StatusCode, contactsOf(res))
+	}
+	// "*" needs Expires: 0 and no other contact.
+	res = register(t, r, msg{aor: "1001", callID: "y", contacts: []string{"*"}, expires: "60"}, "pw1001")
+	if res.StatusCode != 400 {
+		t.Fatalf("wildcard with Expires 60: %d, want 400", res.StatusCode)
+	}
+	res = register(t, r, msg{aor: "1001", callID: "y", contacts: []string{"*"}, expires: "0"}, "pw1001")
+	if res.StatusCode != 200 || len(r.Lookup("1001")) != 0 || len(contactsOf(res)) != 0 {
+		t.Fatalf("wildcard unregister: %d, %d left", res.StatusCode, len(r.Lookup("1001")))
+	}
+	if st := r.Stats(); st.Unregistered != 2 {
+		t.Errorf("unregistered counter %d, want 2", st.Unregistered)
+	}
+}
+
+func TestCSeqOrdering(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	m := msg{aor: "1001", callID: "same", cseq: 10, contacts: []string{"<sip:1001@198.18.0.10>"}}
+	if res := register(t, r, m, "pw1001"); res.StatusCode != 200 {
+		t.Fatal(res.StatusCode)
+	} // stored CSeq is now 11
+	m.cseq = 5 // older request of the same Call-ID: refused, binding unchanged
+	if res := register(t, r, m, "pw1001"); res.StatusCode != 500 {
+		t.Fatalf("out of order: %d, want 500", res.StatusCode)
+	}
+	m.cseq = 20
+	if res := register(t, r, m, "pw1001"); res.StatusCode != 200 {
+		t.Fatalf("in order: %d", res.StatusCode)
+	}
+	if bs := r.Lookup("1001"); len(bs) != 1 || bs[0].CSeq != 21 {
+		t.Fatalf("bindings %+v", bs)
+	}
+}
+
+func TestWrongPasswordAndGuessLimit(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{AuthFailLimit: 3}, nil)
+	for i := range 3 {
+		res := register(t, r, msg{aor: "1001", callID: fmt.Sprint("g", i), contacts: []string{"<sip:1001@198.18.0.66>"}, src: "198.18.0.66:5060"}, "guess")
+		if res.StatusCode != 403 || res.Reason != "Forbidden" {
+			t.Fatalf("guess %d: %d %s", i, res.StatusCode, res.Reason)
+		}
+	}
+	// The budget is spent: even the right password is not checked now.
+	res := register(t, r, msg{aor: "1001", callID: "right", contacts: []string{"<sip:1001@198.18.0.66>"}, src: "198.18.0.66:5060"}, "pw1001")
+	if res.StatusCode != 403 || !strings.Contains(res.Reason, "Too Many") {
+		t.Fatalf("blocked source: %d %s", res.StatusCode, res.Reason)
+	}
+	// Another source is not affected.
+	res = register(t, r, msg{aor: "1001", callID: "other", contacts: []string{"<sip:1001@198.18.0.67>"}, src: "198.18.0.67:5060"}, "pw1001")
+	if res.StatusCode != 200 {
+		t.Fatalf("other source: %d %s", res.StatusCode, res.Reason)
+	}
+	st := r.Stats()
+	if st.AuthFailures != 3 || st.AuthBlocked != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestBlockedSourceRecovers(t *testing.T) {
+	r, clk := newTestRegistrar(t, Config{AuthFailLimit: 2}, nil)
+	for i := range 2 {
+		register(t, r, msg{aor: "1001", callID: fmt.Sprint("g", i), contacts: []string{"<sip:1001@198.18.0.66>"}}, "guess")
+	}
+	clk.add(time.Minute) // the whole budget refills within the window
+	if res := register(t, r, msg{aor: "1001", callID: "ok", contacts: []string{"<sip:1001@198.18.0.66>"}}, "pw1001"); res.StatusCode != 200 {
+		t.Fatalf("after refill: %d %s", res.StatusCode, res.Reason)
+	}
+}
+
+func TestUnknownUserAndForeignAOR(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	if res := register(t, r, msg{aor: "9999", contacts: []string{"<sip:9999@198.18.0.10>"}}, "x"); res.StatusCode != 403 {
+		t.Fatalf("unknown user: %d", res.StatusCode)
+	}
+	// 1002's credentials cannot register 1001.
+	m := msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}}
+	ch := r.HandleRegister(m.request(t), "")
+	m.authz = answer(t, ch, "MD5", "1002", "pw1002", 1)
+	m.cseq = 2
+	if res := r.HandleRegister(m.request(t), ""); res.StatusCode != 403 {
+		t.Fatalf("foreign AOR: %d", res.StatusCode)
+	}
+}
+
+func TestStaleNonceAndReplay(t *testing.T) {
+	r, clk := newTestRegistrar(t, Config{}, nil)
+	m := msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}}
+	ch := r.HandleRegister(m.request(t), "")
+	m.authz = answer(t, ch, "MD5", "1001", "pw1001", 1)
+	m.cseq = 2
+	if res := r.HandleRegister(m.request(t), ""); res.StatusCode != 200 {
+		t.Fatal(res.StatusCode)
+	}
+	m.cseq = 3 // same nonce and nc again: a replay is challenged afresh
+	if res := r.HandleRegister(m.request(t), ""); res.StatusCode != 401 || strings.Contains(res.GetHeader("WWW-Authenticate").Value(), "stale=true") {
+		t.Fatalf("replay: %d %v", res.StatusCode, res.GetHeader("WWW-Authenticate"))
+	}
+	clk.add(time.Hour) // the nonce is now old: the right answer is told stale=true
+	m.authz = answer(t, ch, "MD5", "1001", "pw1001", 2)
+	m.cseq = 4
+	res := r.HandleRegister(m.request(t), "")
+	if res.StatusCode != 401 || !strings.Contains(res.GetHeader("WWW-Authenticate").Value(), "stale=true") {
+		t.Fatalf("stale: %d %v", res.StatusCode, res.GetHeader("WWW-Authenticate"))
+	}
+}
+
+func TestStormGuard(t *testing.T) {
+	r, clk := newTestRegistrar(t, Config{StormRate: 2, RetryAfter: 4 * time.Second}, nil)
+	codes := []int{}
+	for i := range 4 {
+		res := r.HandleRegister(msg{aor: "1001", callID: fmt.Sprint("s", i), contacts: []string{"<sip:1001@198.18.0.10>"}}.request(t), "")
+		codes = append(codes, res.StatusCode)
+		if res.StatusCode == 503 {
+			ra, err := strconv.Atoi(res.GetHeader("Retry-After").Value())
+			if err != nil || ra < 4 || ra > 8 {
+				t.Fatalf("Retry-After %v, want 4..8", res.GetHeader("Retry-After"))
+			}
+		}
+	}
+	if fmt.Sprint(codes) != "[401 401 503 503]" {
+		t.Fatalf("codes %v", codes)
+	}
+	clk.add(time.Second) // the bucket refills at the configured rate
+	if res := r.HandleRegister(msg{aor: "1001", callID: "later", contacts: []string{"<sip:1001@198.18.0.10>"}}.request(t), ""); res.StatusCode != 401 {
+		t.Fatalf("after refill: %d", res.StatusCode)
+	}
+	if r.Stats().StormRefused != 2 {
+		t.Fatalf("storm counter %d", r.Stats().StormRefused)
+	}
+}
+
+func TestSameInstanceReplacesContact(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	inst := `;+sip.instance="<urn:uuid:00000000-0000-1000-8000-000A95A0E128>";reg-id=1`
+	register(t, r, msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>" + inst}}, "pw1001")
+	register(t, r, msg{aor: "1001", callID: "new-ip", contacts: []string{"<sip:1001@198.18.0.99>" + inst}}, "pw1001")
+	if bs := r.Lookup("1001"); len(bs) != 1 || !strings.Contains(bs[0].Contact, "198.18.0.99") {
+		t.Fatalf("bindings %+v", bs)
+	}
+}
+
+func TestMaxContactsEvictsOldest(t *testing.T) {
+	r, clk := newTestRegistrar(t, Config{MaxContacts: 2}, nil)
+	for i := range 3 {
+		register(t, r, msg{aor: "1001", callID: fmt.Sprint("m", i), contacts: []string{fmt.Sprintf("<sip:1001@198.18.0.%d>", 10+i)}}, "pw1001")
+		clk.add(time.Second)
+	}
+	bs := r.Lookup("1001")
+	if len(bs) != 2 || strings.Contains(bs[0].Contact+bs[1].Contact, "198.18.0.10>") {
+		t.Fatalf("bindings %+v", bs)
+	}
+}
+
+func TestMalformedRegister(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	cases := []msg{
+		{aor: "", contacts: []string{"<sip:x@198.18.0.10>"}},
+		{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}, authz: "Digest garbage"},
+		{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}, authz: "Basic Zm9vOmJhcg=="},
+	}
+	for i, m := range cases {
+		if res := r.HandleRegister(m.request(t), ""); res.StatusCode != 400 {
+			t.Errorf("case %d: %d %s, want 400", i, res.StatusCode, res.Reason)
+		}
+	}
+	if res := register(t, r, msg{aor: "1001", expires: "soon", contacts: []string{"<sip:1001@198.18.0.10>"}}, "pw1001"); res.StatusCode != 400 {
+		t.Errorf("bad Expires: %d", res.StatusCode)
+	}
+}
+
+// memPersister is an in-memory Persister.
+type memPersister struct {
+	mu   sync.Mutex
+	rows map[BindingKey]Binding
+}
+
+func (m *memPersister) LoadBindings(_ context.Context, now time.Time) ([]Binding, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Binding
+	for _, b := range m.rows {
+		if b.Expires.After(now) {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func (m *memPersister) SaveBindings(_ context.Context, ups []Binding, dels []BindingKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range ups {
+		m.rows[b.key()] = b
+	}
+	for _, k := range dels {
+		delete(m.rows, k)
+	}
+	return nil
+}
+
+func TestPersistAndRestore(t *testing.T) {
+	p := &memPersister{rows: map[BindingKey]Binding{}}
+	r, _ := newTestRegistrar(t, Config{}, p)
+	register(t, r, msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}}, "pw1001")
+	register(t, r, msg{aor: "1002", contacts: []string{"<sip:1002@198.18.0.20>"}}, "pw1002")
+	register(t, r, msg{aor: "1002", callID: "gone", contacts: []string{"<sip:1002@198.18.0.21>"}}, "pw1002")
+	register(t, r, msg{aor: "1002", callID: "gone", cseq: 5, contacts: []string{"<sip:1002@198.18.0.21>;expires=0"}}, "pw1002")
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.rows) != 2 {
+		t.Fatalf("persisted %d rows, want 2: %v", len(p.rows), p.rows)
+	}
+	// A new registrar (a restarted daemon) serves the same bindings.
+	r2, _ := newTestRegistrar(t, Config{}, p)
+	if err := r2.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Lookup("1001")) != 1 || len(r2.Lookup("1002")) != 1 {
+		t.Fatalf("restored %v", r2.Bindings())
+	}
+}
+
+func TestReconfigureDropsRemovedUsers(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	register(t, r, msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}}, "pw1001")
+	register(t, r, msg{aor: "1002", contacts: []string{"<sip:1002@198.18.0.20>"}}, "pw1002")
+	if err := r.Reconfigure(t.Context(), Config{Realm: realm, Users: []User{user("1001", "pw1001")}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Lookup("1001")) != 1 || len(r.Lookup("1002")) != 0 {
+		t.Fatalf("after removing 1002: %v", r.Bindings())
+	}
+	if res := register(t, r, msg{aor: "1002", callID: "again", contacts: []string{"<sip:1002@198.18.0.20>"}}, "pw1002"); res.StatusCode != 403 {
+		t.Fatalf("removed user registers: %d", res.StatusCode)
+	}
+}

@@ -1,0 +1,309 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/registrar"
+)
+
+// Listen is one SIP listening socket.
+type Listen struct {
+	Transport string // "udp" or "tcp"
+	Addr      string // "127.0.0.1:5060"; port 0 = any free port
+}
+
+func (l Listen) String() string { return l.Transport + ":" + l.Addr }
+
+// Config is the gateway's part of the document. Zero fields mean defaults.
+type Config struct {
+	Listen []Listen
+	// UDPReadBuffer is the receive buffer of each UDP socket; 0 = 4 MiB, so a
+	// burst of re-registrations queues in the kernel instead of being dropped.
+	UDPReadBuffer int
+	// ServerName goes into the Server and User-Agent headers.
+	ServerName string
+	Registrar  registrar.Config
+}
+
+// Allowed methods, announced in OPTIONS and 405 answers.
+const allow = "REGISTER, OPTIONS"
+
+// Server is the running SIP side.
+type Server struct {
+	log *slog.Logger
+	ua  *sipgo.UserAgent
+	srv *sipgo.Server
+	reg *registrar.Registrar
+
+	mu        sync.Mutex
+	cfg       Config
+	listeners map[Listen]*listener // keyed by the configured spec
+	serving   sync.WaitGroup
+	serveErrs chan error
+}
+
+type listener struct {
+	spec  Listen
+	bound string // "udp:127.0.0.1:40211"
+	pc    net.PacketConn
+	ln    net.Listener
+}
+
+func (l *listener) close() error {
+	if l.pc != nil {
+		return l.pc.Close()
+	}
+	return l.ln.Close()
+}
+
+var udpMTUOnce sync.Once
+
+// New binds every listener of cfg and prepares the SIP stack; nothing is
+// served until Run. persist may be nil.
+func New(cfg Config, persist registrar.Persister, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// sipgo refuses to send UDP messages above its MTU guess instead of
+	// letting the kernel fragment; a 200 listing many contacts is legitimate.
+	udpMTUOnce.Do(func() { sip.UDPMTUSize = 65000 })
+
+	sipLog := log.With("part", "sipgo")
+	ua, err := sipgo.NewUA(
+		sipgo.WithUserAgent(cfg.serverName()),
+		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog)),
+		sipgo.WithUserAgentTransactionLayerOptions(sip.WithTransactionLayerLogger(sipLog)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: sip user agent: %w", err)
+	}
+	srv, err := sipgo.NewServer(ua, sipgo.WithServerLogger(sipLog))
+	if err != nil {
+		ua.Close()
+		return nil, fmt.Errorf("gateway: sip server: %w", err)
+	}
+	reg, err := registrar.New(cfg.Registrar, persist, log.With("part", "registrar"))
+	if err != nil {
+		ua.Close()
+		return nil, err
+	}
+	s := &Server{log: log, ua: ua, srv: srv, reg: reg, cfg: cfg,
+		listeners: map[Listen]*listener{}, serveErrs: make(chan error, 1)}
+	srv.OnRegister(s.onRegister)
+	srv.OnOptions(s.onOptions)
+	srv.OnNoRoute(s.onNoRoute)
+
+	bound, err := bindAll(cfg.Listen, cfg.UDPReadBuffer, nil)
+	if err != nil {
+		ua.Close()
+		return nil, err
+	}
+	s.listeners = bound
+	return s, nil
+}
+
+func (c Config) serverName() string {
+	if c.ServerName == "" {
+		return "outpost"
+	}
+	return c.ServerName
+}
+
+// bindAll binds the specs that are not in keep; on any failure it closes
+// what it bound and returns the error naming the spec.
+func bindAll(specs []Listen, rbuf int, keep map[Listen]*listener) (map[Listen]*listener, error) {
+	out := map[Listen]*listener{}
+	for _, sp := range specs {
+		if l, ok := keep[sp]; ok {
+			out[sp] = l
+			continue
+		}
+		l, err := bind(sp, rbuf)
+		if err != nil {
+			for k, l := range out {
+				if keep[k] == nil {
+					l.close()
+				}
+			}
+			return nil, err
+		}
+		out[sp] = l
+	}
+	return out, nil
+}
+
+func bind(sp Listen, rbuf int) (*listener, error) {
+	lc := net.ListenConfig{}
+	switch sp.Transport {
+	case "udp":
+		pc, err := lc.ListenPacket(context.Background(), "udp", sp.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
+		}
+		if rbuf == 0 {
+			rbuf = 4 << 20
+		}
+		setReadBuffer(pc, rbuf)
+		return &listener{spec: sp, pc: pc, bound: "udp:" + pc.LocalAddr().String()}, nil
+	case "tcp":
+		ln, err := lc.Listen(context.Background(), "tcp", sp.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
+		}
+		return &listener{spec: sp, ln: ln, bound: "tcp:" + ln.Addr().String()}, nil
+	default:
+		return nil, fmt.Errorf("gateway: listen %s: unsupported transport %q", sp, sp.Transport)
+	}
+}
+
+// serve starts serving one listener; the Server's wait group owns it.
+func (s *Server) serve(l *listener) {
+	s.serving.Go(func() {
+		var err error
+		if l.pc != nil {
+			err = s.srv.ServeUDP(l.pc)
+		} else {
+			err = s.srv.ServeTCP(l.ln)
+		}
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("sip listener stopped", "listener", l.bound, "err", err)
+		}
+	})
+}
+
+// Run serves every listener and runs the registrar until ctx ends, then
+// closes the listeners and waits for them.
+func (s *Server) Run(ctx context.Context) error {
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		s.serve(l)
+		s.log.Info("sip listening", "listener", l.bound)
+	}
+	s.mu.Unlock()
+
+	regErr := make(chan error, 1)
+	rctx, cancel := context.WithCancel(ctx)
+	go func() { regErr <- s.reg.Run(rctx) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-regErr:
+		regErr = nil
+	}
+	cancel()
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		l.close()
+	}
+	s.mu.Unlock()
+	s.serving.Wait()
+	s.ua.Close()
+	if regErr != nil {
+		err = <-regErr
+	}
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}
+
+// Reconfigure applies cfg live: new listeners are bound first (a failure
+// changes nothing), then the registrar takes its section, then listeners
+// that are gone are closed. Unchanged listeners keep their sockets.
+func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next, err := bindAll(cfg.Listen, cfg.UDPReadBuffer, s.listeners)
+	if err != nil {
+		return err
+	}
+	if err := s.reg.Reconfigure(ctx, cfg.Registrar); err != nil {
+		for k, l := range next {
+			if s.listeners[k] == nil {
+				l.close()
+			}
+		}
+		return err
+	}
+	for k, l := range s.listeners {
+		if next[k] == nil {
+			l.close()
+			s.log.Info("sip listener closed", "listener", l.bound)
+		}
+	}
+	for k, l := range next {
+		if s.listeners[k] == nil {
+			s.serve(l)
+			s.log.Info("sip listening", "listener", l.bound)
+		}
+	}
+	s.listeners = next
+	s.cfg = cfg
+	return nil
+}
+
+// Listeners returns the bound addresses, e.g. "udp:127.0.0.1:5060", sorted.
+func (s *Server) Listeners() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.listeners))
+	for _, l := range s.listeners {
+		out = append(out, l.bound)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Registrar returns the local registrar.
+func (s *Server) Registrar() *registrar.Registrar { return s.reg }
+
+func (s *Server) respond(tx sip.ServerTransaction, res *sip.Response) {
+	res.AppendHeader(sip.NewHeader("Server", s.cfg.serverName()))
+	if err := tx.Respond(res); err != nil {
+		s.log.Debug("sending response failed", "status", res.StatusCode, "err", err)
+	}
+}
+
+func (s *Server) onRegister(req *sip.Request, tx sip.ServerTransaction) {
+	s.respond(tx, s.reg.HandleRegister(req, localName(req, tx)))
+}
+
+// onOptions answers keep-alive and capability queries (RFC 3261 §11).
+func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
+	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil)
+	res.AppendHeader(sip.NewHeader("Allow", allow))
+	res.AppendHeader(sip.NewHeader("Accept", "application/sdp"))
+	res.AppendHeader(sip.NewHeader("Accept-Encoding", "identity"))
+	res.AppendHeader(sip.NewHeader("Accept-Language", "en"))
+	s.respond(tx, res)
+}
+
+func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {
+	if req.IsAck() {
+		return // ACK to a non-2xx final response is absorbed by the transaction
+	}
+	res := sip.NewResponseFromRequest(req, sip.StatusMethodNotAllowed, "Method Not Allowed", nil)
+	res.AppendHeader(sip.NewHeader("Allow", allow))
+	s.respond(tx, res)
+}
+
+// localName names the listener a request arrived on, e.g. "udp:127.0.0.1:5060".
+func localName(req *sip.Request, tx sip.ServerTransaction) string {
+	if stx, ok := tx.(*sip.ServerTx); ok {
+		if c := stx.Connection(); c != nil {
+			return strings.ToLower(req.Transport()) + ":" + c.LocalAddr().String()
+		}
+	}
+	return strings.ToLower(req.Transport())
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package gateway
+
+import "net"
+
+func setReadBuffer(pc net.PacketConn, size int) {
+	if u, ok := pc.(*net.UDPConn); ok {
+		_ = u.SetReadBuffer(size)
+	}
+}
