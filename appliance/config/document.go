@@ -154,17 +154,17 @@ type Media struct {
 
 // MSR is the per-interface media-server registration towards HQ (DESIGN.md §1).
 type MSR struct {
-	Enabled          bool     `json:"enabled,omitempty"`
-	Name             string   `json:"name,omitempty"`
-	Servers          []string `json:"servers,omitempty"`           // host:port
-	ServiceInterface string   `json:"service_interface,omitempty"` // "" = wan.interface
-	Interfaces       []string `json:"interfaces,omitempty"`        // names or globs; empty = "*"
-	Username         string   `json:"username,omitempty"`          // "" = "msr"
-	Password         string   `json:"password,omitempty"`          // secret; "" = "mediaserver"
-	RegisterIntervalS int     `json:"register_interval_s,omitempty"`
-	RetryIntervalS   int      `json:"retry_interval_s,omitempty"`
-	ControlPort      int      `json:"control_port,omitempty"`  // 0 = 5700
-	HeaderPrefix     string   `json:"header_prefix,omitempty"` // "" = "P-Eltex-MSR-"
+	Enabled           bool     `json:"enabled,omitempty"`
+	Name              string   `json:"name,omitempty"`
+	Servers           []string `json:"servers,omitempty"`           // host:port
+	ServiceInterface  string   `json:"service_interface,omitempty"` // "" = wan.interface
+	Interfaces        []string `json:"interfaces,omitempty"`        // names or globs; empty = "*"
+	Username          string   `json:"username,omitempty"`          // "" = "msr"
+	Password          string   `json:"password,omitempty"`          // secret; "" = "mediaserver"
+	RegisterIntervalS int      `json:"register_interval_s,omitempty"`
+	RetryIntervalS    int      `json:"retry_interval_s,omitempty"`
+	ControlPort       int      `json:"control_port,omitempty"`  // 0 = 5700
+	HeaderPrefix      string   `json:"header_prefix,omitempty"` // "" = "P-Eltex-MSR-"
 }
 
 // MediaResources drives the choice between media resources (DESIGN.md §1).

@@ -81,7 +81,7 @@ func (w *walker) document() {
 			w.syntax("", err)
 			return
 		}
-		w.errs.add("", "unexpected data after the document at %s", w.position(w.dec.InputOffset()))
+		w.syntax("", errors.New("unexpected data after the document"))
 	}
 }
 
@@ -95,28 +95,31 @@ func (w *walker) token(path string) (json.Token, error) {
 }
 
 func (w *walker) syntax(path string, err error) {
+	// The decoder's offsets are approximate; a whole-input scan finds the
+	// exact offending byte.
+	var raw json.RawMessage
+	if serr := json.Unmarshal(w.data, &raw); serr != nil {
+		err = serr
+	}
 	off := w.dec.InputOffset()
 	msg := err.Error()
 	var se *json.SyntaxError
 	switch {
-	case errors.As(err, &se):
+	case errors.As(err, &se) && msg != "unexpected end of JSON input":
 		off = se.Offset
-	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
-		off = int64(len(w.data))
+	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &se):
+		off = int64(len(w.data)) + 1
 		msg = "unexpected end of input"
 	}
 	w.errs.add(path, "invalid JSON at %s: %s", w.position(off), strings.TrimPrefix(msg, "json: "))
 }
 
 // position converts a byte offset into "line L, column C" (1-based, the
-// column counting bytes); the offending byte is the one before off.
+// column counting bytes).
 func (w *walker) position(off int64) string {
-	if off > int64(len(w.data)) {
-		off = int64(len(w.data))
-	}
-	if off > 0 {
-		off--
-	}
+	// The offending byte is the one before off; at the end of the input,
+	// off is len+1 so that the position is just after the last byte.
+	off = min(max(off-1, 0), int64(len(w.data)))
 	line, col := 1, 1
 	for _, c := range w.data[:off] {
 		if c == '\n' {

@@ -126,7 +126,6 @@ func keepSecret(errs *Errors, path string, v *string, prev string, sectionSet bo
 	}
 }
 
-
 // Redact returns a deep copy safe to print or send: users carry no password
 // and no HA1 (Password is Redacted where a credential exists), and
 // hq.auth_password, msr.password and management.key_pem are Redacted when

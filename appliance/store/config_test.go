@@ -52,7 +52,7 @@ func TestApplyConfigHistory(t *testing.T) {
 		{[]byte(`{"v":2}`), "file:/etc/outpost/outpost.json"},
 		{[]byte(`{"v":3}`), "api"},
 		{[]byte(`{"v":1}`), "rollback:1"}, // same bytes again: still a new version
-		{nil, "api"},                       // empty document is stored as-is
+		{nil, "api"},                      // empty document is stored as-is
 	}
 	var applied []Version
 	for i, d := range docs {

@@ -210,36 +210,49 @@ func parseQuoted(v string, i int) (string, int, error) {
 }
 
 // parseQuotedSlow handles a quoted-string containing quoted-pairs; v[start:i]
-// has already been scanned and v[i] is the first backslash.
+// has already been scanned and v[i] is the first backslash. It validates and
+// measures first, so that the result costs exactly one allocation.
 func parseQuotedSlow(v string, start, i int) (string, int, error) {
-	buf := make([]byte, 0, len(v)-start)
-	buf = append(buf, v[start:i]...)
-	for ; i < len(v); i++ {
-		b := v[i]
-		switch {
-		case b == '"':
-			if !utf8.Valid(buf) {
-				return "", 0, errUTF8
-			}
-			return string(buf), i + 1, nil
-		case b == '\\':
-			i++
-			if i >= len(v) {
+	n := i - start // unescaped length
+	j := i
+	for ; ; j++ {
+		if j >= len(v) {
+			return "", 0, errUnterminated
+		}
+		b := v[j]
+		if b == '"' {
+			break
+		}
+		if b == '\\' {
+			j++
+			if j >= len(v) {
 				return "", 0, errUnterminated
 			}
 			// RFC 3261 quoted-pair: any US-ASCII except CR and LF; we are
 			// stricter and allow only HTAB and printable characters.
-			if e := v[i]; e >= 0x80 || (isCtl(e) && e != '\t') {
+			if e := v[j]; e >= 0x80 || (isCtl(e) && e != '\t') {
 				return "", 0, errBadEscape
 			}
-			buf = append(buf, v[i])
-		case isCtl(b):
+		} else if isCtl(b) {
 			return "", 0, errControl
-		default:
-			buf = append(buf, b)
 		}
+		n++
 	}
-	return "", 0, errUnterminated
+	// Escapes only remove an ASCII byte that precedes another ASCII byte,
+	// which does not change UTF-8 validity, so check before allocating.
+	if !utf8.ValidString(v[start:j]) {
+		return "", 0, errUTF8
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteString(v[start:i])
+	for k := i; k < j; k++ {
+		if v[k] == '\\' {
+			k++
+		}
+		sb.WriteByte(v[k])
+	}
+	return sb.String(), j + 1, nil
 }
 
 func skipLWS(v string, i int) int {

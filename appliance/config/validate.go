@@ -1,0 +1,919 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var (
+	extensionRe = regexp.MustCompile(`^[0-9A-Za-z_.+-]{1,32}$`)
+	numberRe    = regexp.MustCompile(`^\+?[0-9]{1,15}$`)   // DID, voicemail pilot
+	prefixRe    = regexp.MustCompile(`^\+?[0-9]{0,15}$`)   // pstn_prefix
+	emergencyRe = regexp.MustCompile(`^[0-9]{1,15}$`)      // emergency numbers
+	prependRe   = regexp.MustCompile(`^\+?[0-9*#]{0,32}$`) // dial plan prepend
+	nameRe      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+	ha1MD5Re    = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	ha1SHA256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// RFC 3261 §25.1 token characters, for header names.
+	tokenRe = regexp.MustCompile("^[A-Za-z0-9.!%*_+`'~-]+$")
+)
+
+var (
+	routes     = []string{"local", "hq", "pstn"}
+	transports = []string{"udp", "tcp", "tls"}
+	digestAlgs = []string{"MD5", "SHA-256"}
+	codecs     = []string{"PCMU", "PCMA", "G722", "telephone-event"}
+)
+
+// Validate checks the whole document and returns every problem found, each
+// with its path, in document order (cross-section port clashes last); nil
+// when the document is valid. Validate does not modify d.
+//
+// Secrets that are Redacted are accepted as placeholders: Seal resolves them
+// against the running document. A user without a password is valid when it
+// carries HA1 values for every digest algorithm in use (a sealed document).
+func (d *Document) Validate() Errors {
+	v := &validator{d: d}
+	v.schema()
+	v.site()
+	v.sip()
+	v.users()
+	v.hq()
+	v.pstn()
+	v.dialplan()
+	v.inbound()
+	v.wan()
+	v.media()
+	v.msr()
+	v.mediaResources()
+	v.management()
+	v.ports()
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return v.errs
+}
+
+type validator struct {
+	d    *Document
+	errs Errors
+
+	listens []boundListen // the parseable sip.listen entries
+	exts    map[string]int
+}
+
+type boundListen struct {
+	Listen
+	i int
+}
+
+func (v *validator) add(path, format string, args ...any) { v.errs.add(path, format, args...) }
+
+func (v *validator) schema() {
+	if v.d.Schema != 1 {
+		v.add("schema", "unsupported schema %d (want 1)", v.d.Schema)
+	}
+}
+
+func (v *validator) site() {
+	s := v.d.Site
+	switch {
+	case strings.TrimSpace(s.Name) == "":
+		v.add("site.name", "required")
+	default:
+		v.text("site.name", s.Name, 128)
+	}
+	if s.Domain != "" && !validHost(s.Domain) {
+		v.add("site.domain", "bad domain name %q", s.Domain)
+	}
+	v.text("site.zone", s.Zone, 64)
+	v.text("site.site", s.Site, 64)
+}
+
+func (v *validator) sip() {
+	s := v.d.SIP
+	if len(s.Listen) == 0 {
+		v.add("sip.listen", "at least one listen spec required")
+	}
+	for i, spec := range s.Listen {
+		p := index("sip.listen", i)
+		l, err := ParseListen(spec)
+		if err != nil {
+			v.add(p, "%s", err.Error())
+			continue
+		}
+		clash := false
+		for _, o := range v.listens {
+			switch {
+			case l.Port == 0 || o.Port == 0:
+			case l.Transport == o.Transport && l.addr() == o.addr() && l.Port == o.Port:
+				v.add(p, "duplicate listen spec %q (also sip.listen[%d])", spec, o.i)
+			case protoOf(l.Transport) == protoOf(o.Transport) && l.Port == o.Port && overlaps(l.addr(), o.addr()):
+				v.add(p, "%q conflicts with %q (sip.listen[%d]): both bind %s port %d",
+					spec, s.Listen[o.i], o.i, strings.ToUpper(protoOf(l.Transport)), l.Port)
+			default:
+				continue
+			}
+			clash = true
+			break
+		}
+		if !clash {
+			v.listens = append(v.listens, boundListen{l, i})
+		}
+	}
+
+	realm := s.EffectiveRealm(v.d.Site)
+	switch {
+	case realm == "":
+		v.add("sip.realm", "required (sip.realm or site.domain)")
+	case strings.ContainsAny(realm, `"\`) || hasControl(realm):
+		rp := "sip.realm"
+		if s.Realm == "" {
+			rp = "site.domain"
+		}
+		v.add(rp, `realm %q must not contain '"', '\' or control characters`, realm)
+	case len(realm) > 128:
+		v.add("sip.realm", "realm longer than 128 bytes")
+	}
+
+	minOK, maxOK := true, true
+	if s.MinExpiresS < 0 {
+		v.add("sip.min_expires", "must be at least 1 (seconds)")
+		minOK = false
+	}
+	if s.MaxExpiresS < 0 {
+		v.add("sip.max_expires", "must be at least 1 (seconds)")
+		maxOK = false
+	}
+	if minOK && maxOK && s.MaxExpires() < s.MinExpires() {
+		if s.MaxExpiresS != 0 {
+			v.add("sip.max_expires", "must be at least min_expires (%d)", s.MinExpires())
+		} else {
+			v.add("sip.min_expires", "must not exceed max_expires (default %d)", s.MaxExpires())
+		}
+	}
+
+	for i, alg := range s.Digest {
+		p := index("sip.digest", i)
+		switch j := slices.Index(s.Digest, alg); {
+		case !slices.Contains(digestAlgs, alg):
+			v.add(p, "unknown digest algorithm %q (want MD5 or SHA-256)", alg)
+		case j < i:
+			v.add(p, "duplicate algorithm %q (also sip.digest[%d])", alg, j)
+		}
+	}
+
+	r := s.Registrar
+	if r.AuthFailLimit < 0 {
+		v.add("sip.registrar.auth_fail_limit", "must not be negative (0 = default %d)", DefaultAuthFailLimit)
+	}
+	if r.StormRate < -1 {
+		v.add("sip.registrar.storm_rate", "must be -1 (no limit), 0 (default %d) or positive", DefaultStormRate)
+	}
+	if r.RetryAfterS < 0 || r.RetryAfterS > 3600 {
+		v.add("sip.registrar.retry_after_s", "must be between 0 (default %d) and 3600", DefaultRetryAfterS)
+	}
+	if r.PersistIntervalMS < 0 || r.PersistIntervalMS > 60000 {
+		v.add("sip.registrar.persist_interval_ms", "must be between 0 (default %d) and 60000", DefaultPersistIntervalMS)
+	}
+}
+
+func (v *validator) users() {
+	v.exts = make(map[string]int)
+	dids := make(map[string]int)
+	algs := v.d.SIP.DigestAlgorithms()
+	for i, u := range v.d.Users {
+		p := index("users", i)
+		switch j, dup := v.exts[u.Extension]; {
+		case u.Extension == "":
+			v.add(field(p, "extension"), "required")
+		case !extensionRe.MatchString(u.Extension):
+			v.add(field(p, "extension"), "bad extension %q: want 1 to 32 of 0-9 A-Z a-z _ . + -", u.Extension)
+		case dup:
+			v.add(field(p, "extension"), "duplicate extension %s (also users[%d])", u.Extension, j)
+		default:
+			v.exts[u.Extension] = i
+			if j := slices.Index(v.d.PSTN.Emergency, u.Extension); j >= 0 {
+				v.add(field(p, "extension"), "extension %s is an emergency number (pstn.emergency[%d])", u.Extension, j)
+			}
+		}
+		v.text(field(p, "name"), u.Name, 128)
+
+		sealed := u.Password == "" && (u.HA1MD5 != "" || u.HA1SHA256 != "")
+		switch {
+		case u.Password == "" && !sealed:
+			v.add(field(p, "password"), "password required")
+		case u.Password == Redacted || sealed:
+		case u.Password == u.Extension:
+			v.add(field(p, "password"), "password must not equal the extension")
+		case len(u.Password) > 256:
+			v.add(field(p, "password"), "password longer than 256 bytes")
+		}
+		// A sealed user needs an HA1 for every algorithm challenged.
+		for _, h := range []struct {
+			name, alg, value string
+			re               *regexp.Regexp
+			digits           int
+		}{
+			{"ha1_md5", "MD5", u.HA1MD5, ha1MD5Re, 32},
+			{"ha1_sha256", "SHA-256", u.HA1SHA256, ha1SHA256Re, 64},
+		} {
+			switch {
+			case h.value != "" && !h.re.MatchString(h.value):
+				v.add(field(p, h.name), "want %d lowercase hex digits", h.digits)
+			case h.value == "" && sealed && slices.Contains(algs, h.alg):
+				v.add(field(p, h.name), "required for digest algorithm %s when no password is given", h.alg)
+			}
+		}
+
+		if u.DID != "" {
+			switch j, dup := dids[u.DID]; {
+			case !numberRe.MatchString(u.DID):
+				v.add(field(p, "did"), "bad DID %q: want + and up to 15 digits (E.164)", u.DID)
+			case dup:
+				v.add(field(p, "did"), "duplicate DID %s (also users[%d])", u.DID, j)
+			default:
+				dids[u.DID] = i
+			}
+		}
+	}
+}
+
+func (v *validator) hq() {
+	h := v.d.HQ
+	if h.Domain != "" && !validHost(h.Domain) {
+		v.add("hq.domain", "bad domain name %q", h.Domain)
+	}
+	v.addrList("hq.targets", "target", h.Targets, false)
+	v.transport("hq.transport", h.Transport)
+	v.addrList("hq.dns_servers", "DNS server", h.DNSServers, true)
+	if h.OptionsIntervalMS != 0 && (h.OptionsIntervalMS < 100 || h.OptionsIntervalMS > 600000) {
+		v.add("hq.options_interval_ms", "must be between 100 and 600000 (0 = default %d)", DefaultOptionsIntervalMS)
+	}
+	if h.DownAfter < 0 {
+		v.add("hq.down_after", "must be at least 1 (0 = default %d)", DefaultDownAfter)
+	}
+	if h.UpAfter < 0 {
+		v.add("hq.up_after", "must be at least 1 (0 = default %d)", DefaultUpAfter)
+	}
+	if h.HoldS < 0 {
+		v.add("hq.hold_s", "must not be negative")
+	}
+	if h.RegisterUpstream && v.d.Standalone() {
+		v.add("hq.register_upstream", "requires hq.domain or hq.targets")
+	}
+	if h.AuthPassword != "" && h.AuthUsername == "" {
+		v.add("hq.auth_username", "required when hq.auth_password is set")
+	}
+	v.text("hq.auth_username", h.AuthUsername, 128)
+	if h.VoicemailPilot != "" && !numberRe.MatchString(h.VoicemailPilot) {
+		v.add("hq.voicemail_pilot", "bad number %q: want + and up to 15 digits", h.VoicemailPilot)
+	}
+	if !prefixRe.MatchString(h.PSTNPrefix) {
+		v.add("hq.pstn_prefix", "bad prefix %q: want + and up to 15 digits", h.PSTNPrefix)
+	}
+}
+
+func (v *validator) pstn() {
+	names := make(map[string]int)
+	for i, g := range v.d.PSTN.Gateways {
+		p := index("pstn.gateways", i)
+		switch j, dup := names[g.Name]; {
+		case g.Name == "":
+			v.add(field(p, "name"), "required")
+		case !nameRe.MatchString(g.Name):
+			v.add(field(p, "name"), "bad name %q: want letters, digits, '_', '.', '-'", g.Name)
+		case dup:
+			v.add(field(p, "name"), "duplicate gateway name %q (also pstn.gateways[%d])", g.Name, j)
+		default:
+			names[g.Name] = i
+		}
+		if g.Target == "" {
+			v.add(field(p, "target"), "required")
+		} else if msg := hostPortProblem(g.Target, false, false); msg != "" {
+			v.add(field(p, "target"), "bad target %q: %s", g.Target, msg)
+		}
+		v.transport(field(p, "transport"), g.Transport)
+	}
+	for i, n := range v.d.PSTN.Emergency {
+		p := index("pstn.emergency", i)
+		switch j := slices.Index(v.d.PSTN.Emergency, n); {
+		case !emergencyRe.MatchString(n):
+			v.add(p, "bad emergency number %q: want 1 to 15 digits", n)
+		case j < i:
+			v.add(p, "duplicate emergency number %s (also pstn.emergency[%d])", n, j)
+		}
+	}
+}
+
+func (v *validator) dialplan() {
+	names := make(map[string]int)
+	for i, r := range v.d.Dialplan {
+		p := index("dialplan", i)
+		if r.Name != "" {
+			if j, dup := names[r.Name]; dup {
+				v.add(field(p, "name"), "duplicate rule name %q (also dialplan[%d])", r.Name, j)
+			} else {
+				names[r.Name] = i
+				v.text(field(p, "name"), r.Name, 64)
+			}
+		}
+		v.regexp(field(p, "match"), r.Match)
+		v.route(field(p, "route"), r.Route)
+		v.strip(field(p, "strip"), r.Strip)
+		v.prepend(field(p, "prepend"), r.Prepend)
+		if s := r.Survivable; s != nil {
+			sp := field(p, "survivable")
+			v.route(field(sp, "route"), s.Route)
+			v.strip(field(sp, "strip"), s.Strip)
+			v.prepend(field(sp, "prepend"), s.Prepend)
+		}
+	}
+}
+
+func (v *validator) route(p, route string) {
+	switch {
+	case route == "":
+		v.add(p, "required (local, hq or pstn)")
+	case !slices.Contains(routes, route):
+		v.add(p, "unknown route %q (want local, hq or pstn)", route)
+	case route == "pstn" && len(v.d.PSTN.Gateways) == 0:
+		v.add(p, "route pstn needs at least one pstn gateway (pstn.gateways is empty)")
+	}
+}
+
+func (v *validator) strip(p string, n int) {
+	if n < 0 {
+		v.add(p, "must not be negative")
+	}
+}
+
+func (v *validator) prepend(p, s string) {
+	if !prependRe.MatchString(s) {
+		v.add(p, "bad prepend %q: want digits, '*' or '#', optionally after a leading '+'", s)
+	}
+}
+
+// inbound checks the DID rules, then runs every user's DID through them the
+// way the gateway does: in order, the first rule that matches and yields a
+// known extension wins; a rule yielding an unknown one falls through.
+func (v *validator) inbound() {
+	type compiled struct {
+		re *regexp.Regexp
+		to string
+		i  int
+	}
+	var rules []compiled
+	for i, r := range v.d.Inbound {
+		p := index("inbound", i)
+		re := v.regexp(field(p, "match"), r.Match)
+		tp := field(p, "to")
+		switch {
+		case r.To == "":
+			v.add(tp, "required")
+		case !strings.Contains(r.To, "$"):
+			if _, ok := v.exts[r.To]; !ok {
+				v.add(tp, "unknown extension %q", r.To)
+				continue // reported once here, not per DID
+			}
+		case re != nil:
+			if msg := templateProblem(r.To, re); msg != "" {
+				v.add(tp, "%s", msg)
+				continue
+			}
+		}
+		if re != nil && r.To != "" {
+			rules = append(rules, compiled{re, r.To, i})
+		}
+	}
+	for ui, u := range v.d.Users {
+		if u.DID == "" || !numberRe.MatchString(u.DID) {
+			continue
+		}
+		unknown := -1
+		var unknownExt string
+		for _, r := range rules {
+			if !r.re.MatchString(u.DID) {
+				continue
+			}
+			ext := r.re.ReplaceAllString(u.DID, r.to)
+			_, known := v.exts[ext]
+			if !known {
+				if unknown < 0 {
+					unknown, unknownExt = r.i, ext
+				}
+				continue
+			}
+			if ext != u.Extension {
+				v.add(field(index("inbound", r.i), "to"), "DID rule routes %s (the DID of users[%d], %s) to extension %s",
+					u.DID, ui, u.Extension, ext)
+			}
+			unknown = -1
+			break
+		}
+		if unknown >= 0 {
+			v.add(field(index("inbound", unknown), "to"), "DID rule produces unknown extension %q for %s", unknownExt, u.DID)
+		}
+	}
+}
+
+func (v *validator) wan() {
+	if w := v.d.WAN.Interface; w != "" {
+		if msg := ifnameProblem(w); msg != "" {
+			v.add("wan.interface", "%s", msg)
+		}
+	}
+}
+
+func (v *validator) media() {
+	m := v.d.Media
+	ok := true
+	for _, f := range []struct {
+		path string
+		port int
+	}{{"media.port_min", m.PortMin}, {"media.port_max", m.PortMax}} {
+		if f.port != 0 && (f.port < 1024 || f.port > 65535) {
+			v.add(f.path, "must be between 1024 and 65535")
+			ok = false
+		}
+	}
+	if ok {
+		lo, hi := m.EffectivePortMin(), m.EffectivePortMax()
+		if lo%2 != 0 {
+			v.add("media.port_min", "must be even (RTP on even ports, RTCP on the odd port above)")
+		}
+		if lo >= hi {
+			if m.PortMax != 0 {
+				v.add("media.port_max", "must be greater than port_min (%d)", lo)
+			} else {
+				v.add("media.port_min", "must be less than port_max (default %d)", hi)
+			}
+		}
+	}
+	v.ifnames("media.interfaces", m.Interfaces)
+	audio, bad := false, false
+	for i, c := range m.Codecs {
+		p := index("media.codecs", i)
+		switch j := slices.Index(m.Codecs, c); {
+		case !slices.Contains(codecs, c):
+			v.add(p, "unknown codec %q (want PCMU, PCMA, G722 or telephone-event)", c)
+			bad = true
+		case j < i:
+			v.add(p, "duplicate codec %q (also media.codecs[%d])", c, j)
+		case c != "telephone-event":
+			audio = true
+		}
+	}
+	if len(m.Codecs) > 0 && !audio && !bad {
+		v.add("media.codecs", "at least one audio codec required (PCMU, PCMA or G722)")
+	}
+}
+
+func (v *validator) msr() {
+	m := v.d.MSR
+	if m.Enabled {
+		if m.Name == "" {
+			v.add("msr.name", "required when msr is enabled")
+		}
+		if len(m.Servers) == 0 {
+			v.add("msr.servers", "at least one server required when msr is enabled")
+		}
+		if m.EffectiveServiceInterface(v.d.WAN) == "" {
+			v.add("msr.service_interface", "required when msr is enabled and wan.interface is empty")
+		}
+	}
+	if m.Name != "" && !nameRe.MatchString(m.Name) {
+		v.add("msr.name", "bad name %q: want letters, digits, '_', '.', '-'", m.Name)
+	}
+	v.addrList("msr.servers", "server", m.Servers, false)
+	if m.ServiceInterface != "" {
+		if msg := ifnameProblem(m.ServiceInterface); msg != "" {
+			v.add("msr.service_interface", "%s", msg)
+		}
+	}
+	for i, pat := range m.Interfaces {
+		p := index("msr.interfaces", i)
+		_, err := path.Match(pat, "")
+		switch j := slices.Index(m.Interfaces, pat); {
+		case pat == "":
+			v.add(p, "empty interface pattern")
+		case err != nil || strings.ContainsAny(pat, "/ \t") || hasControl(pat):
+			v.add(p, "bad interface pattern %q", pat)
+		case j < i:
+			v.add(p, "duplicate interface pattern %q (also msr.interfaces[%d])", pat, j)
+		}
+	}
+	if strings.ContainsAny(m.Username, ":") || hasControl(m.Username) {
+		v.add("msr.username", "must not contain ':' or control characters")
+	}
+	if m.RegisterIntervalS < 0 {
+		v.add("msr.register_interval_s", "must be at least 1 (0 = default %d)", DefaultMSRRegisterS)
+	}
+	if m.RetryIntervalS < 0 {
+		v.add("msr.retry_interval_s", "must be at least 1 (0 = default %d)", DefaultMSRRetryS)
+	}
+	if m.ControlPort < 0 || m.ControlPort > 65535 {
+		v.add("msr.control_port", "must be between 1 and 65535 (0 = default %d)", DefaultMSRControlPort)
+	}
+	if hp := m.HeaderPrefix; hp != "" {
+		switch {
+		case !tokenRe.MatchString(hp):
+			v.add("msr.header_prefix", "header prefix %q has characters not allowed in a SIP header name", hp)
+		case !strings.HasSuffix(hp, "-"):
+			v.add("msr.header_prefix", "header prefix %q must end with '-'", hp)
+		}
+	}
+}
+
+func (v *validator) mediaResources() {
+	mr := v.d.MediaResources
+	const mp = "media_resources.matrix"
+	for _, from := range sortedKeys(mr.Matrix) {
+		p := key(mp, from)
+		if from == "" {
+			v.add(p, "empty site name")
+		}
+		row := mr.Matrix[from]
+		for _, to := range sortedKeys(row) {
+			q := key(p, to)
+			if to == "" {
+				v.add(q, "empty site name")
+			}
+			if row[to] < 0 {
+				v.add(q, "distance must not be negative")
+			}
+		}
+	}
+	if len(mr.Matrix) > 0 {
+		self := v.d.Site.Site
+		switch row, ok := mr.Matrix[self]; {
+		case self == "":
+			v.add("site.site", "required when media_resources.matrix is set")
+		case !ok:
+			v.add(mp, "no row for this site %q (site.site): every media resource would be forbidden", self)
+		default:
+			if _, ok := row[self]; !ok {
+				v.add(key(mp, self), "no distance from %q to itself: the box's own media would be forbidden", self)
+			}
+		}
+	}
+	const pp = "media_resources.performance"
+	for _, name := range sortedKeys(mr.Performance) {
+		p := key(pp, name)
+		if name == "" {
+			v.add(p, "empty MSR name")
+		}
+		if c := mr.Performance[name]; !(c > 0) || math.IsInf(c, 0) {
+			v.add(p, "coefficient must be greater than 0")
+		}
+	}
+}
+
+func (v *validator) management() {
+	m := v.d.Management
+	if m.Listen != "" {
+		if msg := hostPortProblem(m.Listen, true, true); msg != "" {
+			v.add("management.listen", "bad listen address %q: %s", m.Listen, msg)
+		}
+	}
+	certOK, keyOK := false, false
+	if m.CertPEM != "" {
+		if msg := certsProblem(m.CertPEM); msg != "" {
+			v.add("management.cert_pem", "%s", msg)
+		} else {
+			certOK = true
+		}
+	}
+	switch {
+	case m.KeyPEM == Redacted:
+	case m.KeyPEM != "":
+		if msg := keyProblem(m.KeyPEM); msg != "" {
+			v.add("management.key_pem", "%s", msg)
+		} else {
+			keyOK = true
+		}
+	}
+	switch {
+	case m.CertPEM != "" && m.KeyPEM == "":
+		v.add("management.key_pem", "required when cert_pem is set")
+	case m.CertPEM == "" && m.KeyPEM != "":
+		v.add("management.cert_pem", "required when key_pem is set")
+	case certOK && keyOK:
+		if msg := pairProblem(m.CertPEM, m.KeyPEM); msg != "" {
+			v.add("management.key_pem", "%s", msg)
+		}
+	}
+	if m.ClientCAPEM != "" {
+		if msg := certsProblem(m.ClientCAPEM); msg != "" {
+			v.add("management.client_ca_pem", "%s", msg)
+		}
+		if m.CertPEM == "" {
+			v.add("management.client_ca_pem", "requires cert_pem and key_pem (mutual TLS)")
+		}
+	}
+}
+
+// ports reports sockets of different sections that would bind the same port:
+// SIP UDP listeners inside the media range, the management API or the MSR
+// control channel on a SIP TCP/TLS port.
+func (v *validator) ports() {
+	m := v.d.Media
+	lo, hi := m.EffectivePortMin(), m.EffectivePortMax()
+	if lo >= 1024 && hi <= 65535 && lo < hi {
+		for _, l := range v.listens {
+			if protoOf(l.Transport) == "udp" && l.Port >= lo && l.Port <= hi {
+				v.add(index("sip.listen", l.i), "UDP port %d is inside the media port range %d-%d", l.Port, lo, hi)
+			}
+		}
+	}
+	tcpClash := func(p string, a netip.Addr, port int) bool {
+		for _, l := range v.listens {
+			if protoOf(l.Transport) == "tcp" && l.Port == port && overlaps(a, l.addr()) {
+				v.add(p, "TCP port %d is also used by %q (sip.listen[%d])", port, v.d.SIP.Listen[l.i], l.i)
+				return true
+			}
+		}
+		return false
+	}
+	mg := netip.AddrPort{}
+	if l := v.d.Management.Listen; l != "" && hostPortProblem(l, true, true) == "" {
+		host, port, _ := splitHostPort(l)
+		var a netip.Addr // every address of both families
+		if host != "" {
+			a = netip.MustParseAddr(host).Unmap()
+		}
+		mg = netip.AddrPortFrom(a, uint16(port))
+		if tcpClash("management.listen", a, port) {
+			mg = netip.AddrPort{}
+		}
+	}
+	if ms := v.d.MSR; ms.Enabled && ms.ControlPort >= 0 && ms.ControlPort <= 65535 {
+		port := ms.EffectiveControlPort()
+		// The control channel binds the service interface's address, unknown
+		// here: any address may clash.
+		switch {
+		case tcpClash("msr.control_port", netip.Addr{}, port):
+		case mg.IsValid() && int(mg.Port()) == port:
+			v.add("msr.control_port", "TCP port %d is also used by management.listen", port)
+		}
+	}
+}
+
+// Helpers.
+
+// text reports control characters or an over-long value.
+func (v *validator) text(p, s string, max int) {
+	switch {
+	case hasControl(s):
+		v.add(p, "must not contain control characters")
+	case len(s) > max:
+		v.add(p, "longer than %d bytes", max)
+	}
+}
+
+func (v *validator) transport(p, t string) {
+	if t != "" && !slices.Contains(transports, t) {
+		v.add(p, "unknown transport %q (want udp, tcp or tls)", t)
+	}
+}
+
+// regexp compiles a Go regexp, reporting problems at p; nil when bad.
+func (v *validator) regexp(p, expr string) *regexp.Regexp {
+	if expr == "" {
+		v.add(p, "required")
+		return nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		v.add(p, "bad regexp: %v", err)
+		return nil
+	}
+	return re
+}
+
+// addrList checks a list of host:port addresses (IP hosts only when ipOnly).
+func (v *validator) addrList(p, what string, list []string, ipOnly bool) {
+	for i, a := range list {
+		switch j := slices.Index(list, a); {
+		case a == "":
+			v.add(index(p, i), "empty %s", what)
+		case j < i:
+			v.add(index(p, i), "duplicate %s %q (also %s[%d])", what, a, p, j)
+		default:
+			if msg := hostPortProblem(a, ipOnly, false); msg != "" {
+				v.add(index(p, i), "bad %s %q: %s", what, a, msg)
+			}
+		}
+	}
+}
+
+func (v *validator) ifnames(p string, list []string) {
+	for i, n := range list {
+		if j := slices.Index(list, n); j < i {
+			v.add(index(p, i), "duplicate interface %q (also %s[%d])", n, p, j)
+		} else if msg := ifnameProblem(n); msg != "" {
+			v.add(index(p, i), "%s", msg)
+		}
+	}
+}
+
+// ifnameProblem checks a Linux interface name (IFNAMSIZ 16 with the NUL).
+func ifnameProblem(n string) string {
+	switch {
+	case n == "":
+		return "empty interface name"
+	case len(n) > 15:
+		return fmt.Sprintf("interface name %q longer than 15 bytes", n)
+	case n == "." || n == ".." || strings.ContainsAny(n, "/: \t") || hasControl(n):
+		return fmt.Sprintf("bad interface name %q", n)
+	}
+	return ""
+}
+
+// hostPortProblem checks "host:port" (port 1..65535; host an IP literal,
+// IPv6 in brackets, or a DNS name unless ipOnly; empty only if emptyOK).
+func hostPortProblem(s string, ipOnly, emptyOK bool) string {
+	host, port, err := splitHostPort(s)
+	if err != "" {
+		return err
+	}
+	if port < 1 || port > 65535 {
+		return "port out of range"
+	}
+	if host == "" {
+		if emptyOK {
+			return ""
+		}
+		return "missing host"
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(s, "["):
+		return "brackets are for IPv6 addresses only"
+	case ipOnly:
+		return fmt.Sprintf("host %q is not an IP address", host)
+	case !validHost(host):
+		return fmt.Sprintf("bad host name %q", host)
+	}
+	return ""
+}
+
+// splitHostPort splits "host:port" or "[v6]:port"; port -1 when out of int range.
+func splitHostPort(s string) (host string, port int, problem string) {
+	var p string
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 || !strings.HasPrefix(s[end+1:], ":") {
+			return "", 0, "want host:port"
+		}
+		host, p = s[1:end], s[end+2:]
+	} else {
+		i := strings.LastIndexByte(s, ':')
+		if i < 0 {
+			return "", 0, "want host:port"
+		}
+		host, p = s[:i], s[i+1:]
+		if strings.Contains(host, ":") {
+			return "", 0, "IPv6 address must be in brackets"
+		}
+	}
+	if !isDigits(p) {
+		return "", 0, fmt.Sprintf("bad port %q", p)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		n = -1
+	}
+	return host, n, ""
+}
+
+// validHost accepts an IP literal or a DNS name: labels of letters, digits,
+// '-' and '_', not starting or ending with '-', the last not all digits.
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	labels := strings.Split(h, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return !isDigits(labels[len(labels)-1])
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r >= 0x7f && r < 0xa0 {
+			return true
+		}
+	}
+	return false
+}
+
+func protoOf(transport string) string {
+	if transport == "udp" {
+		return "udp"
+	}
+	return "tcp" // tcp and tls share the TCP port space
+}
+
+// overlaps reports whether two bound addresses collide: equal, or one is the
+// unspecified address of the same family. An invalid Addr stands for
+// "some address, unknown" and overlaps everything.
+func overlaps(a, b netip.Addr) bool {
+	if !a.IsValid() || !b.IsValid() {
+		return true
+	}
+	a, b = a.Unmap(), b.Unmap()
+	return a == b || a.Is4() == b.Is4() && (a.IsUnspecified() || b.IsUnspecified())
+}
+
+// templateProblem checks a regexp.Expand template against re: every $n must
+// name an existing group, every $name a named group. ("$1x" is the group
+// named "1x" in Go: a classic mistake for "${1}x".)
+func templateProblem(tmpl string, re *regexp.Regexp) string {
+	for i := 0; i < len(tmpl); i++ {
+		if tmpl[i] != '$' {
+			continue
+		}
+		rest := tmpl[i+1:]
+		var name, ref string
+		braced := false
+		switch {
+		case strings.HasPrefix(rest, "$"):
+			i++
+			continue
+		case strings.HasPrefix(rest, "{"):
+			end := strings.IndexByte(rest, '}')
+			if end < 0 {
+				return "missing '}' after \"${\""
+			}
+			name, ref, braced = rest[1:end], "${"+rest[1:end]+"}", true
+			i += end + 1
+		default:
+			j := 0
+			for j < len(rest) && isWordByte(rest[j]) {
+				j++
+			}
+			name, ref = rest[:j], "$"+rest[:j]
+			i += j
+		}
+		if name == "" {
+			return "lone '$' (write $$ for a literal $)"
+		}
+		if isDigits(name) && (name[0] != '0' || len(name) == 1) {
+			if n, err := strconv.Atoi(name); err != nil || n > re.NumSubexp() {
+				return fmt.Sprintf("%s refers to group %s, but the regexp has %d group(s)", ref, name, re.NumSubexp())
+			}
+			continue
+		}
+		if re.SubexpIndex(name) < 0 {
+			msg := fmt.Sprintf("%s refers to the group named %q, which the regexp does not have", ref, name)
+			if d := leadingDigits(name); !braced && d != "" {
+				msg += fmt.Sprintf(" (write ${%s}%s)", d, name[len(d):])
+			}
+			return msg
+		}
+	}
+	return ""
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+func leadingDigits(s string) string {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return s[:i]
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
