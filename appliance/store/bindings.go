@@ -42,7 +42,7 @@ const bindingNumCols = 13
 // well under SQLite's limit of 32766. One Exec per batch instead of per row
 // cuts the per-statement driver overhead (argument conversion, context
 // watcher), which dominates at thousands of rows.
-const upsertBatch = 8
+const upsertBatch = 128
 
 // deleteBatch keys go into one DELETE ... WHERE (aor, contact_uri) IN (VALUES ...).
 const deleteBatch = 64

@@ -64,7 +64,7 @@ type daemon struct {
 	t    *testing.T
 	dir  string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncBuffer
 	done chan error
 	api  *api.Client
 }
@@ -102,7 +102,7 @@ func startDaemon(t *testing.T, dir, cfg string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, dir: dir, cmd: cmd, done: make(chan error, 1), api: api.NewUnixClient(filepath.Join(dir, "outpostd.sock"))}
+	d := &daemon{t: t, dir: dir, cmd: cmd, log: logBuf, done: make(chan error, 1), api: api.NewUnixClient(filepath.Join(dir, "outpostd.sock"))}
 	go func() { d.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {

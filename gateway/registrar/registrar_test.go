@@ -165,8 +165,8 @@ func TestChallengeOrderAndBothAlgorithms(t *testing.T) {
 func TestRegisterContactsAndExpires(t *testing.T) {
 	r, clk := newTestRegistrar(t, Config{MinExpires: 60, MaxExpires: 3600}, nil)
 	res := register(t, r, msg{aor: "1001", expires: "600", contacts: []string{
-		"<sip:1001@198.18.0.10:5060>;expires=120", // parameter wins over header
-		"<sip:1001@198.18.0.11:5060>",             // header applies
+		"<sip:1001@198.18.0.10:5060>;expires=120",   // parameter wins over header
+		"<sip:1001@198.18.0.11:5060>",               // header applies
 		"<sip:1001@198.18.0.12:5060>;expires=99999", // clamped to max
 	}}, "pw1001")
 	if res.StatusCode != 200 {

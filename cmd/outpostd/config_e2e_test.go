@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outpost/outpost/appliance/api"
+)
+
+// outpostctl runs the real CLI against d and returns its stdout.
+func (d *daemon) ctl(args ...string) (string, error) {
+	d.t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(d.t), "outpostctl"), append([]string{"--socket", filepath.Join(d.dir, "outpostd.sock")}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out) + stderr.String(), err
+	}
+	return string(out), nil
+}
+
+// TestEmbeddedDefault: an empty data directory and no --config runs the
+// embedded default, standalone on loopback, and says how to register.
+func TestEmbeddedDefault(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "")
+	s := d.status()
+	if s.Mode != "standalone" || s.ConfigVersion != 1 || s.ConfigSource != "default" {
+		t.Fatalf("status %+v", s)
+	}
+	for _, l := range s.Listeners {
+		if !strings.Contains(l, ":127.0.0.1:") {
+			t.Fatalf("default listener %s is not on loopback", l)
+		}
+	}
+	out, err := d.ctl("status")
+	if err != nil || !strings.Contains(out, "standalone") {
+		t.Fatalf("outpostctl status: %v\n%s", err, out)
+	}
+	d.stop()
+	if log := d.log.String(); !strings.Contains(log, "EMBEDDED DEFAULT") || !strings.Contains(log, "1001") {
+		t.Fatalf("the log does not say how to register a softphone:\n%s", log)
+	}
+}
+
+// TestConfigLifecycle: apply (refused whole with field paths, dry run,
+// accepted), get (redacted), history, rollback, removed user's bindings,
+// through the CLI and the API.
+func TestConfigLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	tmp := t.TempDir()
+	d := startDaemon(t, dir, writeJSON(t, filepath.Join(tmp, "v1.json"), benchDoc(3, loopbackListen, nil)))
+	if v := d.status().ConfigVersion; v != 1 {
+		t.Fatalf("first version %d", v)
+	}
+
+	// An invalid document: every error with its path, nothing applied.
+	bad := benchDoc(3, loopbackListen, func(doc map[string]any) {
+		users := doc["users"].([]map[string]any)
+		users[2]["extension"] = users[0]["extension"]
+		doc["sip"].(map[string]any)["listen"] = []string{"udp:127.0.0.1:99999"}
+		doc["dialplan"] = []map[string]any{{"match": "([", "route": "local"}, {"match": "^1$", "route": "moon"}}
+	})
+	out, err := d.ctl("config", "apply", writeJSON(t, filepath.Join(tmp, "bad.json"), bad))
+	if err == nil {
+		t.Fatalf("invalid document accepted:\n%s", out)
+	}
+	for _, want := range []string{"422", "users[2].extension", "sip.listen[0]", "dialplan[0].match", "dialplan[1].route"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("refusal lacks %q:\n%s", want, out)
+		}
+	}
+	if v := d.status().ConfigVersion; v != 1 {
+		t.Fatalf("a refused document changed the version to %d", v)
+	}
+
+	// A valid document with one user fewer: dry run first, then for real.
+	v2 := benchDoc(2, loopbackListen, nil)
+	v2path := writeJSON(t, filepath.Join(tmp, "v2.json"), v2)
+	if out, err := d.ctl("config", "apply", v2path, "--dry-run"); err != nil || !strings.Contains(out, "nothing applied") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	if v := d.status().ConfigVersion; v != 1 {
+		t.Fatalf("dry run applied: version %d", v)
+	}
+	// A stale If-Match is refused (412).
+	if out, err := d.ctl("config", "apply", v2path, "--if-match", "7"); err == nil || !strings.Contains(out, "412") {
+		t.Fatalf("stale If-Match: %v\n%s", err, out)
+	}
+	out, err = d.ctl("--json", "config", "apply", v2path, "--if-match", "1")
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	var res api.ApplyResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Version.Version != 2 {
+		t.Fatalf("apply result %q: %v", out, err)
+	}
+
+	// config get is redacted: no password, no HA1.
+	out, err = d.ctl("config", "get")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"pw0000", "pw0001", "ha1"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("config get prints %q:\n%s", secret, out)
+		}
+	}
+	// ... and can be applied back as is: the redacted passwords keep the stored HA1s.
+	redacted := filepath.Join(tmp, "redacted.json")
+	if err := os.WriteFile(redacted, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := d.ctl("config", "apply", redacted); err != nil {
+		t.Fatalf("re-applying the redacted document: %v\n%s", err, out)
+	}
+
+	out, err = d.ctl("--json", "config", "history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []api.Version
+	if err := json.Unmarshal([]byte(out), &hist); err != nil || len(hist) != 3 || !hist[0].Active || hist[0].Version != 3 {
+		t.Fatalf("history %s: %v", out, err)
+	}
+
+	// Rollback to version 1 is a new version 4 with version 1's document.
+	if out, err := d.ctl("config", "rollback", "1"); err != nil {
+		t.Fatalf("rollback: %v\n%s", err, out)
+	}
+	s := d.status()
+	if s.ConfigVersion != 4 || s.ConfigSource != "rollback:1" {
+		t.Fatalf("after rollback: version %d source %s", s.ConfigVersion, s.ConfigSource)
+	}
+	c4, err := d.api.Config(t.Context(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := d.api.Config(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(c4.Document) != string(c1.Document) {
+		t.Fatalf("rolled-back document differs:\n%s\n%s", c4.Document, c1.Document)
+	}
+	if _, err := d.api.Rollback(t.Context(), 99); !isStatus(err, 404) {
+		t.Fatalf("rollback to a missing version: %v", err)
+	}
+	d.stop()
+}
+
+func isStatus(err error, code int) bool {
+	var ae *api.APIError
+	return errors.As(err, &ae) && ae.Status == code
+}
