@@ -70,7 +70,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}
-	a.gw, err = gateway.New(gcfg, bindingStore{st}, log.With("part", "gateway"))
+	a.gw, err = gateway.New(ctx, gcfg, bindingStore{st}, log.With("part", "gateway"))
 	if err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}
@@ -85,14 +85,20 @@ func Run(ctx context.Context, opts Options) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
+	// A part that fails stops the appliance; its error is logged even when
+	// the appliance was already stopping (e.g. a failed final flush).
+	fail := func(err error) {
+		log.Error("part failed", "err", err)
+		cancel(err)
+	}
 	wg.Go(func() {
 		if err := a.gw.Run(ctx); err != nil {
-			cancel(err)
+			fail(err)
 		}
 	})
 	wg.Go(func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			cancel(fmt.Errorf("appliance: admin api: %w", err))
+			fail(fmt.Errorf("appliance: admin api: %w", err))
 		}
 	})
 	a.announce(sockPath)

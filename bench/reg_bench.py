@@ -164,8 +164,11 @@ TABLE_HDR = ("| date | machine | command | cap | Kamailio max reg/s | Kamailio C
 
 
 def update_results(path, hdr, command, best, mem, info, ratio, raw):
-    def cell_rate(b):
-        return f"**{b['rate']}**" if b else "none"
+    def cell_rate(b, s):
+        if b:
+            return f"**{b['rate']}**"
+        return "none" if s in ran else "not run"
+    ran = set(mem) | {s for s, i in info.items() if "skipped" not in i}
 
     def cell_cpu(b):
         return f"{b['srv_cpu']} of a core" if b else "–"
@@ -183,8 +186,8 @@ def update_results(path, hdr, command, best, mem, info, ratio, raw):
     if hdr.get("rates"):
         notes.append(f"rates {hdr['rates']}")
     row = (f"| {hdr.get('date', time.strftime('%F %H:%M'))} | {hdr.get('machine', '?')} | `{command}` | "
-           f"{hdr.get('cap', '?')} | {cell_rate(best.get('kamailio'))} | {cell_cpu(best.get('kamailio'))} | {kmem} | "
-           f"{cell_rate(best.get('outpostd'))} | {cell_cpu(best.get('outpostd'))} | {omem} | {ratio} | "
+           f"{hdr.get('cap', '?')} | {cell_rate(best.get('kamailio'), 'kamailio')} | {cell_cpu(best.get('kamailio'))} | {kmem} | "
+           f"{cell_rate(best.get('outpostd'), 'outpostd')} | {cell_cpu(best.get('outpostd'))} | {omem} | {ratio} | "
            f"{'; '.join(notes)} | {os.path.relpath(raw, os.path.dirname(os.path.abspath(path)))} |")
     text = open(path).read() if os.path.exists(path) else "# Outpost benchmark results\n\n"
     rows = []

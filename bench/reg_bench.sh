@@ -22,11 +22,11 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$REPO/bench
 PEERS_DIR=${PEERS_DIR:-$(cd "$REPO/../shared/peers" 2>/dev/null && pwd)}
 [ -n "$PEERS_DIR" ] && [ -f "$PEERS_DIR/lib.sh" ] || { echo "reg_bench: peer harness not found (set PEERS_DIR)" >&2; exit 2; }
-export RUN=${RUN:-/tmp/outpost-bench}
 CMDLINE="bench/reg_bench.sh $*"
-for v in SERVERS BUILD RUN BENCH_IP BENCH_NICE; do   # record non-default environment in the command
+for v in SERVERS BUILD RUN BENCH_IP BENCH_NICE PEERS_DIR GOGC GOMEMLIMIT; do   # record non-default environment in the command
   [ -n "${!v+x}" ] && CMDLINE="$v=${!v} $CMDLINE"
 done
+export RUN=${RUN:-/tmp/outpost-bench}
 DUR=${1:-15}; CAP=${2:-0.5}; shift 2 2>/dev/null || shift $#
 RATES=${*:-"500 1000 2000 3000 4000 5000 6000 8000 10000"}
 SERVERS=${SERVERS:-"kamailio outpostd"}

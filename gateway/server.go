@@ -68,9 +68,9 @@ func (l *listener) close() error {
 
 var udpMTUOnce sync.Once
 
-// New binds every listener of cfg and prepares the SIP stack; nothing is
-// served until Run. persist may be nil.
-func New(cfg Config, persist registrar.Persister, log *slog.Logger) (*Server, error) {
+// New binds every listener of cfg, restores persisted bindings and
+// prepares the SIP stack; nothing is served until Run. persist may be nil.
+func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -93,6 +93,9 @@ func New(cfg Config, persist registrar.Persister, log *slog.Logger) (*Server, er
 		return nil, fmt.Errorf("gateway: sip server: %w", err)
 	}
 	reg, err := registrar.New(cfg.Registrar, persist, log.With("part", "registrar"))
+	if err == nil {
+		err = reg.Load(ctx)
+	}
 	if err != nil {
 		ua.Close()
 		return nil, err

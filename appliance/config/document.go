@@ -6,7 +6,7 @@ import (
 )
 
 // Document is the whole configuration of one box, as HQ pushes it. Field
-// names follow config.example.json (docs/DESIGN.md §3). The zero value of every
+// names follow config.example.json (DESIGN.md §3). The zero value of every
 // field means "the default"; the Effective* methods apply the defaults.
 type Document struct {
 	// Schema is the document schema version; only 1 exists.

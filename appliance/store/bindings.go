@@ -38,14 +38,16 @@ const bindingCols = "aor, contact_uri, contact, source, local_addr, call_id, cse
 
 const bindingNumCols = 13
 
-// upsertBatch rows go into one multi-row INSERT; 64*13 = 832 parameters,
-// well under SQLite's limit of 32766. One Exec per batch instead of per row
-// cuts the per-statement driver overhead (argument conversion, context
-// watcher), which dominates at thousands of rows.
-const upsertBatch = 128
+// batchSizes are the statement sizes, in rows, SaveBindings splits its work
+// into, largest first: n rows become n/64 statements of 64 rows, then at
+// most 7 of 8, then at most 7 single-row ones. Multi-row statements cut the
+// per-statement cost (driver argument conversion, context watcher, VDBE
+// setup); a fixed set of sizes lets each be prepared once per connection
+// instead of parsing a fresh remainder statement on every call. 64 rows of
+// 13 columns are 832 parameters, far below SQLite's limit of 32766.
+var batchSizes = [...]int{32, 8, 1}
 
-// deleteBatch keys go into one DELETE ... WHERE (aor, contact_uri) IN (VALUES ...).
-const deleteBatch = 64
+type batchStmts [len(batchSizes)]*sql.Stmt
 
 func upsertSQL(rows int) string {
 	var b strings.Builder
@@ -65,15 +67,36 @@ func upsertSQL(rows int) string {
 	return b.String()
 }
 
+// deleteSQL deletes rows keys; SQLite searches the primary key once per key
+// (see TestDeleteUsesPrimaryKey).
 func deleteSQL(rows int) string {
 	return "DELETE FROM bindings WHERE (aor, contact_uri) IN (VALUES " +
 		strings.TrimSuffix(strings.Repeat("(?,?),", rows), ",") + ")"
 }
 
-var (
-	upsertFullSQL = upsertSQL(upsertBatch)
-	deleteFullSQL = deleteSQL(deleteBatch)
-)
+// prepareBindingStmts prepares the batch statements on the DB; transactions
+// use them through Tx.StmtContext, which reuses the statement already
+// prepared on the transaction's connection.
+func (s *Store) prepareBindingStmts(ctx context.Context) error {
+	for i, n := range batchSizes {
+		var err error
+		if s.upsertStmts[i], err = s.db.PrepareContext(ctx, upsertSQL(n)); err != nil {
+			return fmt.Errorf("store: prepare: %w", err)
+		}
+		if s.deleteStmts[i], err = s.db.PrepareContext(ctx, deleteSQL(n)); err != nil {
+			return fmt.Errorf("store: prepare: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) closeStmts() {
+	for _, st := range append(s.upsertStmts[:], s.deleteStmts[:]...) {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
 
 func appendBindingArgs(args []any, b *Binding) []any {
 	return append(args, b.AOR, b.ContactURI, b.Contact, b.Source, b.Local, b.CallID,
@@ -91,54 +114,41 @@ func (s *Store) SaveBindings(ctx context.Context, upserts []Binding, deletes []B
 		return nil
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
-		args := make([]any, 0, upsertBatch*bindingNumCols)
-		if err := execBatched(ctx, tx, len(deletes), deleteBatch, deleteFullSQL, deleteSQL, func(i int) {
-			args = append(args, deletes[i].AOR, deletes[i].ContactURI)
-		}, &args); err != nil {
+		args := make([]any, 0, batchSizes[0]*bindingNumCols)
+		if err := execBatched(ctx, tx, &s.deleteStmts, len(deletes), &args, func(args []any, i int) []any {
+			return append(args, deletes[i].AOR, deletes[i].ContactURI)
+		}); err != nil {
 			return fmt.Errorf("store: delete bindings: %w", err)
 		}
-		if err := execBatched(ctx, tx, len(upserts), upsertBatch, upsertFullSQL, upsertSQL, func(i int) {
-			args = appendBindingArgs(args, &upserts[i])
-		}, &args); err != nil {
+		if err := execBatched(ctx, tx, &s.upsertStmts, len(upserts), &args, func(args []any, i int) []any {
+			return appendBindingArgs(args, &upserts[i])
+		}); err != nil {
 			return fmt.Errorf("store: save bindings: %w", err)
 		}
 		return nil
 	})
 }
 
-// execBatched executes n rows in statements of batch rows each (the last one
-// shorter), each statement prepared once. add appends row i's arguments to
-// *args.
-func execBatched(ctx context.Context, tx *sql.Tx, n, batch int, fullSQL string, sqlFor func(int) string, add func(i int), args *[]any) error {
-	if n == 0 {
-		return nil
-	}
-	var full *sql.Stmt
-	defer func() {
-		if full != nil {
-			full.Close()
-		}
-	}()
-	for start := 0; start < n; start += batch {
-		end := min(start+batch, n)
-		*args = (*args)[:0]
-		for i := start; i < end; i++ {
-			add(i)
-		}
-		if end-start < batch {
-			if _, err := tx.ExecContext(ctx, sqlFor(end-start), *args...); err != nil {
+// execBatched executes rows 0..n-1 with the batch statements, largest first.
+// add appends row i's arguments; args is scratch space.
+func execBatched(ctx context.Context, tx *sql.Tx, stmts *batchStmts, n int, args *[]any, add func(args []any, i int) []any) error {
+	row := 0
+	for k, size := range batchSizes {
+		var st *sql.Stmt
+		for n-row >= size {
+			if st == nil {
+				st = tx.StmtContext(ctx, stmts[k])
+				defer st.Close()
+			}
+			a := (*args)[:0]
+			for i := row; i < row+size; i++ {
+				a = add(a, i)
+			}
+			*args = a
+			if _, err := st.ExecContext(ctx, a...); err != nil {
 				return err
 			}
-			continue
-		}
-		if full == nil {
-			var err error
-			if full, err = tx.PrepareContext(ctx, fullSQL); err != nil {
-				return err
-			}
-		}
-		if _, err := full.ExecContext(ctx, *args...); err != nil {
-			return err
+			row += size
 		}
 	}
 	return nil

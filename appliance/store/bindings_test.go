@@ -166,7 +166,7 @@ func TestSaveBindingsBatching(t *testing.T) {
 	exp := now().Add(time.Hour)
 	model := map[BindingKey]Binding{}
 	gen := 0
-	for _, n := range []int{1, upsertBatch - 1, upsertBatch, upsertBatch + 1, 3*upsertBatch + 5, 2000} {
+	for _, n := range []int{1, 7, 8, 9, 63, 64, 65, 3*64 + 2*8 + 5, 2000} {
 		gen++
 		var ups []Binding
 		var dels []BindingKey

@@ -49,6 +49,10 @@ type Store struct {
 
 	now func() time.Time
 
+	// upsertStmts and deleteStmts are SaveBindings' batch statements,
+	// indexed like batchSizes.
+	upsertStmts, deleteStmts batchStmts
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -90,6 +94,11 @@ func openWith(ctx context.Context, path string, src fs.FS) (*Store, error) {
 		return nil, err
 	}
 	if err := s.migrate(ctx, migs); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.prepareBindingStmts(ctx); err != nil {
+		s.closeStmts()
 		db.Close()
 		return nil, err
 	}
@@ -164,7 +173,10 @@ func (s *Store) checkPragmas(ctx context.Context) error {
 
 // Close closes the database. Further calls return the first call's result.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.db.Close() })
+	s.closeOnce.Do(func() {
+		s.closeStmts()
+		s.closeErr = s.db.Close()
+	})
 	return s.closeErr
 }
 

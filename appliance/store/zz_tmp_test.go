@@ -25,7 +25,7 @@ func TestTmpCPU(t *testing.T) {
 	s.SaveBindings(ctx, ups, nil)
 	c0 := cpuNow()
 	w0 := time.Now()
-	const N = 200
+	const N = 500
 	for i := range N {
 		for j := range ups {
 			ups[j].CSeq = uint32(i)
@@ -34,5 +34,5 @@ func TestTmpCPU(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fmt.Printf("batch=%d cpu/op=%v wall/op=%v\n", upsertBatch, (cpuNow()-c0)/N, time.Since(w0)/N)
+	fmt.Printf("batch=%d cpu/op=%v wall/op=%v\n", batchSizes, (cpuNow()-c0)/N, time.Since(w0)/N)
 }

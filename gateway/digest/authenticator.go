@@ -46,7 +46,8 @@ type Config struct {
 	// RequireQOP rejects responses without qop (RFC 2069 compatibility
 	// mode, which has no replay protection) as Malformed.
 	RequireQOP bool
-	// Now returns the current time; nil means time.Now. For tests.
+	// Now returns the current time; nil means time.Now. For tests; it is
+	// called concurrently.
 	Now func() time.Time
 }
 

@@ -73,9 +73,10 @@ func HA1(alg Algorithm, username, realm, password string) string {
 	return hex.EncodeToString(sum[:n])
 }
 
-// Lookup returns the stored HA1 (hex, as produced by HA1) for username in
-// the given algorithm. Passwords are never stored, only HA1s. It reports
-// false if the user does not exist or has no HA1 for alg.
+// Lookup returns the stored HA1 (hex, as produced by HA1; upper case is
+// tolerated) for username in the given algorithm. Passwords are never
+// stored, only HA1s. It reports false if the user does not exist or has no
+// HA1 for alg. It may be called concurrently.
 type Lookup func(username string, alg Algorithm) (ha1 string, ok bool)
 
 // Result is the outcome of Verify.

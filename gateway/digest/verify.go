@@ -18,19 +18,21 @@ import (
 //  4. qop is "auth" with a cnonce and an nc of 8 hex digits (not zero), or
 //     qop is absent along with nc (RFC 2069; refused if Config.RequireQOP),
 //     and response is hex of the algorithm's digest size, else Malformed;
-//  5. the nonce (and opaque, if sent) were issued by this Authenticator,
-//     else BadResponse;
-//  6. lookup knows the user for the algorithm, else UnknownUser;
-//  7. the response equals H(HA1:nonce:nc:cnonce:qop:H(method:uri)) (or
+//  5. lookup knows the user for the algorithm, else UnknownUser;
+//  6. the response equals H(HA1:nonce:nc:cnonce:qop:H(method:uri)) (or
 //     H(HA1:nonce:H(method:uri)) without qop), compared in constant time,
 //     else BadResponse;
+//  7. the nonce (and opaque, if sent) were issued by this Authenticator,
+//     else Stale: the response was right, so the client knows the password
+//     and holds a nonce from before a restart;
 //  8. the nonce is not older than NonceTTL, else Stale (only reached with a
 //     correct response, so Stale means "retry with a fresh nonce");
 //  9. with qop, the nc has not been used with this nonce before and is
 //     within 64 of the highest one seen, else Replay.
 //
 // Nonce counts are recorded only for correct responses, so forged requests
-// cannot burn a client's counts.
+// cannot burn a client's counts. lookup is called at most once, only for
+// well-formed credentials; a nil lookup knows no users.
 func (a *Authenticator) Verify(method string, c *Credentials, lookup Lookup) Result {
 	if c == nil || c.Username == "" || c.Realm == "" || c.Nonce == "" || c.URI == "" || c.Response == "" {
 		return Malformed
@@ -64,10 +66,8 @@ func (a *Authenticator) Verify(method string, c *Credentials, lookup Lookup) Res
 		return Malformed
 	}
 
-	id, issued, ok := a.openNonce(c.Nonce)
-	if !ok || (c.Opaque != "" && c.Opaque != a.opaque) {
-		return BadResponse
-	}
+	id, issued, genuine := a.openNonce(c.Nonce)
+	genuine = genuine && (c.Opaque == "" || c.Opaque == a.opaque)
 	if lookup == nil {
 		return UnknownUser
 	}
@@ -78,6 +78,14 @@ func (a *Authenticator) Verify(method string, c *Credentials, lookup Lookup) Res
 	want := response(alg, ha1, method, c)
 	if subtle.ConstantTimeCompare(want[:size], got[:size]) != 1 {
 		return BadResponse
+	}
+	if !genuine {
+		// A correct response over a nonce we did not issue: the client knows
+		// the password and reuses a nonce from before a restart (the key is
+		// per process). RFC 7616 §3.3: stale=true lets it retry at once
+		// instead of asking its user, and a nonce we never issued cannot be
+		// replayed into success since it is never accepted.
+		return Stale
 	}
 
 	now := a.now().UnixNano()

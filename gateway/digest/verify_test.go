@@ -197,10 +197,12 @@ func TestVerifyForeignNonce(t *testing.T) {
 	twin := newAuth(t, Config{Key: key})
 
 	for _, alg := range algs {
-		// Correct password, but a nonce from an Authenticator with another key.
+		// A nonce from an Authenticator with another key (a previous run of
+		// the daemon): the right password is told stale, a wrong one is not.
 		for name, from := range map[string]*Authenticator{"other key": other, "random key": random} {
 			chal := challengeFor(t, from, alg, false)
-			expect(t, string(alg)+" "+name, verify(t, a, clientAuth(t, chal, "user0001", "secret1", 1), lookup), BadResponse)
+			expect(t, string(alg)+" "+name, verify(t, a, clientAuth(t, chal, "user0001", "secret1", 1), lookup), Stale)
+			expect(t, string(alg)+" "+name+" wrong password", verify(t, a, clientAuth(t, chal, "user0001", "nope", 1), lookup), BadResponse)
 		}
 		// Same key: instances accept each other's nonces.
 		chal := challengeFor(t, twin, alg, false)
@@ -233,13 +235,16 @@ func TestVerifyForeignNonce(t *testing.T) {
 	for _, n := range forged {
 		c := *chal
 		c.Nonce = n
-		expect(t, "forged nonce "+n, verify(t, a, clientAuth(t, &c, "user0001", "secret1", 1), lookup), BadResponse)
+		// Never accepted: the best a forger with the password gets is a fresh challenge.
+		expect(t, "forged nonce "+n, verify(t, a, clientAuth(t, &c, "user0001", "secret1", 1), lookup), Stale)
+		expect(t, "forged nonce, wrong password "+n, verify(t, a, clientAuth(t, &c, "user0001", "nope", 1), lookup), BadResponse)
 	}
 
 	// Opaque must be echoed unchanged if sent; omitting it is tolerated.
 	c := *chal
 	c.Opaque = "bogus"
-	expect(t, "wrong opaque", verify(t, a, clientAuth(t, &c, "user0001", "secret1", 1), lookup), BadResponse)
+	expect(t, "wrong opaque", verify(t, a, clientAuth(t, &c, "user0001", "secret1", 1), lookup), Stale)
+	expect(t, "wrong opaque, wrong password", verify(t, a, clientAuth(t, &c, "user0001", "nope", 1), lookup), BadResponse)
 	c.Opaque = ""
 	expect(t, "no opaque", verify(t, a, clientAuth(t, &c, "user0001", "secret1", 1), lookup), OK)
 }

@@ -140,12 +140,9 @@ func slicesEqual[T comparable](a, b []T) bool {
 	return true
 }
 
-// Run loads persisted bindings, then expires bindings on time and writes
-// changes behind until ctx ends; it flushes once more before returning.
+// Run expires bindings on time and writes changes behind until ctx ends;
+// it flushes once more before returning. Call Load before serving requests.
 func (r *Registrar) Run(ctx context.Context) error {
-	if err := r.Load(ctx); err != nil {
-		return err
-	}
 	persistTick := time.NewTicker(r.st.Load().cfg.persistInterval())
 	defer persistTick.Stop()
 	expireTick := time.NewTicker(time.Second)
@@ -172,7 +169,9 @@ func (r *Registrar) Run(ctx context.Context) error {
 	}
 }
 
-// Load reads persisted bindings into memory (Run calls it; tests may too).
+// Load reads persisted bindings into memory. The gateway calls it before
+// it serves the first request, so a restarted box answers for every phone
+// from its first packet on.
 func (r *Registrar) Load(ctx context.Context) error {
 	if r.persist == nil {
 		return nil

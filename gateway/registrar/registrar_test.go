@@ -467,3 +467,20 @@ func TestReconfigureDropsRemovedUsers(t *testing.T) {
 		t.Fatalf("removed user registers: %d", res.StatusCode)
 	}
 }
+
+// A phone that reuses a nonce from before a restart (another key) must be
+// asked to retry (stale), not refused as a password guesser.
+func TestNonceFromBeforeRestartIsStale(t *testing.T) {
+	before, _ := newTestRegistrar(t, Config{}, nil)
+	after, _ := newTestRegistrar(t, Config{}, nil)
+	m := msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}}
+	m.authz = answer(t, before.HandleRegister(m.request(t), ""), "MD5", "1001", "pw1001", 1)
+	m.cseq = 2
+	res := after.HandleRegister(m.request(t), "")
+	if res.StatusCode != 401 || !strings.Contains(res.GetHeader("WWW-Authenticate").Value(), "stale=true") {
+		t.Fatalf("old nonce after restart: %d %v", res.StatusCode, res.GetHeader("WWW-Authenticate"))
+	}
+	if after.Stats().AuthFailures != 0 {
+		t.Fatal("a stale nonce counted as a failed authentication")
+	}
+}
