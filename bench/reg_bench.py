@@ -109,7 +109,7 @@ def cmd_report(raw, results_md, command):
         elif line.startswith("# ") and ": " in line:
             k, v = line[2:].split(": ", 1); hdr[k] = v
     servers = [s for s in ("kamailio", "outpostd") if s in steps or s in info]
-    best = {}
+    best, knee = {}, {}
     out = [f"== summary: registrar rate steps at cpu cap {hdr.get('cap', '?')}, "
            f"{hdr.get('step duration', '?')} per step ({raw}) =="]
     for s in servers:
@@ -117,6 +117,8 @@ def cmd_report(raw, results_md, command):
         passing = [x for x in st if x["_pass"]]
         b = max(passing, key=lambda x: int(x["rate"])) if passing else None
         best[s] = b
+        # the knee is bracketed only if some step above the best passing one failed
+        knee[s] = any(not x["_pass"] and int(x["rate"]) > (int(b["rate"]) if b else 0) for x in st)
         m = mem.get(s, {}).get("warm", {})
         ma = mem.get(s, {}).get("after", {})
         if s == "kamailio":
@@ -126,7 +128,7 @@ def cmd_report(raw, results_md, command):
             memtxt = (f"VmRSS {fmt_mem(int(m.get('rss_kb', 0)))} (PSS {fmt_mem(int(m.get('pss_kb', 0)))}) after warm-up; "
                       f"VmRSS {fmt_mem(int(ma.get('rss_kb', 0)))} after the steps")
         if b:
-            out.append(f"{s}: highest passing step {b['rate']}/s (achieved {b['achieved']}, reg_p50 {b['reg_p50']}, "
+            out.append(f"{s}: highest passing step {b['rate']}/s{'' if knee[s] else ' (knee NOT reached: every step passed, add higher rates)'} (achieved {b['achieved']}, reg_p50 {b['reg_p50']}, "
                        f"srv_cpu {b['srv_cpu']}, {b['srv_us/reg']} CPU-us/registration, sipp_cpu {b['sipp_cpu']})")
         else:
             out.append(f"{s}: no passing step" + (" (not run: " + info.get(s, {}).get("skipped", "") + ")" if info.get(s, {}).get("skipped") else ""))
@@ -138,9 +140,15 @@ def cmd_report(raw, results_md, command):
             extra = {k: v for k, v in info[s].items() if k not in ("server",)}
             out.append("  " + " ".join(f"{k}={v}" for k, v in extra.items()))
     k, o = best.get("kamailio"), best.get("outpostd")
-    ratio = "n/a"
+    ratio, cpu_note = "n/a", ""
     if k and o:
         ratio = f"{int(o['rate']) / int(k['rate']):.2f}"
+        if not knee["outpostd"] and knee["kamailio"]:
+            ratio = "≥ " + ratio
+        elif knee["outpostd"] and not knee["kamailio"]:
+            ratio = "≤ " + ratio
+        elif not knee["outpostd"] and not knee["kamailio"]:
+            ratio += " (neither knee reached)"
         out.append(f"ratio outpostd/kamailio (highest passing rate at equal cap): {ratio}")
         # CPU per registration at the highest rate both passed (less noisy than the knee itself)
         common = set(x["rate"] for x in steps["kamailio"] if x["_pass"]) & set(x["rate"] for x in steps["outpostd"] if x["_pass"])
@@ -148,13 +156,15 @@ def cmd_report(raw, results_md, command):
             r = max(common, key=int)
             ku = num([x for x in steps["kamailio"] if x["_pass"] and x["rate"] == r][-1]["srv_us/reg"])
             ou = num([x for x in steps["outpostd"] if x["_pass"] and x["rate"] == r][-1]["srv_us/reg"])
-            out.append(f"CPU per registration at {r}/s (highest step both passed): outpostd {ou:.0f} us, "
-                       f"kamailio {ku:.0f} us, ratio {ou / ku:.2f}" if ku else "")
+            if ku:
+                cpu_note = f"CPU/registration at {r}/s: outpostd {ou:.0f} µs, Kamailio {ku:.0f} µs ({ou / ku:.2f}×)"
+                out.append(f"CPU per registration at {r}/s (highest step both passed): outpostd {ou:.0f} us, "
+                           f"kamailio {ku:.0f} us, ratio {ou / ku:.2f}")
     else:
         out.append("ratio outpostd/kamailio: n/a (a server has no passing step or was not run)")
     print("\n".join(l for l in out if l))
     if results_md and results_md != "-":
-        update_results(results_md, hdr, command, best, mem, info, ratio, raw)
+        update_results(results_md, hdr, command, best, knee, mem, info, ratio, cpu_note, raw)
 
 
 BEGIN = "<!-- reg_bench:begin (this section is rewritten by bench/reg_bench.sh: rows are appended, edit outside the markers) -->"
@@ -163,10 +173,10 @@ TABLE_HDR = ("| date | machine | command | cap | Kamailio max reg/s | Kamailio C
              "| outpostd max reg/s | outpostd CPU | outpostd VmRSS | outpostd / Kamailio | notes | raw |")
 
 
-def update_results(path, hdr, command, best, mem, info, ratio, raw):
+def update_results(path, hdr, command, best, knee, mem, info, ratio, cpu_note, raw):
     def cell_rate(b, s):
         if b:
-            return f"**{b['rate']}**"
+            return f"**{b['rate']}**" if knee.get(s) else f"≥ {b['rate']} (knee not reached)"
         return "none" if s in ran else "not run"
     ran = set(mem) | {s for s, i in info.items() if "skipped" not in i}
 
@@ -183,6 +193,8 @@ def update_results(path, hdr, command, best, mem, info, ratio, raw):
         notes.append(f"outpostd GOMAXPROCS={oi['gomaxprocs']} GOGC={oi.get('GOGC', '?')}")
     if oi.get("skipped"):
         notes.append(f"outpostd skipped: {oi['skipped']}")
+    if cpu_note:
+        notes.append(cpu_note)
     if hdr.get("rates"):
         notes.append(f"rates {hdr['rates']}")
     row = (f"| {hdr.get('date', time.strftime('%F %H:%M'))} | {hdr.get('machine', '?')} | `{command}` | "

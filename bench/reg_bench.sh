@@ -4,7 +4,7 @@
 # Usage: bench/reg_bench.sh [DUR_S=15] [CPU_CAP=0.5] [RATES...]
 #   DUR_S    seconds per rate step (SIPp sends RATE*DUR_S registrations)
 #   CPU_CAP  CPUs each server may use (cgroup cpu.max / cfs_quota; 0 = no cap, accounting only)
-#   RATES    registration rates per second to step through (default below)
+#   RATES    registration rates per second to step through (default 1000 2000 3000 3500 4000 4500 5000 6000 8000 10000)
 # Environment:
 #   SERVERS="kamailio outpostd"  which servers, in this order     PEERS_DIR  peer harness (default ../shared/peers)
 #   RUN=/tmp/outpost-bench       scratch dir (logs, SIPp files)   BENCH_IP   loopback address (127.0.0.51)
@@ -18,17 +18,18 @@
 # other_cpu > 30 % is run again; stop after two failing steps). CPU figures are % of ONE core.
 # Output: one line per step, a summary, bench/results/reg-YYYYMMDD-HHMM.txt (raw) and a row in bench/RESULTS.md.
 set -u
+case "${1:-}" in -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
+CMDLINE="bench/reg_bench.sh $*"
+for v in SERVERS BUILD RUN BENCH_IP BENCH_NICE PEERS_DIR GOGC GOMEMLIMIT GODEBUG; do   # record non-default environment
+  [ -n "${!v+x}" ] && CMDLINE="$v=${!v} $CMDLINE"
+done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$REPO/bench
 PEERS_DIR=${PEERS_DIR:-$(cd "$REPO/../shared/peers" 2>/dev/null && pwd)}
 [ -n "$PEERS_DIR" ] && [ -f "$PEERS_DIR/lib.sh" ] || { echo "reg_bench: peer harness not found (set PEERS_DIR)" >&2; exit 2; }
-CMDLINE="bench/reg_bench.sh $*"
-for v in SERVERS BUILD RUN BENCH_IP BENCH_NICE PEERS_DIR GOGC GOMEMLIMIT; do   # record non-default environment in the command
-  [ -n "${!v+x}" ] && CMDLINE="$v=${!v} $CMDLINE"
-done
 export RUN=${RUN:-/tmp/outpost-bench}
 DUR=${1:-15}; CAP=${2:-0.5}; shift 2 2>/dev/null || shift $#
-RATES=${*:-"500 1000 2000 3000 4000 5000 6000 8000 10000"}
+RATES=${*:-"1000 2000 3000 3500 4000 4500 5000 6000 8000 10000"}
 SERVERS=${SERVERS:-"kamailio outpostd"}
 BUILD=${BUILD:-1}
 RESULTS=${RESULTS:-$BENCH/RESULTS.md}
@@ -127,10 +128,12 @@ stop_kamailio() { kam_stop; }
 start_outpostd() {
   rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
   python3 "$BENCH/reg_bench.py" config "$BENCH_IP" "$REALM" "$USERS" "$RUN/outpost-bench.json" || return 1
-  # join the cgroup before exec so the Go runtime sees the limit from its first instruction;
-  # schedtrace with a 1 h period prints one "SCHED 0ms: gomaxprocs=N" line at start (what the daemon sees)
+  # join the cgroup before exec so the Go runtime sees the limit from its first instruction.
+  # GODEBUG schedtrace prints "SCHED 0ms: gomaxprocs=N ..." (what the daemon sees) at start, then once per period;
+  # the first line only comes once the monotonic clock exceeds the period, so use min(1 h, uptime/2)
+  local period; period=$(awk '{p=int($1*500); if (p>3600000) p=3600000; if (p<1000) p=1000; print p}' /proc/uptime)
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
-    export GODEBUG=${GODEBUG:+$GODEBUG,}schedtrace=3600000
+    export GODEBUG=${GODEBUG:+$GODEBUG,}schedtrace=$period
     exec "$REPO/bin/outpostd" --data "$RUN/outpost-data" --config "$RUN/outpost-bench.json" --log-level warn
   ) > "$RUN/outpostd.log" 2>&1 &
   SPID=$!
@@ -145,9 +148,11 @@ start_outpostd() {
   echo "$st" > "$RUN/outpostd.status.json"
   grep -q "udp:$BENCH_IP:5060" "$RUN/outpostd.status.json" || { note "outpostd is not listening on udp:$BENCH_IP:5060: $st"; return 1; }
   local gmp rev
-  gmp=$(sed -n 's/^SCHED 0ms: gomaxprocs=\([0-9]*\).*/\1/p' "$RUN/outpostd.log" | head -1)
+  gmp=$(sed -n 's/^SCHED [0-9]*ms: gomaxprocs=\([0-9]*\).*/\1/p' "$RUN/outpostd.log" | head -1)
   rev=$(go version -m "$REPO/bin/outpostd" 2>/dev/null | awk '$2=="vcs.revision"{r=substr($3,1,12)} $2=="vcs.modified"{m=$3} END{print r (m=="true"?"+dirty":"")}')
-  log "info server=outpostd gomaxprocs=${gmp:-?} GOGC=${GOGC:-default(100)} GOMEMLIMIT=${GOMEMLIMIT:-none} nproc=$(nproc) rev=${rev:-?} $(go version "$REPO/bin/outpostd" 2>/dev/null | awk '{print "go=" $2}')"
+  log "info server=outpostd gomaxprocs=${gmp:-?} GOGC=${GOGC:-default(100)} GOMEMLIMIT=${GOMEMLIMIT:-none} nproc=$(nproc)" \
+      "rev=${rev:-none} bin_sha256=$(sha256sum "$REPO/bin/outpostd" | cut -c1-12) bin_mtime=$(date -r "$REPO/bin/outpostd" +%FT%H:%M)" \
+      "$(go version "$REPO/bin/outpostd" 2>/dev/null | awk '{print "go=" $2}')"
 }
 stop_outpostd() {
   [ -n "$SPID" ] || return 0

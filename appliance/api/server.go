@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 )
@@ -76,6 +77,12 @@ func Handler(b Backend, log *slog.Logger) http.Handler {
 		w.Header().Set("ETag", etag(res.Version.Version))
 		writeJSON(w, http.StatusOK, res)
 	})
+	// Profiling for the field and for benchmarks. Only the admin socket
+	// (root, 0600) serves this handler.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	return mux
 }
 

@@ -113,7 +113,7 @@ func TestZeroValueDefaults(t *testing.T) {
 	}
 	r := d.SIP.Registrar
 	if r.EffectiveAuthFailLimit() != 10 || r.EffectiveStormRate() != 2000 ||
-		r.EffectiveRetryAfter() != 5*time.Second || r.EffectivePersistInterval() != 200*time.Millisecond {
+		r.EffectiveRetryAfter() != 5*time.Second || r.EffectivePersistInterval() != time.Second {
 		t.Error("registrar defaults")
 	}
 	if (Registrar{StormRate: -1}).EffectiveStormRate() >= 0 {

@@ -60,7 +60,7 @@ type Registrar struct {
 	// RetryAfterS is the Retry-After (seconds) of the storm guard's 503. 0 = 5.
 	RetryAfterS int `json:"retry_after_s,omitempty"`
 	// PersistIntervalMS is how often changed bindings are written to the
-	// store, in milliseconds. 0 = 200.
+	// store, in milliseconds. 0 = 1000.
 	PersistIntervalMS int `json:"persist_interval_ms,omitempty"`
 }
 
@@ -191,7 +191,7 @@ const (
 	DefaultAuthFailLimit     = 10
 	DefaultStormRate         = 2000
 	DefaultRetryAfterS       = 5
-	DefaultPersistIntervalMS = 200
+	DefaultPersistIntervalMS = 1000
 	DefaultTransport         = "udp"
 	DefaultOptionsIntervalMS = 1000
 	DefaultDownAfter         = 3
@@ -268,7 +268,7 @@ func (r Registrar) EffectiveRetryAfter() time.Duration {
 	return time.Duration(orDefault(r.RetryAfterS, DefaultRetryAfterS)) * time.Second
 }
 
-// EffectivePersistInterval is the write-behind period of bindings (default 200 ms).
+// EffectivePersistInterval is the write-behind period of bindings (default 1 s).
 func (r Registrar) EffectivePersistInterval() time.Duration {
 	return time.Duration(orDefault(r.PersistIntervalMS, DefaultPersistIntervalMS)) * time.Millisecond
 }

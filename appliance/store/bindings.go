@@ -45,7 +45,7 @@ const bindingNumCols = 13
 // setup); a fixed set of sizes lets each be prepared once per connection
 // instead of parsing a fresh remainder statement on every call. 64 rows of
 // 13 columns are 832 parameters, far below SQLite's limit of 32766.
-var batchSizes = [...]int{32, 8, 1}
+var batchSizes = [...]int{64, 8, 1}
 
 type batchStmts [len(batchSizes)]*sql.Stmt
 

@@ -33,14 +33,14 @@ const (
 	crashDBEnv     = "OUTPOST_STORE_CRASH_DB"
 	crashSeedEnv   = "OUTPOST_STORE_CRASH_SEED"
 
-	crashBindings = 2000 // rows per SaveBindings in the crash writer
+	crashBindings = 500 // rows per SaveBindings (plus as many deletes) in the crash writer
 )
 
-// crashDoc returns a random document of 16–320 KiB for op n. Random bytes
-// (from crypto/rand, which is fast even under -race) make any mix of pages
-// from two different documents show up as a hash mismatch.
+// crashDoc returns a random document of 16–208 KiB (4–52 pages) for op n.
+// Random bytes (from crypto/rand, which is fast even under -race) make any
+// mix of pages from two different documents show up as a hash mismatch.
 func crashDoc(r *rand.Rand, n int) []byte {
-	doc := make([]byte, 16<<10+r.IntN(304<<10))
+	doc := make([]byte, 16<<10+r.IntN(192<<10))
 	crand.Read(doc)
 	copy(doc, fmt.Sprintf(`{"op":%d,"pad":"`, n))
 	return doc
@@ -244,7 +244,8 @@ func TestCrashDurability(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 2))
 
 	var known crashModel // acknowledged state
-	var done, inflight, early int
+	var done, inflight, early, landed int
+	inflightKinds := map[string]int{}
 	start := time.Now()
 	for run := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
@@ -327,6 +328,7 @@ func TestCrashDurability(t *testing.T) {
 		alt := known
 		if pending != "" {
 			inflight++
+			inflightKinds[strings.Fields(pending)[0]]++
 			if alt, err = known.apply(pending); err != nil {
 				t.Fatal(err)
 			}
@@ -345,6 +347,7 @@ func TestCrashDurability(t *testing.T) {
 		case equalModel(obs, known):
 		case pending != "" && equalModel(obs, alt):
 			known = alt // the in-flight operation had committed
+			landed++
 		default:
 			t.Fatalf("run %d (killed after %v, in flight %q): database holds versions=%d active=%d gen=%d; acknowledged state is versions=%d active=%d gen=%d",
 				run, delay, pending, len(obs.shas), obs.active, obs.gen, len(known.shas), known.active, known.gen)
@@ -365,8 +368,8 @@ func TestCrashDurability(t *testing.T) {
 		t.Fatalf("integrity_check: %q %v", ic, err)
 	}
 	fi, _ := os.Stat(path)
-	t.Logf("%d kills (%d early) in %v: %d acknowledged operations, %d kills with an operation in flight; %d versions, binding generation %d, db %d MiB",
-		kills, early, time.Since(start).Round(time.Millisecond), done, inflight, len(known.shas), known.gen, fi.Size()>>20)
+	t.Logf("%d kills (%d before READY) in %v: %d acknowledged operations; %d kills with an operation in flight %v, of which %d had committed; %d versions, binding generation %d, db %d MiB",
+		kills, early, time.Since(start).Round(time.Millisecond), done, inflight, inflightKinds, landed, len(known.shas), known.gen, fi.Size()>>20)
 	if done == 0 || inflight == 0 {
 		t.Fatalf("the kills did not exercise writes (done=%d inflight=%d)", done, inflight)
 	}

@@ -10,7 +10,8 @@
 //     each in its own transaction together with its schema_migrations row.
 //     A database that records a migration number this binary does not know
 //     (it was written by a newer outpostd) is refused with ErrSchemaTooNew
-//     and left untouched. The file is tagged with PRAGMA application_id
+//     and left untouched; so is one whose migration N has another file name
+//     than this binary's (divergent builds). The file is tagged with PRAGMA application_id
 //     "OPST"; a foreign SQLite file is refused with ErrNotStore.
 //   - config_versions(version, applied_at, source, sha256, active,
 //     document): every applied configuration document is a new row,
@@ -66,8 +67,9 @@
 //
 // SaveBindings is designed for being called every ~200 ms with up to
 // thousands of rows: one transaction (hence one fsync) per call, rows sent
-// in multi-row INSERT ... ON CONFLICT DO UPDATE statements prepared once
-// per call. Calling it with nothing to do costs nothing. Each call that
+// in multi-row INSERT ... ON CONFLICT DO UPDATE statements of 64, 8 and 1
+// rows, each prepared once per connection and reused (deletes likewise).
+// Calling it with nothing to do costs nothing. Each call that
 // writes costs a WAL fsync, which on flash is also wear: callers should
 // only flush dirty bindings. Commits use fsync(2); a daemon may opt into
 // fdatasync(2) process-wide with modernc.org/sqlite's Fdatasync(true),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -82,11 +83,21 @@ func (s *Store) migrate(ctx context.Context, migs []migration) error {
 	if err != nil {
 		return err
 	}
+	// Refuse before writing anything.
 	latest := migs[len(migs)-1].version
-	for v := range applied {
+	versions := slices.Sorted(maps.Keys(applied))
+	slices.Reverse(versions) // report the newest unknown one
+	for _, v := range versions {
+		name := applied[v]
 		if v > latest || v < 1 {
 			return fmt.Errorf("%w: %s has migration %d (%s) applied, this binary knows up to %d; refusing to open (upgrade outpostd or restore a matching database)",
-				ErrSchemaTooNew, s.path, v, applied[v], latest)
+				ErrSchemaTooNew, s.path, v, name, latest)
+		}
+		if want := migs[v-1].name; name != want {
+			// Two builds numbered different migrations alike: the schema
+			// is not the one this binary expects.
+			return fmt.Errorf("store: %s has migration %d recorded as %q, this binary's is %q; refusing to open",
+				s.path, v, name, want)
 		}
 	}
 	for _, m := range migs {

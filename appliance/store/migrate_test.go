@@ -136,6 +136,20 @@ func TestRefuseNewerDatabase(t *testing.T) {
 	}
 }
 
+func TestRefuseDivergentMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "outpost.db")
+	s, err := openWith(ctx, path, withExtra(t, map[string]string{"0002_a.sql": "CREATE TABLE a (x INTEGER) STRICT;"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = openWith(ctx, path, withExtra(t, map[string]string{"0002_b.sql": "CREATE TABLE b (x INTEGER) STRICT;"}))
+	if err == nil || !strings.Contains(err.Error(), "0002_a.sql") {
+		t.Fatalf("openWith(divergent 0002) = %v, want refusal naming 0002_a.sql", err)
+	}
+}
+
 func TestFailedMigrationRollsBack(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "outpost.db")

@@ -28,10 +28,14 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 		return reply(req, sip.StatusBadRequest, "To has no user part")
 	}
 
+	h := scanHeaders(req)
+	if h.bad != "" {
+		return reply(req, sip.StatusBadRequest, h.bad)
+	}
+
 	// §10.3 step 2: authenticate. A request without credentials is a new
 	// registration attempt: it passes the storm guard, then gets challenged.
-	authz := req.GetHeader("Authorization")
-	if authz == nil {
+	if h.authz == "" {
 		if st.storm != nil && !st.storm.allow() {
 			r.stats.stormRefused.Add(1)
 			return r.tooBusy(req, st)
@@ -43,7 +47,7 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 		r.stats.authBlocked.Add(1)
 		return reply(req, sip.StatusForbidden, "Too Many Failed Attempts")
 	}
-	creds, err := digest.ParseCredentials(authz.Value())
+	creds, err := digest.ParseCredentials(h.authz)
 	if err != nil {
 		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
 	}
@@ -76,7 +80,43 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 		r.authFailed(srcIP, aor, res.String())
 		return reply(req, sip.StatusForbidden, "Forbidden")
 	}
-	return r.update(req, st, aor, local)
+	return r.update(req, st, &h, aor, local)
+}
+
+// registerHeaders are the headers the registrar reads, gathered in one pass
+// (sipgo's GetHeader lowercases every header name on every call, which
+// showed up as the registrar's largest cost under load).
+type registerHeaders struct {
+	authz     string
+	expires   int // -1 = no Expires header
+	userAgent string
+	contacts  []*sip.ContactHeader
+	bad       string // why the request is malformed, "" when it is not
+}
+
+func scanHeaders(req *sip.Request) registerHeaders {
+	h := registerHeaders{expires: -1}
+	for _, hdr := range req.Headers() {
+		if c, ok := hdr.(*sip.ContactHeader); ok {
+			h.contacts = append(h.contacts, c)
+			continue
+		}
+		switch name := hdr.Name(); {
+		case strings.EqualFold(name, "Authorization"):
+			h.authz = hdr.Value()
+		case strings.EqualFold(name, "Expires"):
+			v, err := strconv.ParseUint(strings.TrimSpace(hdr.Value()), 10, 32)
+			if err != nil {
+				h.bad = "Bad Expires"
+			}
+			h.expires = int(min(v, 1<<31-1))
+		case strings.EqualFold(name, "User-Agent"):
+			h.userAgent = hdr.Value()
+		case strings.EqualFold(name, "Contact"), strings.EqualFold(name, "m"):
+			h.bad = "Bad Contact" // a Contact sipgo could not parse
+		}
+	}
+	return h
 }
 
 func (r *Registrar) authFailed(ip, aor, why string) {
@@ -117,28 +157,11 @@ type contactUpdate struct {
 }
 
 // update applies the Contacts of an authenticated REGISTER: §10.3 steps 6–8.
-func (r *Registrar) update(req *sip.Request, st *state, aor, local string) *sip.Response {
+func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor, local string) *sip.Response {
 	now := r.now()
 	callID := req.CallID().Value()
 	cseq := req.CSeq().SeqNo
-
-	hdrExpires := -1
-	if h := req.GetHeader("Expires"); h != nil {
-		v, err := strconv.ParseUint(strings.TrimSpace(h.Value()), 10, 32)
-		if err != nil {
-			return reply(req, sip.StatusBadRequest, "Bad Expires")
-		}
-		hdrExpires = int(min(v, 1<<31-1))
-	}
-
-	var contacts []*sip.ContactHeader
-	for _, h := range req.GetHeaders("Contact") {
-		c, ok := h.(*sip.ContactHeader)
-		if !ok {
-			return reply(req, sip.StatusBadRequest, "Bad Contact")
-		}
-		contacts = append(contacts, c)
-	}
+	hdrExpires, contacts := h.expires, h.contacts
 
 	// Step 6: "Contact: *" removes every binding, only with Expires: 0 and alone.
 	for _, c := range contacts {
@@ -191,7 +214,7 @@ func (r *Registrar) update(req *sip.Request, st *state, aor, local string) *sip.
 			Q:          q,
 			Expires:    now.Add(time.Duration(exp) * time.Second),
 			Registered: now,
-			UserAgent:  headerValue(req, "User-Agent"),
+			UserAgent:  h.userAgent,
 			Instance:   strings.Trim(c.Params.GetOr("+sip.instance", ""), `"`),
 			RegID:      regID,
 		}})
@@ -340,13 +363,6 @@ func contactValue(c *sip.ContactHeader) string {
 	cc := c.Clone()
 	cc.Params.Remove("expires")
 	return cc.Value()
-}
-
-func headerValue(req *sip.Request, name string) string {
-	if h := req.GetHeader(name); h != nil {
-		return h.Value()
-	}
-	return ""
 }
 
 func sourceIP(req *sip.Request) string {
