@@ -67,8 +67,8 @@ func upsertSQL(rows int) string {
 	return b.String()
 }
 
-// deleteSQL deletes rows keys; SQLite searches the primary key once per key
-// (see TestDeleteUsesPrimaryKey).
+// deleteSQL deletes the given number of keys; SQLite searches the primary
+// key once per key (see TestDeleteUsesPrimaryKey).
 func deleteSQL(rows int) string {
 	return "DELETE FROM bindings WHERE (aor, contact_uri) IN (VALUES " +
 		strings.TrimSuffix(strings.Repeat("(?,?),", rows), ",") + ")"

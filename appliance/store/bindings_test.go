@@ -243,3 +243,68 @@ func containsAny(s string, subs ...string) bool {
 	}
 	return false
 }
+
+func TestSaveBindingsDuplicatesInOneStatement(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	exp := now().Add(time.Hour)
+	var ups []Binding
+	for i := range 64 + 8 + 3 { // fills the 64-, 8- and 1-row statements
+		b := testBinding("sip:dup@pbx", "sip:dup@10.0.0.1", exp)
+		b.CSeq = uint32(i)
+		ups = append(ups, b)
+	}
+	if err := s.SaveBindings(ctx, ups, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadBindings(ctx, now())
+	if err != nil || len(got) != 1 || got[0] != ups[len(ups)-1] {
+		t.Fatalf("got %+v, %v; want only the last duplicate", got, err)
+	}
+}
+
+func TestSaveBindingsAllOrNothing(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	exp := now().Add(time.Hour)
+	var first []Binding
+	for i := range 100 {
+		first = append(first, testBinding(fmt.Sprintf("sip:%d@pbx", i), "sip:c", exp))
+	}
+	if err := s.SaveBindings(ctx, first, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Make the last row of the next call fail inside the transaction.
+	if _, err := s.db.Exec(`CREATE TRIGGER boom BEFORE INSERT ON bindings WHEN NEW.aor = 'boom'
+		BEGIN SELECT RAISE(ABORT, 'boom'); END`); err != nil {
+		t.Fatal(err)
+	}
+	var second []Binding
+	for i := range 100 {
+		b := testBinding(fmt.Sprintf("sip:%d@pbx", i), "sip:c", exp)
+		b.CSeq = 1
+		second = append(second, b)
+	}
+	second = append(second, testBinding("boom", "sip:c", exp))
+	dels := []BindingKey{first[0].Key(), first[1].Key()}
+	if err := s.SaveBindings(ctx, second, dels); err == nil {
+		t.Fatal("SaveBindings succeeded despite the failing row")
+	}
+	got, err := s.LoadBindings(ctx, now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm := bindingMap(got)
+	if len(got) != len(first) {
+		t.Fatalf("%d bindings after failed call, want %d", len(got), len(first))
+	}
+	for _, b := range first {
+		if gm[b.Key()] != b {
+			t.Fatalf("failed call changed %v: %+v", b.Key(), gm[b.Key()])
+		}
+	}
+	// The store is still usable afterwards.
+	if err := s.SaveBindings(ctx, second[:100], dels); err != nil {
+		t.Fatal(err)
+	}
+}
