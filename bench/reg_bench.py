@@ -191,6 +191,9 @@ def update_results(path, hdr, command, best, knee, mem, info, ratio, cpu_note, r
     notes = []
     if oi.get("gomaxprocs"):
         notes.append(f"outpostd GOMAXPROCS={oi['gomaxprocs']} GOGC={oi.get('GOGC', '?')}")
+    oa = mem.get("outpostd", {}).get("after")
+    if oa:
+        notes.append(f"outpostd VmRSS after the steps {fmt_mem(int(oa['rss_kb']))}")
     if oi.get("skipped"):
         notes.append(f"outpostd skipped: {oi['skipped']}")
     if cpu_note:

@@ -4,7 +4,7 @@
 # Usage: bench/reg_bench.sh [DUR_S=15] [CPU_CAP=0.5] [RATES...]
 #   DUR_S    seconds per rate step (SIPp sends RATE*DUR_S registrations)
 #   CPU_CAP  CPUs each server may use (cgroup cpu.max / cfs_quota; 0 = no cap, accounting only)
-#   RATES    registration rates per second to step through (default 1000 2000 3000 3500 4000 4500 5000 6000 8000 10000)
+#   RATES    registration rates per second to step through (default 1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000)
 # Environment:
 #   SERVERS="kamailio outpostd"  which servers, in this order     PEERS_DIR  peer harness (default ../shared/peers)
 #   RUN=/tmp/outpost-bench       scratch dir (logs, SIPp files)   BENCH_IP   loopback address (127.0.0.51)
@@ -17,8 +17,11 @@
 # pass = failed < 0.5 %, median registration < 50 ms, >= 95 % of the target rate; a failing step with
 # other_cpu > 30 % is run again; stop after two failing steps). CPU figures are % of ONE core.
 # Output: one line per step, a summary, bench/results/reg-YYYYMMDD-HHMM.txt (raw) and a row in bench/RESULTS.md.
+# Time: each step is DUR_S of load plus up to 15 s waiting for a quiet box (wait_quiet); with the defaults a run
+# is ~8-10 steps per server, about 10-15 min in all (bounded: every SIPp run has a timeout of 3*DUR_S+40 s).
+# Needs root, sipp, kamailio (+ sqlite modules), sqlite3, python3; scratch files (logs, SIPp traces) in $RUN.
 set -u
-case "${1:-}" in -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0;; esac
+case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
 CMDLINE="bench/reg_bench.sh $*"
 for v in SERVERS BUILD RUN BENCH_IP BENCH_NICE PEERS_DIR GOGC GOMEMLIMIT GODEBUG; do   # record non-default environment
   [ -n "${!v+x}" ] && CMDLINE="$v=${!v} $CMDLINE"
@@ -29,7 +32,7 @@ PEERS_DIR=${PEERS_DIR:-$(cd "$REPO/../shared/peers" 2>/dev/null && pwd)}
 [ -n "$PEERS_DIR" ] && [ -f "$PEERS_DIR/lib.sh" ] || { echo "reg_bench: peer harness not found (set PEERS_DIR)" >&2; exit 2; }
 export RUN=${RUN:-/tmp/outpost-bench}
 DUR=${1:-15}; CAP=${2:-0.5}; shift 2 2>/dev/null || shift $#
-RATES=${*:-"1000 2000 3000 3500 4000 4500 5000 6000 8000 10000"}
+RATES=${*:-"1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000"}
 SERVERS=${SERVERS:-"kamailio outpostd"}
 BUILD=${BUILD:-1}
 RESULTS=${RESULTS:-$BENCH/RESULTS.md}

@@ -44,12 +44,12 @@ type Server struct {
 	ua  *sipgo.UserAgent
 	srv *sipgo.Server
 	reg *registrar.Registrar
+	fp  *fastPath
 
 	mu        sync.Mutex
 	cfg       Config
 	listeners map[Listen]*listener // keyed by the configured spec
 	serving   sync.WaitGroup
-	serveErrs chan error
 }
 
 type listener struct {
@@ -78,10 +78,12 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	// letting the kernel fragment; a 200 listing many contacts is legitimate.
 	udpMTUOnce.Do(func() { sip.UDPMTUSize = 65000 })
 
+	s := &Server{log: log, cfg: cfg, listeners: map[Listen]*listener{}}
+	s.fp = newFastPath(s)
 	sipLog := log.With("part", "sipgo")
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
-		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog)),
+		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.filter)),
 		sipgo.WithUserAgentTransactionLayerOptions(sip.WithTransactionLayerLogger(sipLog)),
 	)
 	if err != nil {
@@ -100,8 +102,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, err
 	}
-	s := &Server{log: log, ua: ua, srv: srv, reg: reg, cfg: cfg,
-		listeners: map[Listen]*listener{}, serveErrs: make(chan error, 1)}
+	s.ua, s.srv, s.reg = ua, srv, reg
 	srv.OnRegister(s.onRegister)
 	srv.OnOptions(s.onOptions)
 	srv.OnNoRoute(s.onNoRoute)
@@ -112,6 +113,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		return nil, err
 	}
 	s.listeners = bound
+	s.fp.setSockets(bound)
 	return s, nil
 }
 
@@ -120,6 +122,12 @@ func (c Config) serverName() string {
 		return "outpost"
 	}
 	return c.ServerName
+}
+
+func (s *Server) serverName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.serverName()
 }
 
 // bindAll binds the specs that are not in keep; on any failure it closes
@@ -252,6 +260,7 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 		}
 	}
 	s.listeners = next
+	s.fp.setSockets(next)
 	s.cfg = cfg
 	return nil
 }
@@ -272,7 +281,7 @@ func (s *Server) Listeners() []string {
 func (s *Server) Registrar() *registrar.Registrar { return s.reg }
 
 func (s *Server) respond(tx sip.ServerTransaction, res *sip.Response) {
-	res.AppendHeader(sip.NewHeader("Server", s.cfg.serverName()))
+	res.AppendHeader(sip.NewHeader("Server", s.serverName()))
 	if err := tx.Respond(res); err != nil {
 		s.log.Debug("sending response failed", "status", res.StatusCode, "err", err)
 	}
@@ -282,14 +291,18 @@ func (s *Server) onRegister(req *sip.Request, tx sip.ServerTransaction) {
 	s.respond(tx, s.reg.HandleRegister(req, localName(req, tx)))
 }
 
-// onOptions answers keep-alive and capability queries (RFC 3261 §11).
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
+	s.respond(tx, optionsAnswer(req))
+}
+
+// optionsAnswer answers keep-alive and capability queries (RFC 3261 §11).
+func optionsAnswer(req *sip.Request) *sip.Response {
 	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil)
 	res.AppendHeader(sip.NewHeader("Allow", allow))
 	res.AppendHeader(sip.NewHeader("Accept", "application/sdp"))
 	res.AppendHeader(sip.NewHeader("Accept-Encoding", "identity"))
 	res.AppendHeader(sip.NewHeader("Accept-Language", "en"))
-	s.respond(tx, res)
+	return res
 }
 
 func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {

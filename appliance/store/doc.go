@@ -10,9 +10,10 @@
 //     each in its own transaction together with its schema_migrations row.
 //     A database that records a migration number this binary does not know
 //     (it was written by a newer outpostd) is refused with ErrSchemaTooNew
-//     and left untouched; so is one whose migration N has another file name
-//     than this binary's (divergent builds). The file is tagged with PRAGMA application_id
-//     "OPST"; a foreign SQLite file is refused with ErrNotStore.
+//     and its contents are not modified; so is one whose migration N has
+//     another file name than this binary's (divergent builds). The file is
+//     tagged with PRAGMA application_id "OPST"; a foreign SQLite file is
+//     refused with ErrNotStore.
 //   - config_versions(version, applied_at, source, sha256, active,
 //     document): every applied configuration document is a new row,
 //     versions start at 1 and are never reused or deleted. Exactly one row
@@ -69,11 +70,12 @@
 // thousands of rows: one transaction (hence one fsync) per call, rows sent
 // in multi-row INSERT ... ON CONFLICT DO UPDATE statements of 64, 8 and 1
 // rows, each prepared once per connection and reused (deletes likewise).
-// Calling it with nothing to do costs nothing. Each call that
-// writes costs a WAL fsync, which on flash is also wear: callers should
-// only flush dirty bindings. Commits use fsync(2); a daemon may opt into
+// Calling it with nothing to do costs nothing. Each call that writes costs
+// a WAL fsync, which on flash is also wear: callers should only flush dirty
+// bindings. Commits use fsync(2); a daemon may opt into
 // fdatasync(2) process-wide with modernc.org/sqlite's Fdatasync(true),
-// which keeps the same durability with less journal traffic.
+// which keeps the same durability but skips the timestamp update fsync
+// forces through the file system's journal.
 //
 // # What it does not do
 //

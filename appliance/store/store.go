@@ -21,11 +21,12 @@ var ErrNotFound = errors.New("store: not found")
 
 // ErrSchemaTooNew is wrapped by the error Open returns when the database has
 // a migration recorded that this binary does not know, i.e. it was written
-// by a newer outpostd. The file is left untouched.
+// by a newer outpostd. Its contents are not modified.
 var ErrSchemaTooNew = errors.New("store: database schema is newer than this binary")
 
 // ErrNotStore is wrapped by the error Open returns when the file is an SQLite
-// database that does not belong to outpostd.
+// database that does not belong to outpostd. Its data is not modified, but
+// the DSN may already have switched it to WAL mode.
 var ErrNotStore = errors.New("store: file is not an outpost store")
 
 // applicationID is PRAGMA application_id of an outpost store ("OPST"); set by

@@ -1,0 +1,178 @@
+package gateway
+
+import (
+	"bytes"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// UDP REGISTER and OPTIONS are answered statelessly, on the socket's read
+// goroutine, before sipgo's transaction layer sees them.
+//
+// Why: sipgo keeps every non-INVITE server transaction for Timer J (32 s
+// over UDP) with its request, response, timers and goroutine. At a few
+// thousand registrations per second that is hundreds of megabytes and most
+// of the CPU; a branch box has neither. A registrar needs none of it: the
+// only job of the transaction here is to answer a retransmitted request
+// with the same response (RFC 3261 §17.2.2), which a small cache of
+// response bytes keyed by the request's branch does for a fraction of the
+// cost. Kamailio's registrar answers statelessly for the same reason.
+//
+// TCP requests and every other method still go through sipgo's
+// transaction layer: the fast path returns them untouched.
+
+// retransWindow is how long an answer is kept for retransmissions: Timer J
+// (64*T1) over UDP.
+const retransWindow = 32 * time.Second
+
+// maxCachedAnswers bounds the retransmission cache (two generations of at
+// most this many answers, ~0.5 KiB each). Beyond it the older generation is
+// dropped early: a retransmission then gets a fresh answer instead of the
+// cached one, which for REGISTER means a new challenge, never a wrong binding.
+const maxCachedAnswers = 32768
+
+type answerCache struct {
+	mu       sync.Mutex
+	cur, old map[string][]byte
+	rotated  time.Time
+}
+
+func newAnswerCache() *answerCache {
+	return &answerCache{cur: map[string][]byte{}, old: map[string][]byte{}, rotated: time.Now()}
+}
+
+func (c *answerCache) get(key string) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.cur[key]; ok {
+		return b
+	}
+	return c.old[key]
+}
+
+func (c *answerCache) put(key string, b []byte, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.rotated) >= retransWindow || len(c.cur) >= maxCachedAnswers {
+		c.old, c.cur, c.rotated = c.cur, make(map[string][]byte, len(c.cur)), now
+	}
+	c.cur[key] = b
+}
+
+// udpSockets maps a listener's local address (the net.Addr value sipgo
+// passes to the read filter) to its socket.
+type udpSockets map[net.Addr]net.PacketConn
+
+type fastPath struct {
+	s       *Server
+	sockets atomic.Pointer[udpSockets]
+	cache   *answerCache
+	bufs    sync.Pool
+	dropped atomic.Uint64 // datagrams that are not SIP at all
+}
+
+func newFastPath(s *Server) *fastPath {
+	f := &fastPath{s: s, cache: newAnswerCache()}
+	f.bufs.New = func() any { return new(bytes.Buffer) }
+	f.sockets.Store(&udpSockets{})
+	return f
+}
+
+// setSockets publishes the current UDP listeners.
+func (f *fastPath) setSockets(ls map[Listen]*listener) {
+	m := udpSockets{}
+	for _, l := range ls {
+		if l.pc != nil {
+			m[l.pc.LocalAddr()] = l.pc
+		}
+	}
+	f.sockets.Store(&m)
+}
+
+var (
+	prefixRegister = []byte("REGISTER ")
+	prefixOptions  = []byte("OPTIONS ")
+)
+
+// filter is sipgo's TransportReadFilter: it answers UDP REGISTER and
+// OPTIONS itself (returning nil so sipgo skips the datagram) and passes
+// everything else on.
+func (f *fastPath) filter(info sip.TransportReadProps, data []byte) ([]byte, error) {
+	if info.Transport != "UDP" {
+		return data, nil
+	}
+	register := bytes.HasPrefix(data, prefixRegister)
+	if !register && !bytes.HasPrefix(data, prefixOptions) {
+		if !looksLikeSIP(data) {
+			f.dropped.Add(1) // garbage or a keep-alive: nothing to answer
+			return nil, nil
+		}
+		return data, nil
+	}
+	pc := (*f.sockets.Load())[info.LocalAddr]
+	if pc == nil {
+		return data, nil
+	}
+	msg, err := sip.ParseMessage(data)
+	if err != nil {
+		return data, nil // sipgo parses again, logs, and answers 400 if it can
+	}
+	req, ok := msg.(*sip.Request)
+	if !ok || req.Via() == nil || req.CSeq() == nil || req.CallID() == nil {
+		return data, nil
+	}
+	src := info.RemoteAddr.String()
+	branch, _ := req.Via().Params.Get("branch")
+	key := branch + "|" + src + "|" + strconv.FormatUint(uint64(req.CSeq().SeqNo), 10) + string(req.Method)
+	if b := f.cache.get(key); b != nil {
+		f.write(pc, b, info.RemoteAddr)
+		return nil, nil
+	}
+	req.SetSource(src)
+	req.SetTransport("UDP")
+	var res *sip.Response
+	if register {
+		res = f.s.reg.HandleRegister(req, "udp:"+pc.LocalAddr().String())
+	} else {
+		res = optionsAnswer(req)
+	}
+	res.AppendHeader(sip.NewHeader("Server", f.s.serverName()))
+
+	buf := f.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	res.StringWrite(buf)
+	answer := bytes.Clone(buf.Bytes())
+	f.bufs.Put(buf)
+	f.cache.put(key, answer, time.Now())
+	f.write(pc, answer, info.RemoteAddr)
+	return nil, nil
+}
+
+// write sends an answer to where the request came from (RFC 3581: the
+// source address, which is also right for phones behind NAT).
+func (f *fastPath) write(pc net.PacketConn, b []byte, to net.Addr) {
+	if _, err := pc.WriteTo(b, to); err != nil {
+		f.s.log.Debug("sending response failed", "to", to, "err", err)
+	}
+}
+
+// looksLikeSIP accepts what could be a request or a response line: an
+// upper-case token followed by a space, or "SIP/2.0 ".
+func looksLikeSIP(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c >= 'A' && c <= 'Z', c == '-', c == '_', c == '.', c == '!', c == '%', c == '*', c == '+', c == '`', c == '\'', c == '~':
+		case c >= '0' && c <= '9', c == '/':
+		case c == ' ':
+			return i > 0
+		default:
+			return false
+		}
+	}
+	return false
+}
