@@ -1,0 +1,202 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	icdigest "github.com/icholy/digest"
+
+	"github.com/outpost/outpost/gateway/digest"
+	"github.com/outpost/outpost/gateway/registrar"
+)
+
+const realm = "gw.test"
+
+func testConfig(listen ...Listen) Config {
+	return Config{Listen: listen, Registrar: registrar.Config{Realm: realm, Users: []registrar.User{{
+		Extension: "1001",
+		HA1MD5:    digest.HA1(digest.MD5, "1001", realm, "pw"),
+		HA1SHA256: digest.HA1(digest.SHA256, "1001", realm, "pw"),
+	}}}}
+}
+
+// startServer runs a gateway until the test ends.
+func startServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := New(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return s
+}
+
+// phone is a UDP socket that sends wire text and reads answers.
+type phone struct {
+	t    *testing.T
+	conn net.PacketConn
+	to   net.Addr
+}
+
+func newPhone(t *testing.T, server string) *phone {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	to, err := net.ResolveUDPAddr("udp", strings.TrimPrefix(server, "udp:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &phone{t: t, conn: c, to: to}
+}
+
+func (p *phone) send(msg string) {
+	p.t.Helper()
+	if _, err := p.conn.WriteTo([]byte(msg), p.to); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *phone) read() string {
+	p.t.Helper()
+	buf := make([]byte, 65536)
+	p.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _, err := p.conn.ReadFrom(buf)
+	if err != nil {
+		p.t.Fatalf("no answer: %v", err)
+	}
+	return string(buf[:n])
+}
+
+func (p *phone) register(branch string, cseq int, authz string) string {
+	port := p.conn.LocalAddr().(*net.UDPAddr).Port
+	m := fmt.Sprintf("REGISTER sip:%s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=%s;rport\r\nMax-Forwards: 70\r\n"+
+		"From: <sip:1001@%s>;tag=p1\r\nTo: <sip:1001@%s>\r\nCall-ID: gw-call\r\nCSeq: %d REGISTER\r\n"+
+		"Contact: <sip:1001@127.0.0.1:%d>\r\n", realm, port, branch, realm, realm, cseq, port)
+	if authz != "" {
+		m += "Authorization: " + authz + "\r\n"
+	}
+	return m + "Content-Length: 0\r\n\r\n"
+}
+
+func header(msg, name string) string {
+	for _, l := range strings.Split(msg, "\r\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, name) {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// A retransmitted REGISTER gets the very same answer, from the cache: the
+// same challenge, and for the authenticated one the same 200 (not a replay
+// refusal, not a second binding update).
+func TestUDPRetransmissionsGetTheSameAnswer(t *testing.T) {
+	s := startServer(t, testConfig(Listen{"udp", "127.0.0.1:0"}))
+	p := newPhone(t, s.Listeners()[0])
+
+	first := p.register("z9hG4bK-1", 1, "")
+	p.send(first)
+	challenge := p.read()
+	if !strings.HasPrefix(challenge, "SIP/2.0 401") {
+		t.Fatalf("first answer %q", challenge)
+	}
+	p.send(first)
+	if again := p.read(); again != challenge {
+		t.Fatalf("retransmission answered differently:\n%s\n%s", challenge, again)
+	}
+	if !strings.Contains(header(challenge, "Via"), "rport=") || !strings.Contains(header(challenge, "Via"), "received=127.0.0.1") {
+		t.Errorf("Via without rport/received (RFC 3581): %s", header(challenge, "Via"))
+	}
+
+	ch, err := icdigest.ParseChallenge(header(challenge, "WWW-Authenticate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := icdigest.Digest(ch, icdigest.Options{Method: "REGISTER", URI: "sip:" + realm, Username: "1001", Password: "pw", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := p.register("z9hG4bK-2", 2, cr.String())
+	p.send(second)
+	ok := p.read()
+	if !strings.HasPrefix(ok, "SIP/2.0 200") {
+		t.Fatalf("authenticated answer %q", ok)
+	}
+	p.send(second)
+	if again := p.read(); again != ok {
+		t.Fatalf("retransmitted REGISTER answered differently:\n%s\n%s", ok, again)
+	}
+	if st := s.Registrar().Stats(); st.Registered != 1 || st.Challenges != 1 {
+		t.Fatalf("retransmissions were processed again: %+v", st)
+	}
+}
+
+// Datagrams that are not SIP are dropped without an answer; the socket
+// keeps serving.
+func TestUDPGarbageIsDropped(t *testing.T) {
+	s := startServer(t, testConfig(Listen{"udp", "127.0.0.1:0"}))
+	p := newPhone(t, s.Listeners()[0])
+	for _, g := range []string{"\x00\x01\x02", "\r\n\r\n", "hello world", "lowercase sip:x SIP/2.0\r\n\r\n"} {
+		p.send(g)
+	}
+	p.send("OPTIONS sip:" + realm + " SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bK-o\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:b@c>\r\nCall-ID: o1\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n")
+	res := p.read() // the first (and only) answer is the OPTIONS one
+	if !strings.HasPrefix(res, "SIP/2.0 200") || !strings.Contains(header(res, "Allow"), "REGISTER") {
+		t.Fatalf("OPTIONS answer %q", res)
+	}
+	if s.fp.dropped.Load() != 4 {
+		t.Fatalf("dropped %d datagrams, want 4", s.fp.dropped.Load())
+	}
+}
+
+// Reconfigure keeps an unchanged listener's socket, binds a new one, closes
+// a removed one, and leaves everything as it was when a bind fails.
+func TestReconfigureListeners(t *testing.T) {
+	keep := Listen{"udp", "127.0.0.1:0"}
+	s := startServer(t, testConfig(keep, Listen{"tcp", "127.0.0.1:0"}))
+	before := s.Listeners()
+	kept := s.listeners[keep].bound
+
+	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	bad := testConfig(keep, Listen{"udp", busy.LocalAddr().String()})
+	if err := s.Reconfigure(t.Context(), bad); err == nil || !strings.Contains(err.Error(), busy.LocalAddr().String()) {
+		t.Fatalf("binding a busy port: %v", err)
+	}
+	if got := s.Listeners(); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Fatalf("a failed reconfigure changed listeners: %v -> %v", before, got)
+	}
+
+	if err := s.Reconfigure(t.Context(), testConfig(keep, Listen{"udp", "127.0.0.2:0"})); err != nil {
+		t.Fatal(err)
+	}
+	after := s.Listeners()
+	if len(after) != 2 || s.listeners[keep].bound != kept || strings.HasPrefix(after[0], "tcp") || !bytes.Contains([]byte(strings.Join(after, " ")), []byte("127.0.0.2")) {
+		t.Fatalf("after reconfigure: %v (kept %s)", after, kept)
+	}
+	// The kept socket still answers.
+	p := newPhone(t, kept)
+	p.send("OPTIONS sip:" + realm + " SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bK-k\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:b@c>\r\nCall-ID: k1\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n")
+	if res := p.read(); !strings.HasPrefix(res, "SIP/2.0 200") {
+		t.Fatalf("kept listener: %q", res)
+	}
+}
