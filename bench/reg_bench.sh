@@ -4,7 +4,7 @@
 # Usage: bench/reg_bench.sh [DUR_S=15] [CPU_CAP=0.5] [RATES...]
 #   DUR_S    seconds per rate step (SIPp sends RATE*DUR_S registrations)
 #   CPU_CAP  CPUs each server may use (cgroup cpu.max / cfs_quota; 0 = no cap, accounting only)
-#   RATES    registration rates per second to step through (default 1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000)
+#   RATES    registration rates per second to step through (default 1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000 12000)
 # Environment:
 #   SERVERS="kamailio outpostd"  which servers, in this order     PEERS_DIR  peer harness (default ../shared/peers)
 #   RUN=/tmp/outpost-bench       scratch dir (logs, SIPp files)   BENCH_IP   loopback address (127.0.0.51)
@@ -18,7 +18,7 @@
 # other_cpu > 30 % is run again; stop after two failing steps). CPU figures are % of ONE core.
 # Output: one line per step, a summary, bench/results/reg-YYYYMMDD-HHMM.txt (raw) and a row in bench/RESULTS.md.
 # Time: each step is DUR_S of load plus up to 15 s waiting for a quiet box (wait_quiet); with the defaults a run
-# is ~8-10 steps per server, about 10-15 min in all (bounded: every SIPp run has a timeout of 3*DUR_S+40 s).
+# is ~8-13 steps per server, about 10-15 min in all (bounded: every SIPp run has a timeout of 3*DUR_S+40 s).
 # Needs root, sipp, kamailio (+ sqlite modules), sqlite3, python3; scratch files (logs, SIPp traces) in $RUN.
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
@@ -32,7 +32,7 @@ PEERS_DIR=${PEERS_DIR:-$(cd "$REPO/../shared/peers" 2>/dev/null && pwd)}
 [ -n "$PEERS_DIR" ] && [ -f "$PEERS_DIR/lib.sh" ] || { echo "reg_bench: peer harness not found (set PEERS_DIR)" >&2; exit 2; }
 export RUN=${RUN:-/tmp/outpost-bench}
 DUR=${1:-15}; CAP=${2:-0.5}; shift 2 2>/dev/null || shift $#
-RATES=${*:-"1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000"}
+RATES=${*:-"1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000 12000"}
 SERVERS=${SERVERS:-"kamailio outpostd"}
 BUILD=${BUILD:-1}
 RESULTS=${RESULTS:-$BENCH/RESULTS.md}
@@ -53,10 +53,7 @@ CTL=$REPO/bin/outpostctl
 SOCK=$RUN/outpost-data/outpostd.sock
 T_START=$(date +%s)
 
-mkdir -p "$BENCH/results"
-RAW=$BENCH/results/reg-$(date +%Y%m%d-%H%M).txt
-[ -e "$RAW" ] && RAW=${RAW%.txt}-$$.txt
-: > "$RAW"
+RAW=/dev/null                          # set in main, once the checks passed
 log() { echo "$*" | tee -a "$RAW"; }   # everything in the raw file is also printed
 note() { echo "$*" >&2; }             # progress, not recorded
 
@@ -174,7 +171,7 @@ cleanup() {
   local c; for c in "${CGS[@]}"; do cg_remove "$c"; done
 }
 trap cleanup EXIT
-trap 'note "interrupted"; exit 130' INT TERM
+trap 'note "interrupted"; echo "# interrupted after $(( $(date +%s) - T_START )) s" >> "$RAW" 2>/dev/null; exit 130' INT TERM
 
 # ---------------------------------------------------------------- one server: warm-up, memory, rate steps
 run_sipp_warmup() { # register every user once (as reg_step.sh), then check all got a 200
@@ -233,8 +230,8 @@ print(" ".join(f"{k}=+{int(y)-int(x)}" if x.isdigit() and y.isdigit() else f"{k}
         d0="${dr0:-x}" d1="${dr1:-x}" e0="$e0" e1="$e1" thr="$((tt1-tt0))/$((t1-t0))" extra="$extra") \
         || line="server=$SRV attempt=$attempt rate=$R error=summary-failed(see-$d) FAIL"
       log "$line"
-      grep -q 'timeout' "$d/sipp.time" 2>/dev/null && note "WARNING: sipp hit its time limit (see $d)"
-      kill -0 "$SPID" 2>/dev/null || { note "$SRV died during the step (see $RUN)"; log "info server=$SRV died_at_rate=$R"; SPID=; SRV=; return 1; }
+      grep -q 'status 124' "$d/sipp.time" 2>/dev/null && note "WARNING: sipp hit its time limit (see $d)"
+      kill -0 "$SPID" 2>/dev/null || { note "$SRV died during the step (see $RUN)"; log "info server=$SRV died_at_rate=$R"; stop_server; return 1; }
       other=$(echo "$line" | sed -n 's/.*other_cpu=\(-\?[0-9]*\)%.*/\1/p')
       case "$line" in *FAIL) [ "${other:-0}" -gt 30 ] && [ $attempt -eq 1 ] && { note "failing step with other_cpu=${other}%: once more"; sleep 5; continue; } ;; esac
       break
@@ -257,13 +254,16 @@ if [[ " $SERVERS " == *" outpostd "* ]]; then
 fi
 cg_detect || { note "reg_bench: cannot cap CPU with cgroups here"; exit 1; }
 port_busy 5080 && { note "reg_bench: $BENCH_IP:5080 (SIPp) already in use: another benchmark running?"; exit 1; }
-mkdir -p "$RUN"
+mkdir -p "$RUN" "$BENCH/results"
+RAW=$BENCH/results/reg-$(date +%Y%m%d-%H%M).txt
+[ -e "$RAW" ] && RAW=${RAW%.txt}-$$.txt
+: > "$RAW"
 [ -s "$RUN/kamailio.sqlite" ] && [ -s "$CSV" ] || "$PEERS_DIR/kamailio/mkdb.sh" "$RUN" >&2 || exit 1
 
 log "# date: $(date '+%Y-%m-%d %H:%M %Z')"
 log "# machine: $(nproc) x $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r), $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 log "# command: $CMDLINE"
-log "# cap: $CAP CPU"
+log "# cap: $CAP CPU$(awk -v c="$CAP" 'BEGIN{if (c == 0) print " (no cap, accounting only)"}')"
 log "# step duration: $DUR s"
 log "# rates: $RATES"
 log "# servers: $SERVERS (each alone on udp:$BENCH_IP:5060, SIPp on $BENCH_IP:5080, $USERS users, realm $REALM)"

@@ -34,7 +34,7 @@ const retransWindow = 32 * time.Second
 // most this many answers, ~0.5 KiB each). Beyond it the older generation is
 // dropped early: a retransmission then gets a fresh answer instead of the
 // cached one, which for REGISTER means a new challenge, never a wrong binding.
-const maxCachedAnswers = 32768
+const maxCachedAnswers = 16384
 
 type answerCache struct {
 	mu       sync.Mutex

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -41,7 +42,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	sock := fs.String("socket", envOr("OUTPOST_SOCKET", DefaultSocket), "admin socket of outpostd")
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(hoistGlobalFlags(args)); err != nil {
 		return 2
 	}
 	rest := fs.Args()
@@ -194,6 +195,32 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 	default:
 		return usageError(fmt.Sprintf("unknown config verb %q", verb))
 	}
+}
+
+// hoistGlobalFlags moves the global flags to the front wherever they were
+// written, so that "outpostctl status --json" works like "outpostctl --json status".
+func hoistGlobalFlags(args []string) []string {
+	var global, rest []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") {
+			rest = append(rest, args[i])
+			continue
+		}
+		switch name {
+		case "json":
+			global = append(global, args[i])
+		case "socket", "timeout":
+			global = append(global, args[i])
+			if !hasValue && i+1 < len(args) {
+				i++
+				global = append(global, args[i])
+			}
+		default:
+			rest = append(rest, args[i])
+		}
+	}
+	return append(global, rest...)
 }
 
 // splitFirstArg lets the file come before or after the flags.
