@@ -53,6 +53,8 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(200)
 	}
+	cpuLimit := cgroupCPULimit()
+	log.Debug("scheduler", "gomaxprocs", fitGOMAXPROCS(cpuLimit), "cgroup_cpu_limit", cpuLimit)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
