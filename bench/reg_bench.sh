@@ -148,7 +148,7 @@ start_outpostd() {
   echo "$st" > "$RUN/outpostd.status.json"
   grep -q "udp:$BENCH_IP:5060" "$RUN/outpostd.status.json" || { note "outpostd is not listening on udp:$BENCH_IP:5060: $st"; return 1; }
   local gmp rev
-  gmp=$(sed -n 's/^SCHED [0-9]*ms: gomaxprocs=\([0-9]*\).*/\1/p' "$RUN/outpostd.log" | head -1)
+  gmp=$(sed -n 's/^SCHED [0-9]*ms: gomaxprocs=\([0-9]*\).*/\1/p' "$RUN/outpostd.log" | tail -1)
   rev=$(go version -m "$REPO/bin/outpostd" 2>/dev/null | awk '$2=="vcs.revision"{r=substr($3,1,12)} $2=="vcs.modified"{m=$3} END{print r (m=="true"?"+dirty":"")}')
   log "info server=outpostd gomaxprocs=${gmp:-?} GOGC=${GOGC:-unset(outpostd:200)} GOMEMLIMIT=${GOMEMLIMIT:-none} nproc=$(nproc)" \
       "rev=${rev:-none} bin_sha256=$(sha256sum "$REPO/bin/outpostd" | cut -c1-12) bin_mtime=$(date -r "$REPO/bin/outpostd" +%FT%H:%M)" \
