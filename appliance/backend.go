@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
@@ -38,6 +39,7 @@ func (a *App) Status(context.Context) api.Status {
 		ConfigSource:  v.Source,
 		DataDir:       a.opts.DataDir,
 		Listeners:     a.gw.Listeners(),
+		GOMAXPROCS:    runtime.GOMAXPROCS(0),
 		AORs:          len(aors),
 		Bindings:      len(bs),
 		Registrar:     api.RegistrarStats(s),

@@ -129,11 +129,7 @@ start_outpostd() {
   rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
   python3 "$BENCH/reg_bench.py" config "$BENCH_IP" "$REALM" "$USERS" "$RUN/outpost-bench.json" || return 1
   # join the cgroup before exec so the Go runtime sees the limit from its first instruction.
-  # GODEBUG schedtrace prints "SCHED 0ms: gomaxprocs=N ..." (what the daemon sees) at start, then once per period;
-  # the first line only comes once the monotonic clock exceeds the period, so use min(1 h, uptime/2)
-  local period; period=$(awk '{p=int($1*500); if (p>3600000) p=3600000; if (p<1000) p=1000; print p}' /proc/uptime)
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
-    export GODEBUG=${GODEBUG:+$GODEBUG,}schedtrace=$period
     exec "$REPO/bin/outpostd" --data "$RUN/outpost-data" --config "$RUN/outpost-bench.json" --log-level warn
   ) > "$RUN/outpostd.log" 2>&1 &
   SPID=$!
@@ -148,7 +144,8 @@ start_outpostd() {
   echo "$st" > "$RUN/outpostd.status.json"
   grep -q "udp:$BENCH_IP:5060" "$RUN/outpostd.status.json" || { note "outpostd is not listening on udp:$BENCH_IP:5060: $st"; return 1; }
   local gmp rev
-  gmp=$(sed -n 's/^SCHED [0-9]*ms: gomaxprocs=\([0-9]*\).*/\1/p' "$RUN/outpostd.log" | tail -1)
+  # what the daemon runs with after start-up (it lowers GOMAXPROCS itself under a sub-CPU quota)
+  gmp=$(python3 -c 'import json,sys; print(json.load(sys.stdin).get("gomaxprocs","?"))' < "$RUN/outpostd.status.json")
   rev=$(go version -m "$REPO/bin/outpostd" 2>/dev/null | awk '$2=="vcs.revision"{r=substr($3,1,12)} $2=="vcs.modified"{m=$3} END{print r (m=="true"?"+dirty":"")}')
   log "info server=outpostd gomaxprocs=${gmp:-?} GOGC=${GOGC:-unset(outpostd:200)} GOMEMLIMIT=${GOMEMLIMIT:-none} nproc=$(nproc)" \
       "rev=${rev:-none} bin_sha256=$(sha256sum "$REPO/bin/outpostd" | cut -c1-12) bin_mtime=$(date -r "$REPO/bin/outpostd" +%FT%H:%M)" \

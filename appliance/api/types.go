@@ -25,6 +25,7 @@ type Status struct {
 	ConfigSource  string         `json:"config_source"`
 	DataDir       string         `json:"data_dir"`
 	Listeners     []string       `json:"listeners"`
+	GOMAXPROCS    int            `json:"gomaxprocs"`
 	AORs          int            `json:"aors"`
 	Bindings      int            `json:"bindings"`
 	Registrar     RegistrarStats `json:"registrar"`
