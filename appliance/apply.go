@@ -132,6 +132,11 @@ func (a *App) Apply(ctx context.Context, raw []byte, source string, ifMatch int6
 	if dryRun {
 		return api.ApplyResult{Version: apiVersion(a.version), DryRun: true, Valid: true}, nil
 	}
+	if sha256Hex(sealed) == a.version.SHA256 {
+		// HQ re-pushing the running document (or a redacted copy of it) is
+		// a no-op, not a new version: history stays readable.
+		return api.ApplyResult{Version: apiVersion(a.version), Valid: true, Unchanged: true}, nil
+	}
 	return a.applyLocked(ctx, doc, sealed, source)
 }
 

@@ -63,9 +63,10 @@ type ConfigResponse struct {
 
 // ApplyResult is the answer to PUT /api/v1/config and rollback.
 type ApplyResult struct {
-	Version Version `json:"version"`
-	DryRun  bool    `json:"dry_run,omitempty"`
-	Valid   bool    `json:"valid"`
+	Version   Version `json:"version"`
+	DryRun    bool    `json:"dry_run,omitempty"`
+	Unchanged bool    `json:"unchanged,omitempty"` // identical to the running version: nothing stored
+	Valid     bool    `json:"valid"`
 }
 
 // FieldError is one validation error with its JSON path.

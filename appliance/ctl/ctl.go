@@ -160,6 +160,10 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 				fmt.Fprintf(w, "valid: the document would replace version %d (nothing applied)\n", res.Version.Version)
 				return
 			}
+			if res.Unchanged {
+				fmt.Fprintf(w, "unchanged: the document is the running version %d\n", res.Version.Version)
+				return
+			}
 			fmt.Fprintf(w, "applied: version %d\n", res.Version.Version)
 		})
 	case "history":

@@ -111,13 +111,23 @@ func TestConfigLifecycle(t *testing.T) {
 			t.Fatalf("config get prints %q:\n%s", secret, out)
 		}
 	}
-	// ... and can be applied back as is: the redacted passwords keep the stored HA1s.
+	// ... and can be applied back as is: the redacted passwords keep the
+	// stored HA1s, so it is exactly the running document, and no new version.
 	redacted := filepath.Join(tmp, "redacted.json")
 	if err := os.WriteFile(redacted, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := d.ctl("config", "apply", redacted); err != nil {
+	if out, err := d.ctl("config", "apply", redacted); err != nil || !strings.Contains(out, "unchanged") {
 		t.Fatalf("re-applying the redacted document: %v\n%s", err, out)
+	}
+	// A real change to it is a new version.
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["site"].(map[string]any)["name"] = "renamed"
+	if out, err := d.ctl("config", "apply", writeJSON(t, filepath.Join(tmp, "renamed.json"), doc)); err != nil || !strings.Contains(out, "version 3") {
+		t.Fatalf("applying a changed redacted document: %v\n%s", err, out)
 	}
 
 	out, err = d.ctl("--json", "config", "history")
