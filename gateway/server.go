@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
@@ -107,7 +108,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnOptions(s.onOptions)
 	srv.OnNoRoute(s.onNoRoute)
 
-	bound, err := bindAll(cfg.Listen, cfg.UDPReadBuffer, nil)
+	bound, err := bindAll(cfg, nil)
 	if err != nil {
 		ua.Close()
 		return nil, err
@@ -124,6 +125,17 @@ func (c Config) serverName() string {
 	return c.ServerName
 }
 
+// tcpIdle is how long a TCP connection may stay silent: the longest
+// registration interval plus a margin, since a phone registered over TCP
+// refreshes within it.
+func (c Config) tcpIdle() time.Duration {
+	maxExp := c.Registrar.MaxExpires
+	if maxExp == 0 {
+		maxExp = 3600
+	}
+	return time.Duration(maxExp)*time.Second + 5*time.Minute
+}
+
 func (s *Server) serverName() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -132,14 +144,14 @@ func (s *Server) serverName() string {
 
 // bindAll binds the specs that are not in keep; on any failure it closes
 // what it bound and returns the error naming the spec.
-func bindAll(specs []Listen, rbuf int, keep map[Listen]*listener) (map[Listen]*listener, error) {
+func bindAll(cfg Config, keep map[Listen]*listener) (map[Listen]*listener, error) {
 	out := map[Listen]*listener{}
-	for _, sp := range specs {
+	for _, sp := range cfg.Listen {
 		if l, ok := keep[sp]; ok {
 			out[sp] = l
 			continue
 		}
-		l, err := bind(sp, rbuf)
+		l, err := bind(sp, cfg)
 		if err != nil {
 			for k, l := range out {
 				if keep[k] == nil {
@@ -153,7 +165,7 @@ func bindAll(specs []Listen, rbuf int, keep map[Listen]*listener) (map[Listen]*l
 	return out, nil
 }
 
-func bind(sp Listen, rbuf int) (*listener, error) {
+func bind(sp Listen, cfg Config) (*listener, error) {
 	lc := net.ListenConfig{}
 	switch sp.Transport {
 	case "udp":
@@ -161,6 +173,7 @@ func bind(sp Listen, rbuf int) (*listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
 		}
+		rbuf := cfg.UDPReadBuffer
 		if rbuf == 0 {
 			rbuf = 4 << 20
 		}
@@ -171,7 +184,7 @@ func bind(sp Listen, rbuf int) (*listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
 		}
-		return &listener{spec: sp, ln: ln, bound: "tcp:" + ln.Addr().String()}, nil
+		return &listener{spec: sp, ln: newLimitedListener(ln, cfg.tcpIdle()), bound: "tcp:" + ln.Addr().String()}, nil
 	default:
 		return nil, fmt.Errorf("gateway: listen %s: unsupported transport %q", sp, sp.Transport)
 	}
@@ -235,7 +248,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next, err := bindAll(cfg.Listen, cfg.UDPReadBuffer, s.listeners)
+	next, err := bindAll(cfg, s.listeners)
 	if err != nil {
 		return err
 	}

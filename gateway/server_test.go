@@ -200,3 +200,62 @@ func TestReconfigureListeners(t *testing.T) {
 		t.Fatalf("kept listener: %q", res)
 	}
 }
+
+// TCP connections beyond the per-source limit are refused; closing one
+// gives its slot back.
+func TestTCPConnectionLimit(t *testing.T) {
+	s := startServer(t, testConfig(Listen{"tcp", "127.0.0.1:0"}))
+	addr := strings.TrimPrefix(s.Listeners()[0], "tcp:")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range maxTCPConnsPerIP {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	options := "OPTIONS sip:" + realm + " SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:9;branch=z9hG4bK-t%d\r\nFrom: <sip:a@b>;tag=1\r\nTo: <sip:b@c>\r\nCall-ID: t%d\r\nCSeq: 1 OPTIONS\r\nContent-Length: 0\r\n\r\n"
+	// The connection over the limit is accepted by the kernel, then closed
+	// by the gateway without an answer.
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(extra, options, 0, 0)
+	extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := extra.Read(make([]byte, 100)); err == nil {
+		t.Fatalf("connection over the limit answered %d bytes", n)
+	}
+	extra.Close()
+	// The limited ones work, and a freed slot can be taken again.
+	conns[0].Close()
+	again, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns[0] = again
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 1; ; i++ {
+		fmt.Fprintf(again, options, i, i)
+		again.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 2048)
+		n, err := again.Read(buf)
+		if err == nil && strings.HasPrefix(string(buf[:n]), "SIP/2.0 200") {
+			break
+		}
+		// the slot is released when the gateway sees the close: retry briefly
+		if time.Now().After(deadline) {
+			t.Fatalf("freed slot not reusable: %v %q", err, buf[:n])
+		}
+		again.Close()
+		if again, err = net.Dial("tcp", addr); err != nil {
+			t.Fatal(err)
+		}
+		conns[0] = again
+	}
+}
