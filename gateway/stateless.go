@@ -73,7 +73,7 @@ type fastPath struct {
 	sockets atomic.Pointer[udpSockets]
 	cache   *answerCache
 	bufs    sync.Pool
-	dropped atomic.Uint64 // datagrams that are not SIP at all
+	dropped atomic.Uint64 // datagrams that are not SIP, or REGISTER/OPTIONS that do not parse
 }
 
 func newFastPath(s *Server) *fastPath {
@@ -120,7 +120,11 @@ func (f *fastPath) filter(info sip.TransportReadProps, data []byte) ([]byte, err
 	}
 	msg, err := sip.ParseMessage(data)
 	if err != nil {
-		return data, nil // sipgo parses again, logs, and answers 400 if it can
+		// sipgo would log the whole datagram at error level and answer
+		// nothing: a log flood for whoever sends garbage. Count and drop.
+		f.dropped.Add(1)
+		f.s.log.Debug("unparseable SIP datagram dropped", "from", info.RemoteAddr, "err", err)
+		return nil, nil
 	}
 	req, ok := msg.(*sip.Request)
 	if !ok || req.Via() == nil || req.CSeq() == nil || req.CallID() == nil {
