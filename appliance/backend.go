@@ -43,6 +43,7 @@ func (a *App) Status(context.Context) api.Status {
 		AORs:          len(aors),
 		Bindings:      len(bs),
 		Registrar:     api.RegistrarStats(s),
+		SIPDropped:    a.gw.Dropped(),
 	}
 }
 

@@ -290,6 +290,10 @@ func (s *Server) Listeners() []string {
 	return out
 }
 
+// Dropped counts UDP datagrams dropped unanswered: not SIP, or a REGISTER
+// or OPTIONS that does not parse.
+func (s *Server) Dropped() uint64 { return s.fp.dropped.Load() }
+
 // Registrar returns the local registrar.
 func (s *Server) Registrar() *registrar.Registrar { return s.reg }
 

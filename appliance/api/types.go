@@ -29,6 +29,7 @@ type Status struct {
 	AORs          int            `json:"aors"`
 	Bindings      int            `json:"bindings"`
 	Registrar     RegistrarStats `json:"registrar"`
+	SIPDropped    uint64         `json:"sip_dropped"` // UDP datagrams dropped unanswered (garbage)
 }
 
 // RegistrarStats are the registrar's counters since start.

@@ -93,7 +93,7 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "registrations\t%d users, %d contacts\n", s.AORs, s.Bindings)
 			r := s.Registrar
 			fmt.Fprintf(w, "registrar\tregistered %d, unregistered %d, expired %d, challenges %d\n", r.Registered, r.Unregistered, r.Expired, r.Challenges)
-			fmt.Fprintf(w, "abuse\tauth failures %d, blocked %d, storm 503s %d\n", r.AuthFailures, r.AuthBlocked, r.StormRefused)
+			fmt.Fprintf(w, "abuse\tauth failures %d, blocked %d, storm 503s %d, garbage datagrams dropped %d\n", r.AuthFailures, r.AuthBlocked, r.StormRefused, s.SIPDropped)
 		})
 	case "registrations":
 		rs, err := c.cl.Registrations(ctx)

@@ -206,6 +206,9 @@ func TestMalformedMessages(t *testing.T) {
 		probe(name)
 		d.alive()
 	}
+	if s := d.status(); s.SIPDropped == 0 {
+		t.Error("status counts no dropped garbage datagrams")
+	}
 	// The same over one TCP connection each: the daemon may close it, but must live on.
 	for name, m := range cases {
 		c, err := net.Dial("tcp", tcp)

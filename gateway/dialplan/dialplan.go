@@ -236,13 +236,13 @@ func plan(r Rule, mode Mode, hqPrefix string) action {
 		route, strip, prepend, label := r.Route, r.Strip, r.Prepend, ""
 		if alt != nil {
 			route, strip, prepend = alt.Route, alt.Strip, alt.Prepend
-			label = "survivable alternative: "
+			label = "survivable alternative routes hq, "
 		}
 		if route != RouteHQ {
-			return direct(m, route, strip, prepend, alt != nil, label)
+			return direct(m, route, strip, prepend, alt != nil, "")
 		}
 		if hqPrefix == "" {
-			return noRoute(m, label+"routes hq, hq unreachable and pstn_prefix is empty")
+			return noRoute(m, label+"hq unreachable and pstn_prefix is empty")
 		}
 		return action{ok: true, route: RoutePSTN, strip: strip, prepend: hqPrefix + prepend, survivable: true,
 			desc: "; " + m + " mode: " + label + "hq unreachable: pstn_prefix fallback: route pstn, strip " +
