@@ -13,6 +13,7 @@ import (
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
+	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
 )
 
@@ -133,4 +134,16 @@ func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding,
 		keys[i] = store.BindingKey(d)
 	}
 	return b.st.SaveBindings(ctx, rows, keys)
+}
+
+func (a *App) Route(_ context.Context, number string) api.RouteResult {
+	a.mu.Lock()
+	m := mode(a.doc)
+	a.mu.Unlock()
+	ex := a.gw.Route(number, dialplan.Mode(m))
+	return api.RouteResult{
+		Number: number, Mode: m, Routed: ex.OK, Route: string(ex.Route), Target: ex.Target,
+		Rule: ex.Rule, RuleIndex: ex.RuleIndex, Survivable: ex.Survivable, Emergency: ex.Emergency,
+		Explain: ex.Explain, Targets: ex.Targets,
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/digest"
 	"github.com/outpost/outpost/gateway/registrar"
 )
@@ -40,5 +41,33 @@ func gatewayConfig(d *config.Document, build string) (gateway.Config, error) {
 		reg.Users = append(reg.Users, registrar.User{Extension: u.Extension, HA1MD5: u.HA1MD5, HA1SHA256: u.HA1SHA256})
 	}
 	cfg.Registrar = reg
+	cfg.Dialplan = dialplanConfig(d)
+	for _, g := range d.PSTN.Gateways {
+		cfg.PSTNGateways = append(cfg.PSTNGateways, g.EffectiveTransport()+":"+g.Target+" ("+g.Name+")")
+	}
+	for _, t := range d.HQ.Targets {
+		cfg.HQ = append(cfg.HQ, d.HQ.EffectiveTransport()+":"+t)
+	}
+	if len(cfg.HQ) == 0 && d.HQ.Domain != "" {
+		cfg.HQ = []string{"domain " + d.HQ.Domain + " (RFC 3263, " + d.HQ.EffectiveTransport() + ")"}
+	}
 	return cfg, nil
+}
+
+func dialplanConfig(d *config.Document) dialplan.Config {
+	c := dialplan.Config{Emergency: d.PSTN.Emergency, HQPSTNPrefix: d.HQ.PSTNPrefix}
+	for _, r := range d.Dialplan {
+		rule := dialplan.Rule{Name: r.Name, Match: r.Match, Route: dialplan.Route(r.Route), Strip: r.Strip, Prepend: r.Prepend}
+		if r.Survivable != nil {
+			rule.Survivable = &dialplan.Alt{Route: dialplan.Route(r.Survivable.Route), Strip: r.Survivable.Strip, Prepend: r.Survivable.Prepend}
+		}
+		c.Rules = append(c.Rules, rule)
+	}
+	for _, in := range d.Inbound {
+		c.Inbound = append(c.Inbound, dialplan.Inbound{Match: in.Match, To: in.To})
+	}
+	for _, u := range d.Users {
+		c.Extensions = append(c.Extensions, u.Extension)
+	}
+	return c
 }

@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
 )
 
@@ -34,6 +36,10 @@ type Config struct {
 	// ServerName goes into the Server and User-Agent headers.
 	ServerName string
 	Registrar  registrar.Config
+	Dialplan   dialplan.Config
+	// Where each route leads, for explaining decisions (outpostctl route).
+	PSTNGateways []string // "udp:198.18.3.2:5060", in order of preference
+	HQ           []string // static HQ targets, or "domain hq.example.com (RFC 3263)"
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.
@@ -41,11 +47,12 @@ const allow = "REGISTER, OPTIONS"
 
 // Server is the running SIP side.
 type Server struct {
-	log *slog.Logger
-	ua  *sipgo.UserAgent
-	srv *sipgo.Server
-	reg *registrar.Registrar
-	fp  *fastPath
+	log  *slog.Logger
+	ua   *sipgo.UserAgent
+	srv  *sipgo.Server
+	reg  *registrar.Registrar
+	fp   *fastPath
+	plan atomic.Pointer[dialplan.Plan]
 
 	mu        sync.Mutex
 	cfg       Config
@@ -103,6 +110,12 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, err
 	}
+	plan, err := dialplan.Compile(cfg.Dialplan)
+	if err != nil {
+		ua.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.plan.Store(plan)
 	s.ua, s.srv, s.reg = ua, srv, reg
 	srv.OnRegister(s.onRegister)
 	srv.OnOptions(s.onOptions)
@@ -248,6 +261,10 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	plan, err := dialplan.Compile(cfg.Dialplan)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	next, err := bindAll(cfg, s.listeners)
 	if err != nil {
 		return err
@@ -274,6 +291,7 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	}
 	s.listeners = next
 	s.fp.setSockets(next)
+	s.plan.Store(plan) // the next call uses the new plan; calls in progress keep theirs
 	s.cfg = cfg
 	return nil
 }

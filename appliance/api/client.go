@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 )
 
@@ -111,4 +112,8 @@ func (c *Client) Apply(ctx context.Context, doc []byte, source string, ifMatch i
 
 func (c *Client) Rollback(ctx context.Context, version int64) (r ApplyResult, err error) {
 	return r, c.Do(ctx, http.MethodPost, "/api/v1/config/rollback/"+strconv.FormatInt(version, 10), nil, nil, &r)
+}
+
+func (c *Client) Route(ctx context.Context, number string) (r RouteResult, err error) {
+	return r, c.Do(ctx, http.MethodGet, "/api/v1/route/"+url.PathEscape(number), nil, nil, &r)
 }

@@ -24,6 +24,7 @@ type Backend interface {
 	// ifMatch, when non-zero, must equal the active version.
 	Apply(ctx context.Context, doc []byte, source string, ifMatch int64, dryRun bool) (ApplyResult, error)
 	Rollback(ctx context.Context, version int64) (ApplyResult, error)
+	Route(ctx context.Context, number string) RouteResult
 }
 
 // Errors the Backend returns, mapped to HTTP statuses.
@@ -52,6 +53,9 @@ func Handler(b Backend, log *slog.Logger) http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/registrations", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Registrations(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/route/{number}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Route(r.Context(), r.PathValue("number")))
 	})
 	mux.HandleFunc("GET /api/v1/config", h.getConfig)
 	mux.HandleFunc("PUT /api/v1/config", h.putConfig)

@@ -81,3 +81,19 @@ type ErrorBody struct {
 	Error  string       `json:"error"`
 	Errors []FieldError `json:"errors,omitempty"`
 }
+
+// RouteResult is GET /api/v1/route/{number}: how a call to the number
+// would be routed now, and why.
+type RouteResult struct {
+	Number     string   `json:"number"`
+	Mode       string   `json:"mode"`
+	Routed     bool     `json:"routed"`
+	Route      string   `json:"route,omitempty"`  // local, hq, pstn
+	Target     string   `json:"target,omitempty"` // the number after strip/prepend
+	Rule       string   `json:"rule,omitempty"`
+	RuleIndex  int      `json:"rule_index"` // -1: no rule (or an emergency number)
+	Survivable bool     `json:"survivable,omitempty"`
+	Emergency  bool     `json:"emergency,omitempty"`
+	Explain    string   `json:"explain"`
+	Targets    []string `json:"targets"` // where it would go, in order of trial
+}

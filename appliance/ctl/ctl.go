@@ -26,6 +26,7 @@ const usage = `usage: outpostctl [--socket PATH] [--json] VERB
 verbs:
   status                         mode, config version, listeners, registrar counters
   registrations                  registered contacts
+  route NUMBER                   which dial-plan rule a call to NUMBER takes, and where it would go now
   config get [--version N]       the running (or a stored) document, secrets redacted
   config apply FILE [--dry-run] [--if-match N]
                                  validate and apply a document ("-" = stdin)
@@ -104,6 +105,27 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			fmt.Fprintln(w, "AOR\tCONTACT\tSOURCE\tEXPIRES IN\tUSER AGENT")
 			for _, r := range rs {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%ds\t%s\n", r.AOR, r.Contact, r.Source, r.ExpiresInS, r.UserAgent)
+			}
+		})
+	case "route":
+		if len(args) != 2 {
+			return usageError("route NUMBER")
+		}
+		r, err := c.cl.Route(ctx, args[1])
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "%s\n", r.Explain)
+			if !r.Routed {
+				return
+			}
+			fmt.Fprintf(w, "route\t%s -> %s (mode %s)\n", r.Route, r.Target, r.Mode)
+			if len(r.Targets) == 0 {
+				fmt.Fprintf(w, "targets\tnone available now\n")
+			}
+			for i, t := range r.Targets {
+				fmt.Fprintf(w, "target %d\t%s\n", i+1, t)
 			}
 		})
 	case "config":

@@ -168,3 +168,45 @@ func isStatus(err error, code int) bool {
 	var ae *api.APIError
 	return errors.As(err, &ae) && ae.Status == code
 }
+
+// TestRouteExplained: outpostctl route names the rule, the rewritten
+// number and where the call would go now, on the example branch document.
+func TestRouteExplained(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/branch.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["sip"].(map[string]any)["listen"] = loopbackListen // the example binds 0.0.0.0:5060
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "branch.json"), doc))
+	for _, c := range []struct {
+		number, route, target, rule, target1 string
+	}{
+		{"89161234567", "pstn", "+79161234567", "national", "udp:198.18.3.2:5060 (fxo-1)"},
+		{"112", "pstn", "112", "emergency", "udp:198.18.3.2:5060 (fxo-1)"},
+		{"2001", "hq", "2001", "hq", "domain hq.example.com (RFC 3263, udp)"},
+		{"1002", "local", "1002", "branch", ""}, // not registered: no target now
+	} {
+		out, err := d.ctl("--json", "route", c.number)
+		if err != nil {
+			t.Fatalf("route %s: %v\n%s", c.number, err, out)
+		}
+		var r api.RouteResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if !r.Routed || r.Route != c.route || r.Target != c.target || r.Rule != c.rule || r.Explain == "" {
+			t.Errorf("route %s: %+v", c.number, r)
+		}
+		if first := append(r.Targets, "")[0]; first != c.target1 {
+			t.Errorf("route %s: first target %q, want %q", c.number, first, c.target1)
+		}
+	}
+	if out, err := d.ctl("route", "999"); err != nil || !strings.Contains(out, "no") {
+		t.Errorf("unroutable number: %v\n%s", err, out)
+	}
+	d.stop()
+}

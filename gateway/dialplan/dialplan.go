@@ -333,16 +333,18 @@ func (p *Plan) InboundDID(did string) (ext string, rule int, ok bool) {
 			if !in.re.MatchString(did) {
 				continue
 			}
-			ext = in.to
-		} else {
-			m := in.re.FindStringSubmatchIndex(did)
-			if m == nil {
-				continue
+			if _, known := p.exts[in.to]; known {
+				return in.to, i, true
 			}
-			ext = string(in.re.ExpandString(nil, in.to, did, m))
+			continue
 		}
-		if _, known := p.exts[ext]; known {
-			return ext, i, true
+		m := in.re.FindStringSubmatchIndex(did)
+		if m == nil {
+			continue
+		}
+		b := in.re.ExpandString(nil, in.to, did, m)
+		if _, known := p.exts[string(b)]; known { // no allocation for the lookup
+			return string(b), i, true
 		}
 	}
 	return "", -1, false

@@ -1,0 +1,5 @@
+//go:build !race
+
+package dialplan
+
+const raceEnabled = false
