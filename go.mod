@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/emiago/sipgo v1.7.3
 	github.com/icholy/digest v1.2.0
+	github.com/miekg/dns v1.1.73
 	modernc.org/sqlite v1.62.0
 )
 
@@ -15,7 +16,6 @@ require (
 	github.com/gobwas/ws v1.3.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
-	github.com/miekg/dns v1.1.73 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/stretchr/testify v1.12.1 // indirect

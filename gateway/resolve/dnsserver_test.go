@@ -15,7 +15,7 @@ import (
 // testDNS is an in-process authoritative DNS server on 127.0.0.1 (UDP and TCP
 // on the same port) serving a small zone held in memory.
 type testDNS struct {
-	t    *testing.T
+	t    testing.TB
 	addr string
 
 	mu      sync.Mutex
@@ -31,7 +31,7 @@ type testDNS struct {
 	handlerWait chan struct{} // when non-nil, handlers block until it is closed
 }
 
-func startDNS(t *testing.T) *testDNS {
+func startDNS(t testing.TB) *testDNS {
 	t.Helper()
 	d := &testDNS{
 		t:       t,
