@@ -3,13 +3,17 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 )
 
 // Client talks to the API over the Unix admin socket.
@@ -25,6 +29,34 @@ func NewUnixClient(path string) *Client {
 		return d.DialContext(ctx, "unix", path)
 	}}
 	return &Client{hc: &http.Client{Transport: tr}, base: "http://outpostd"}
+}
+
+// NewTLSClient returns a client for a box's management API over HTTPS with
+// mutual TLS: server is "https://HOST:PORT"; certFile/keyFile are the HQ
+// client certificate, caFile the CA that signed the box's certificate.
+func NewTLSClient(server, certFile, keyFile, caFile string) (*Client, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("CA %s: no PEM certificate", caFile)
+	}
+	u, err := url.Parse(server)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("server %q: want https://HOST:PORT", server)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		MinVersion:   tls.VersionTLS12,
+	}}
+	return &Client{hc: &http.Client{Transport: tr}, base: strings.TrimSuffix(server, "/")}, nil
 }
 
 // APIError is a non-2xx answer.
