@@ -38,6 +38,7 @@ type App struct {
 	log     *slog.Logger
 	st      *store.Store
 	gw      *gateway.Server
+	mgmt    *mgmt
 	started time.Time
 
 	mu      sync.Mutex // serialises Apply/Rollback and guards doc/version
@@ -80,7 +81,14 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("appliance: admin socket: %w", err)
 	}
-	hs := &http.Server{Handler: api.Handler(a, log.With("part", "api")), ReadHeaderTimeout: 10 * time.Second}
+	handler := api.Handler(a, log.With("part", "api"), a.metricsHandler())
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	a.mgmt = newMgmt(handler, log.With("part", "management"))
+	if err := a.mgmt.Reconfigure(ctx, a.doc.Management); err != nil {
+		ln.Close()
+		return fmt.Errorf("appliance: %w", err)
+	}
+	defer a.mgmt.Stop()
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

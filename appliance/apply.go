@@ -165,16 +165,28 @@ func (a *App) applyLocked(ctx context.Context, doc *config.Document, sealed []by
 	if err != nil {
 		return api.ApplyResult{}, validationError(err)
 	}
+	// Parts in a fixed order; on the first failure the parts already
+	// changed go back to the running document.
+	restore := func(why string) {
+		if old, oerr := gatewayConfig(a.doc, a.opts.Version); oerr == nil {
+			if rerr := a.gw.Reconfigure(ctx, old); rerr != nil {
+				a.log.Error("restoring the gateway after "+why+" failed", "err", rerr)
+			}
+		}
+		if rerr := a.mgmt.Reconfigure(ctx, a.doc.Management); rerr != nil {
+			a.log.Error("restoring the management api after "+why+" failed", "err", rerr)
+		}
+	}
 	if err := a.gw.Reconfigure(ctx, gcfg); err != nil {
 		return api.ApplyResult{}, fmt.Errorf("applying to gateway: %w", err)
 	}
+	if err := a.mgmt.Reconfigure(ctx, doc.Management); err != nil {
+		restore("a failed management change")
+		return api.ApplyResult{}, fmt.Errorf("applying to management: %w", err)
+	}
 	v, err := a.st.ApplyConfig(ctx, sealed, source)
 	if err != nil {
-		if old, oerr := gatewayConfig(a.doc, a.opts.Version); oerr == nil {
-			if rerr := a.gw.Reconfigure(ctx, old); rerr != nil {
-				a.log.Error("restoring the running config after a failed commit failed", "err", rerr)
-			}
-		}
+		restore("a failed commit")
 		return api.ApplyResult{}, fmt.Errorf("storing config: %w", err)
 	}
 	a.doc, a.version = doc, v

@@ -40,6 +40,7 @@ func (a *App) Status(context.Context) api.Status {
 		ConfigSource:  v.Source,
 		DataDir:       a.opts.DataDir,
 		Listeners:     a.gw.Listeners(),
+		Management:    a.mgmt.Addr(),
 		GOMAXPROCS:    runtime.GOMAXPROCS(0),
 		AORs:          len(aors),
 		Bindings:      len(bs),

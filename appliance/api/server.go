@@ -44,10 +44,13 @@ func (e *ValidationError) Error() string {
 // thousand users, far below this.
 const maxDocument = 16 << 20
 
-// Handler serves the API over b.
-func Handler(b Backend, log *slog.Logger) http.Handler {
+// Handler serves the API over b; metrics, when non-nil, serves GET /metrics.
+func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 	h := &handler{b: b, log: log}
 	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Status(r.Context()))
 	})

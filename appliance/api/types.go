@@ -25,6 +25,7 @@ type Status struct {
 	ConfigSource  string         `json:"config_source"`
 	DataDir       string         `json:"data_dir"`
 	Listeners     []string       `json:"listeners"`
+	Management    string         `json:"management,omitempty"` // HTTPS (mutual TLS) address, if enabled
 	GOMAXPROCS    int            `json:"gomaxprocs"`
 	AORs          int            `json:"aors"`
 	Bindings      int            `json:"bindings"`

@@ -22,7 +22,7 @@ import (
 // DefaultSocket is where outpostd puts its admin socket on the box.
 const DefaultSocket = "/var/lib/outpost/outpostd.sock"
 
-const usage = `usage: outpostctl [--socket PATH] [--json] VERB
+const usage = `usage: outpostctl [--socket PATH | --server https://HOST:PORT --cert F --key F --ca F] [--json] VERB
 verbs:
   status                         mode, config version, listeners, registrar counters
   registrations                  registered contacts
@@ -32,7 +32,8 @@ verbs:
                                  validate and apply a document ("-" = stdin)
   config history                 stored versions, newest first
   config rollback N              re-apply version N as a new version
-The socket defaults to $OUTPOST_SOCKET or ` + DefaultSocket + `.
+The socket defaults to $OUTPOST_SOCKET or ` + DefaultSocket + `; --server, --cert, --key
+and --ca default to $OUTPOST_SERVER, $OUTPOST_CERT, $OUTPOST_KEY and $OUTPOST_CA.
 `
 
 // Main runs outpostctl and returns its exit status.
@@ -41,6 +42,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	sock := fs.String("socket", envOr("OUTPOST_SOCKET", DefaultSocket), "admin socket of outpostd")
+	server := fs.String("server", os.Getenv("OUTPOST_SERVER"), "remote box: https://HOST:PORT (mutual TLS)")
+	certFile := fs.String("cert", os.Getenv("OUTPOST_CERT"), "client certificate for --server")
+	keyFile := fs.String("key", os.Getenv("OUTPOST_KEY"), "client key for --server")
+	caFile := fs.String("ca", os.Getenv("OUTPOST_CA"), "CA of the box's certificate for --server")
 	asJSON := fs.Bool("json", false, "print one JSON document")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
 	if err := fs.Parse(hoistGlobalFlags(args)); err != nil {
@@ -53,7 +58,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, json: *asJSON}
+	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, errOut: stderr, json: *asJSON}
+	if *server != "" {
+		cl, err := api.NewTLSClient(*server, *certFile, *keyFile, *caFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "outpostctl: --server: %v\n", err)
+			return 2
+		}
+		c.cl = cl
+	}
 	err := c.run(ctx, rest)
 	var ue usageError
 	switch {
@@ -73,9 +86,10 @@ type usageError string
 func (u usageError) Error() string { return string(u) }
 
 type cmd struct {
-	cl   *api.Client
-	out  io.Writer
-	json bool
+	cl     *api.Client
+	out    io.Writer
+	errOut io.Writer // progress and notes
+	json   bool
 }
 
 func (c *cmd) run(ctx context.Context, args []string) error {

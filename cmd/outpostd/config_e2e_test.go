@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -207,6 +211,42 @@ func TestRouteExplained(t *testing.T) {
 	}
 	if out, err := d.ctl("route", "999"); err != nil || !strings.Contains(out, "no") {
 		t.Errorf("unroutable number: %v\n%s", err, out)
+	}
+	d.stop()
+}
+
+// TestMetrics: GET /metrics speaks the Prometheus text format and follows
+// the registrar and the config version.
+func TestMetrics(t *testing.T) {
+	needSIPp(t)
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), benchDoc(10, loopbackListen, nil)))
+	if out, err := sipp(t, "reg_auth.xml", d.listener("udp"), usersCSV(t, 10, rightPassword, 3600), 10, 100); err != nil {
+		t.Fatalf("sipp: %v\n%s", err, tail(out, 2000))
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(d.dir, "outpostd.sock"))
+	}}}
+	res, err := hc.Get("http://outpostd/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		"outpost_registrar_bindings 10",
+		"outpost_registrar_registered_total 10",
+		"outpost_registrar_challenges_total 10",
+		"outpost_config_version 1",
+		`outpost_mode{mode="standalone"} 1`,
+		`outpost_build_info{version="dev"} 1`,
+		"go_goroutines",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("Content-Type %q", ct)
 	}
 	d.stop()
 }

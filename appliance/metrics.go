@@ -1,0 +1,65 @@
+package appliance
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metricsHandler serves GET /metrics (Prometheus text format) from a
+// registry of its own. Every value is read from the parts at scrape time,
+// so the hot paths keep their plain atomic counters.
+func (a *App) metricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	gauge := func(name, help string, f func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "outpost", Name: name, Help: help}, f))
+	}
+	counter := func(name, help string, f func() float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "outpost", Name: name, Help: help}, f))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "outpost", Name: "build_info", Help: "Build of outpostd (always 1).",
+		ConstLabels: prometheus.Labels{"version": a.opts.Version},
+	}, func() float64 { return 1 }))
+
+	gauge("config_version", "Active config document version.", func() float64 {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return float64(a.version.Version)
+	})
+	for _, m := range []string{"normal", "survivable", "standalone"} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "outpost", Name: "mode", Help: "1 for the current operating mode.",
+			ConstLabels: prometheus.Labels{"mode": m},
+		}, func() float64 {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if mode(a.doc) == m {
+				return 1
+			}
+			return 0
+		}))
+	}
+	r := a.gw.Registrar()
+	gauge("registrar_bindings", "Registered contacts.", func() float64 { return float64(len(r.Bindings())) })
+	gauge("registrar_users", "Users with at least one registered contact.", func() float64 {
+		users := map[string]bool{}
+		for _, b := range r.Bindings() {
+			users[b.AOR] = true
+		}
+		return float64(len(users))
+	})
+	counter("registrar_registered_total", "REGISTERs that added or refreshed a binding.", func() float64 { return float64(r.Stats().Registered) })
+	counter("registrar_unregistered_total", "Bindings removed by request.", func() float64 { return float64(r.Stats().Unregistered) })
+	counter("registrar_expired_total", "Bindings removed by expiry.", func() float64 { return float64(r.Stats().Expired) })
+	counter("registrar_challenges_total", "401 challenges sent.", func() float64 { return float64(r.Stats().Challenges) })
+	counter("registrar_auth_failures_total", "Failed authentications (wrong password, unknown user).", func() float64 { return float64(r.Stats().AuthFailures) })
+	counter("registrar_auth_blocked_total", "Requests refused unchecked from sources over the failure limit.", func() float64 { return float64(r.Stats().AuthBlocked) })
+	counter("registrar_storm_refused_total", "503s of the registration-storm guard.", func() float64 { return float64(r.Stats().StormRefused) })
+	counter("sip_dropped_total", "UDP datagrams dropped unanswered (not SIP, or unparseable).", func() float64 { return float64(a.gw.Dropped()) })
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
