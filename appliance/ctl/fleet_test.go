@@ -1,0 +1,497 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+)
+
+// fleetPKI is a throwaway CA with a server certificate for 127.0.0.1 and
+// an HQ client certificate, written as PEM files to a temp dir.
+type fleetPKI struct {
+	ca         *x509.Certificate
+	caKey      *ecdsa.PrivateKey
+	caFile     string
+	serverCert tls.Certificate
+	clientCert string // files
+	clientKey  string
+}
+
+var serial atomic.Int64
+
+func newCert(t *testing.T, tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber = big.NewInt(serial.Add(1))
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key, der
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
+	return newCert(t, &x509.Certificate{
+		Subject:               pkix.Name{CommonName: name},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}, nil, nil)
+}
+
+// clientCertFiles issues an HQ client certificate signed by ca and writes
+// certificate and key to dir.
+func clientCertFiles(t *testing.T, dir, prefix string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certFile, keyFile string) {
+	_, key, der := newCert(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "hq"},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, caKey)
+	certFile, keyFile = filepath.Join(dir, prefix+"client.pem"), filepath.Join(dir, prefix+"client-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
+	return certFile, keyFile
+}
+
+func newFleetPKI(t *testing.T) *fleetPKI {
+	t.Helper()
+	dir := t.TempDir()
+	p := &fleetPKI{caFile: filepath.Join(dir, "ca.pem")}
+	var caDER []byte
+	p.ca, p.caKey, caDER = newCA(t, "outpost test CA")
+	writePEM(t, p.caFile, "CERTIFICATE", caDER)
+
+	_, skey, sder := newCert(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "box"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, p.ca, p.caKey)
+	p.serverCert = tls.Certificate{Certificate: [][]byte{sder}, PrivateKey: skey}
+	p.clientCert, p.clientKey = clientCertFiles(t, dir, "", p.ca, p.caKey)
+	return p
+}
+
+// fakeBox is a Backend whose Apply answers from applyFn and records what
+// it was given. inflight/maxInflight are shared across boxes to measure
+// the fleet-wide concurrency.
+type fakeBox struct {
+	applyFn func() (api.ApplyResult, error)
+
+	inflight, maxInflight *atomic.Int64
+
+	mu      sync.Mutex
+	calls   int
+	doc     []byte
+	source  string
+	ifMatch int64
+	dryRun  bool
+}
+
+func (f *fakeBox) Apply(ctx context.Context, doc []byte, source string, ifMatch int64, dryRun bool) (api.ApplyResult, error) {
+	n := f.inflight.Add(1)
+	for {
+		m := f.maxInflight.Load()
+		if n <= m || f.maxInflight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // let pushes overlap
+	f.inflight.Add(-1)
+	f.mu.Lock()
+	f.calls++
+	f.doc, f.source, f.ifMatch, f.dryRun = append([]byte(nil), doc...), source, ifMatch, dryRun
+	f.mu.Unlock()
+	return f.applyFn()
+}
+
+func (f *fakeBox) Status(context.Context) api.Status                { return api.Status{} }
+func (f *fakeBox) Registrations(context.Context) []api.Registration { return nil }
+func (f *fakeBox) Config(context.Context, int64) (api.ConfigResponse, error) {
+	return api.ConfigResponse{}, api.ErrNotFound
+}
+func (f *fakeBox) History(context.Context) ([]api.Version, error) { return nil, nil }
+func (f *fakeBox) Rollback(context.Context, int64) (api.ApplyResult, error) {
+	return api.ApplyResult{}, api.ErrNotFound
+}
+func (f *fakeBox) Route(context.Context, string) api.RouteResult { return api.RouteResult{} }
+
+// boxHandler is the real API handler over f, without metrics.
+func boxHandler(f *fakeBox) http.Handler {
+	return api.Handler(f, slog.New(slog.DiscardHandler), nil)
+}
+
+// startBox serves api.Handler(f) over HTTPS requiring a client
+// certificate signed by p's CA.
+func startBox(t *testing.T, p *fleetPKI, f *fakeBox) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(boxHandler(f))
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca)
+	srv.TLS = &tls.Config{
+		Certificates: []tls.Certificate{p.serverCert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS12,
+	}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func hostOf(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "https://") }
+
+func versionFn(v int64, unchanged bool) func() (api.ApplyResult, error) {
+	return func() (api.ApplyResult, error) {
+		return api.ApplyResult{Version: api.Version{Version: v}, Unchanged: unchanged, Valid: true}, nil
+	}
+}
+
+// runFleet runs fleetPush and returns stdout, the progress output and the error.
+func runFleet(t *testing.T, asJSON bool, args ...string) (string, string, error) {
+	t.Helper()
+	var out, prog bytes.Buffer
+	c := &cmd{out: &out, json: asJSON}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := c.fleetPush(ctx, args, &prog)
+	return out.String(), prog.String(), err
+}
+
+func writeDoc(t *testing.T) (string, []byte) {
+	t.Helper()
+	doc := []byte(`{"site":"branch-7","users":[{"ext":"100"}]}` + "\n")
+	file := filepath.Join(t.TempDir(), "site.json")
+	if err := os.WriteFile(file, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, doc
+}
+
+// tableRows maps HOST to RESULT and returns the hosts in printed order.
+func tableRows(t *testing.T, out string) ([]string, map[string]string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "HOST") {
+		t.Fatalf("no table header:\n%s", out)
+	}
+	var order []string
+	res := make(map[string]string)
+	for _, l := range lines[1:] {
+		host, result, ok := strings.Cut(l, " ")
+		if !ok {
+			t.Fatalf("bad row %q", l)
+		}
+		order = append(order, host)
+		res[host] = strings.TrimSpace(result)
+	}
+	return order, res
+}
+
+func TestFleetPushMixed(t *testing.T) {
+	p := newFleetPKI(t)
+	var inflight, maxInflight atomic.Int64
+	box := func(fn func() (api.ApplyResult, error)) *fakeBox {
+		return &fakeBox{applyFn: fn, inflight: &inflight, maxInflight: &maxInflight}
+	}
+	invalid := func() (api.ApplyResult, error) {
+		return api.ApplyResult{}, &api.ValidationError{Errors: []api.FieldError{
+			{Path: "users[0].ext", Message: "duplicate extension"},
+			{Path: "trunks", Message: "at least one trunk"},
+		}}
+	}
+	fakes := []*fakeBox{
+		box(versionFn(7, false)),
+		box(versionFn(3, true)),
+		box(invalid),
+		box(versionFn(1, false)), // closed before the push
+		box(versionFn(12, false)),
+	}
+	var hosts []string
+	for i, f := range fakes {
+		s := startBox(t, p, f)
+		hosts = append(hosts, hostOf(s))
+		if i == 3 {
+			s.Close()
+		}
+	}
+	file, doc := writeDoc(t)
+	// The first host is given again, with the scheme: it is pushed once.
+	hostArg := strings.Join(hosts, ",") + ",https://" + hosts[0]
+	out, prog, err := runFleet(t, false, "push", file, "--hosts", hostArg, "--parallel", "2",
+		"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile)
+	if err == nil || !strings.Contains(err.Error(), "2 of 5 boxes failed") {
+		t.Errorf("err = %v, want 2 of 5 boxes failed", err)
+	}
+	t.Logf("stdout:\n%s", out)
+	order, res := tableRows(t, out)
+	if strings.Join(order, ",") != strings.Join(hosts, ",") {
+		t.Errorf("table hosts %q, want %q", order, hosts)
+	}
+	want := []string{"version 7", "unchanged (version 3)", "users[0].ext: duplicate extension; trunks: at least one trunk", "connection refused", "version 12"}
+	for i, h := range hosts {
+		if res[h] != want[i] {
+			t.Errorf("%s (box %d): %q, want %q", h, i, res[h], want[i])
+		}
+	}
+	for i, f := range fakes {
+		f.mu.Lock()
+		switch {
+		case i == 3:
+			if f.calls != 0 {
+				t.Errorf("closed box got %d calls", f.calls)
+			}
+		case f.calls != 1:
+			t.Errorf("box %d: %d calls, want 1", i, f.calls)
+		case !bytes.Equal(f.doc, doc):
+			t.Errorf("box %d got document %q, want %q", i, f.doc, doc)
+		case f.source != "fleet:"+file:
+			t.Errorf("box %d got source %q", i, f.source)
+		case f.dryRun || f.ifMatch != 0:
+			t.Errorf("box %d: dryRun %v ifMatch %d", i, f.dryRun, f.ifMatch)
+		}
+		f.mu.Unlock()
+	}
+	if m := maxInflight.Load(); m > 2 || m < 1 {
+		t.Errorf("max in flight %d, want 1..2", m)
+	}
+	if !strings.Contains(prog, "5/5 ok 3 failed 2") || !strings.Contains(prog, "[##########]") {
+		t.Errorf("progress %q", prog)
+	}
+
+	// The same run with --json.
+	out, _, err = runFleet(t, true, "push", "--hosts", hostArg, "--parallel=2", "--cert", p.clientCert,
+		"--key", p.clientKey, "--ca", p.caFile, file)
+	if err == nil {
+		t.Error("json run: no error")
+	}
+	var rs []fleetResult
+	if jerr := json.Unmarshal([]byte(out), &rs); jerr != nil {
+		t.Fatalf("json: %v\n%s", jerr, out)
+	}
+	if len(rs) != 5 {
+		t.Fatalf("json: %d results", len(rs))
+	}
+	if !rs[0].OK || rs[0].Version != 7 || rs[0].Host != hosts[0] {
+		t.Errorf("json[0] = %+v", rs[0])
+	}
+	if !rs[1].OK || !rs[1].Unchanged || rs[1].Version != 3 {
+		t.Errorf("json[1] = %+v", rs[1])
+	}
+	if rs[2].OK || len(rs[2].Errors) != 2 || rs[2].Errors[1].Path != "trunks" {
+		t.Errorf("json[2] = %+v", rs[2])
+	}
+	if rs[3].OK || rs[3].Error != "connection refused" {
+		t.Errorf("json[3] = %+v", rs[3])
+	}
+	if m := maxInflight.Load(); m > 2 {
+		t.Errorf("max in flight %d, want <= 2", m)
+	}
+}
+
+func TestFleetPushAllOKDryRunHostFile(t *testing.T) {
+	p := newFleetPKI(t)
+	var inflight, maxInflight atomic.Int64
+	var fakes []*fakeBox
+	var hosts []string
+	for i := range 4 {
+		f := &fakeBox{applyFn: func() (api.ApplyResult, error) {
+			return api.ApplyResult{Version: api.Version{Version: int64(10 + i)}, DryRun: true, Valid: true}, nil
+		}, inflight: &inflight, maxInflight: &maxInflight}
+		fakes = append(fakes, f)
+		hosts = append(hosts, hostOf(startBox(t, p, f)))
+	}
+	list := "# branch boxes\n\n" + hosts[0] + "\n  https://" + hosts[1] + "/  # with scheme\n#" + "127.0.0.1:1\n" +
+		hosts[2] + "\n" + hosts[0] + "\n" + hosts[3] + "\n"
+	listFile := filepath.Join(t.TempDir(), "hosts.txt")
+	if err := os.WriteFile(listFile, []byte(list), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, doc := writeDoc(t)
+	out, prog, err := runFleet(t, false, "push", file, "--hosts", "@"+listFile, "--dry-run",
+		"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile, "--timeout", "10s")
+	if err != nil {
+		t.Fatalf("err = %v\n%s", err, out)
+	}
+	order, res := tableRows(t, out)
+	if strings.Join(order, ",") != strings.Join(hosts, ",") {
+		t.Errorf("table hosts %q, want %q", order, hosts)
+	}
+	for _, h := range hosts {
+		if res[h] != "valid (dry run)" {
+			t.Errorf("%s: %q", h, res[h])
+		}
+	}
+	for i, f := range fakes {
+		if f.calls != 1 || !f.dryRun || !bytes.Equal(f.doc, doc) {
+			t.Errorf("box %d: calls %d dryRun %v doc %q", i, f.calls, f.dryRun, f.doc)
+		}
+	}
+	if !strings.Contains(prog, "4/4 ok 4 failed 0") {
+		t.Errorf("progress %q", prog)
+	}
+
+	// Not a dry run: plain versions, nil error.
+	for _, f := range fakes {
+		f.applyFn = versionFn(5, false)
+	}
+	out, _, err = runFleet(t, false, "push", file, "--hosts", strings.Join(hosts, ","),
+		"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile)
+	if err != nil {
+		t.Fatalf("err = %v\n%s", err, out)
+	}
+	_, res = tableRows(t, out)
+	for _, h := range hosts {
+		if res[h] != "version 5" {
+			t.Errorf("%s: %q", h, res[h])
+		}
+	}
+	for i, f := range fakes {
+		if f.dryRun {
+			t.Errorf("box %d: dry run", i)
+		}
+	}
+}
+
+func TestFleetPushWrongClientCA(t *testing.T) {
+	p := newFleetPKI(t)
+	var inflight, maxInflight atomic.Int64
+	good := &fakeBox{applyFn: versionFn(2, false), inflight: &inflight, maxInflight: &maxInflight}
+	strict := &fakeBox{applyFn: versionFn(2, false), inflight: &inflight, maxInflight: &maxInflight}
+	goodHost := hostOf(startBox(t, p, good))
+
+	// A box that trusts only another CA for client certificates.
+	other, otherKey, _ := newCA(t, "other CA")
+	srv := httptest.NewUnstartedServer(boxHandler(strict))
+	pool := x509.NewCertPool()
+	pool.AddCert(other)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.serverCert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	strictHost := hostOf(srv)
+
+	file, _ := writeDoc(t)
+	out, _, err := runFleet(t, false, "push", file, "--hosts", strictHost+","+goodHost,
+		"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 boxes failed") {
+		t.Errorf("err = %v", err)
+	}
+	t.Logf("stdout:\n%s", out)
+	_, res := tableRows(t, out)
+	if res[goodHost] != "version 2" {
+		t.Errorf("good box: %q", res[goodHost])
+	}
+	if r := res[strictHost]; !strings.Contains(r, "TLS") && !strings.Contains(r, "handshake") {
+		t.Errorf("strict box: %q, want a TLS handshake error", r)
+	}
+	if strict.calls != 0 {
+		t.Errorf("strict box applied %d times", strict.calls)
+	}
+
+	// And an HQ client cert from another CA against a normal box.
+	dir := t.TempDir()
+	cert, key := clientCertFiles(t, dir, "other-", other, otherKey)
+	out, _, err = runFleet(t, false, "push", file, "--hosts", goodHost, "--cert", cert, "--key", key, "--ca", p.caFile)
+	if err == nil {
+		t.Error("foreign client cert: no error")
+	}
+	_, res = tableRows(t, out)
+	if r := res[goodHost]; !strings.Contains(r, "TLS") {
+		t.Errorf("foreign client cert: %q, want a TLS error", r)
+	}
+
+	// A box whose certificate our CA did not sign.
+	out, _, _ = runFleet(t, false, "push", file, "--hosts", goodHost, "--cert", cert, "--key", key, "--ca", filepath.Join(dir, "other-client.pem"))
+	_, res = tableRows(t, out)
+	if r := res[goodHost]; !strings.Contains(r, "not signed by our CA") {
+		t.Errorf("unknown server CA: %q", r)
+	}
+}
+
+func TestFleetPushUsage(t *testing.T) {
+	p := newFleetPKI(t)
+	file, _ := writeDoc(t)
+	creds := []string{"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile}
+	for _, args := range [][]string{
+		{"push", "--hosts", "127.0.0.1:1"},                               // no file
+		append([]string{"push", file}, creds...),                         // no hosts
+		append([]string{"push", file, "--hosts", "127.0.0.1"}, creds...), // no port
+		append([]string{"push", file, "--hosts", "http://127.0.0.1:1"}, creds...),
+		append([]string{"push", file, "--hosts", " , "}, creds...),
+		append([]string{"push", file, "--hosts", "127.0.0.1:1", "--parallel", "0"}, creds...),
+	} {
+		_, _, err := runFleet(t, false, args...)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%q: err = %v, want a usage error", args, err)
+		}
+	}
+	c := &cmd{out: &bytes.Buffer{}}
+	if err := c.fleet(context.Background(), []string{"pull"}); err == nil {
+		t.Error("fleet pull: no error")
+	}
+	// A missing key file fails before anything is pushed.
+	_, _, err := runFleet(t, false, "push", file, "--hosts", "127.0.0.1:1", "--cert", p.clientCert, "--key", "/nonexistent", "--ca", p.caFile)
+	if err == nil || !strings.Contains(err.Error(), "client certificate") {
+		t.Errorf("missing key: %v", err)
+	}
+}
+
+func TestParseHostsDedup(t *testing.T) {
+	got, err := parseHosts("b:2, https://a:1 ,a:1,b:2,[::1]:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "b:2,a:1,[::1]:3" {
+		t.Errorf("got %q", got)
+	}
+}
