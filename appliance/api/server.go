@@ -37,7 +37,16 @@ var (
 type ValidationError struct{ Errors []FieldError }
 
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("invalid document: %d errors", len(e.Errors))
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid document (%d errors)", len(e.Errors))
+	for i, fe := range e.Errors {
+		if i == 10 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Errors)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %s", fe.Path, fe.Message)
+	}
+	return b.String()
 }
 
 // maxDocument bounds a pushed document: the largest branch has a few

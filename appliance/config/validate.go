@@ -578,7 +578,12 @@ func (v *validator) mediaResources() {
 func (v *validator) management() {
 	m := v.d.Management
 	if m.Listen != "" {
-		if msg := hostPortProblem(m.Listen, true, true); msg != "" {
+		// Port 0 binds any free port (reported by status), as sip.listen allows.
+		check := m.Listen
+		if strings.HasSuffix(check, ":0") {
+			check = strings.TrimSuffix(check, "0") + "1"
+		}
+		if msg := hostPortProblem(check, true, true); msg != "" {
 			v.add("management.listen", "bad listen address %q: %s", m.Listen, msg)
 		}
 	}

@@ -32,6 +32,10 @@ verbs:
                                  validate and apply a document ("-" = stdin)
   config history                 stored versions, newest first
   config rollback N              re-apply version N as a new version
+  ` + fleetPushUsage + `
+                                 push one document to many boxes (mutual TLS), a result per box
+  ` + pkiUsage + `
+                                 a lab CA and certificates for the management API
 The socket defaults to $OUTPOST_SOCKET or ` + DefaultSocket + `; --server, --cert, --key
 and --ca default to $OUTPOST_SERVER, $OUTPOST_CERT, $OUTPOST_KEY and $OUTPOST_CA.
 `
@@ -57,9 +61,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	if rest[0] == "fleet" {
+		// hundreds of boxes, each with its own --timeout: no overall deadline
+		ctx, cancel = context.WithCancel(context.Background())
+	}
 	defer cancel()
-	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, errOut: stderr, json: *asJSON}
-	if *server != "" {
+	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, errOut: stderr, json: *asJSON,
+		certFile: *certFile, keyFile: *keyFile, caFile: *caFile}
+	// pki works on local files and fleet dials each box itself: neither
+	// needs (or may fail on) the --server client.
+	if *server != "" && rest[0] != "pki" && rest[0] != "fleet" {
 		cl, err := api.NewTLSClient(*server, *certFile, *keyFile, *caFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "outpostctl: --server: %v\n", err)
@@ -90,6 +101,8 @@ type cmd struct {
 	out    io.Writer
 	errOut io.Writer // progress and notes
 	json   bool
+	// The global --cert/--key/--ca, defaults for fleet push.
+	certFile, keyFile, caFile string
 }
 
 func (c *cmd) run(ctx context.Context, args []string) error {
@@ -142,6 +155,10 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 				fmt.Fprintf(w, "target %d\t%s\n", i+1, t)
 			}
 		})
+	case "pki":
+		return c.pki(ctx, args[1:])
+	case "fleet":
+		return c.fleet(ctx, args[1:])
 	case "config":
 		if len(args) < 2 {
 			return usageError("config needs a verb: get, apply, history, rollback")
@@ -179,9 +196,9 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 		fs.SetOutput(io.Discard)
 		dry := fs.Bool("dry-run", false, "")
 		ifMatch := fs.Int64("if-match", 0, "")
-		file, flagArgs := splitFirstArg(args)
-		if err := fs.Parse(flagArgs); err != nil || file == "" {
-			return usageError("config apply FILE [--dry-run] [--if-match N]")
+		file, err := parseOne(fs, args, "FILE")
+		if err != nil {
+			return usageError("config apply FILE [--dry-run] [--if-match N]: " + err.Error())
 		}
 		data, src, err := readDoc(file)
 		if err != nil {
@@ -241,7 +258,11 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 // written, so that "outpostctl status --json" works like "outpostctl --json status".
 func hoistGlobalFlags(args []string) []string {
 	var global, rest []string
+	verb := ""
 	for i := 0; i < len(args); i++ {
+		if verb == "" && !strings.HasPrefix(args[i], "-") {
+			verb = args[i]
+		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		if !strings.HasPrefix(args[i], "-") {
 			rest = append(rest, args[i])
@@ -250,7 +271,13 @@ func hoistGlobalFlags(args []string) []string {
 		switch name {
 		case "json":
 			global = append(global, args[i])
-		case "socket", "timeout":
+		case "timeout":
+			if verb == "fleet" { // fleet push --timeout is per box
+				rest = append(rest, args[i])
+				continue
+			}
+			fallthrough
+		case "socket":
 			global = append(global, args[i])
 			if !hasValue && i+1 < len(args) {
 				i++
@@ -263,14 +290,28 @@ func hoistGlobalFlags(args []string) []string {
 	return append(global, rest...)
 }
 
-// splitFirstArg lets the file come before or after the flags.
-func splitFirstArg(args []string) (string, []string) {
-	for i, a := range args {
-		if a == "-" || (len(a) > 0 && a[0] != '-') {
-			return a, append(append([]string{}, args[:i]...), args[i+1:]...)
+// parseOne parses fs from args holding exactly one positional argument
+// (a FILE or DIR) before, between or after the flags. The FlagSet knows
+// which flags take a value, so a flag's value is never taken for it.
+func parseOne(fs *flag.FlagSet, args []string, what string) (string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", err
 		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	return "", args
+	switch {
+	case len(pos) == 0 || pos[0] == "":
+		return "", fmt.Errorf("%s is missing", what)
+	case len(pos) > 1:
+		return "", fmt.Errorf("unexpected %q", strings.Join(pos[1:], " "))
+	}
+	return pos[0], nil
 }
 
 func readDoc(file string) ([]byte, string, error) {

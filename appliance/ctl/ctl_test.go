@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"flag"
 	"fmt"
 	"testing"
 )
@@ -14,5 +15,27 @@ func TestHoistGlobalFlags(t *testing.T) {
 		if got := hoistGlobalFlags(c.in); fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("hoist(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+func TestParseOneIgnoresFlagValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--if-match", "3", "doc.json"},
+		{"doc.json", "--if-match", "3"},
+		{"--dry-run", "doc.json", "--if-match=3"},
+	} {
+		fs := flag.NewFlagSet("config apply", flag.ContinueOnError)
+		fs.Int64("if-match", 0, "")
+		fs.Bool("dry-run", false, "")
+		if got, err := parseOne(fs, args, "FILE"); err != nil || got != "doc.json" {
+			t.Errorf("parseOne(%q) = %q, %v", args, got, err)
+		}
+	}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	if _, err := parseOne(fs, []string{"a", "b"}, "FILE"); err == nil {
+		t.Error("two positionals accepted")
+	}
+	if _, err := parseOne(fs, nil, "FILE"); err == nil || err.Error() != "FILE is missing" {
+		t.Errorf("none: %v", err)
 	}
 }

@@ -41,22 +41,31 @@ func (c *cmd) fleet(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError("fleet needs a verb: push")
 	}
+	return c.fleetVerb(ctx, args, progressWriter(c.errOut))
+}
+
+// fleetVerb is fleet with the progress writer as a parameter, for tests.
+func (c *cmd) fleetVerb(ctx context.Context, args []string, progress io.Writer) error {
 	switch args[0] {
 	case "push":
-		return c.fleetPush(ctx, args[1:], progressWriter())
+		return c.fleetPush(ctx, args[1:], progress)
 	default:
 		return usageError(fmt.Sprintf("unknown fleet verb %q", args[0]))
 	}
 }
 
-// progressWriter is stderr when it is a terminal, else nil (no progress):
-// a \r-updated line is noise in a log file.
-func progressWriter() io.Writer {
-	fi, err := os.Stderr.Stat()
+// progressWriter is w (stderr) when it is a terminal, else nil (no
+// progress): a \r-updated line is noise in a log file or a pipe.
+func progressWriter(w io.Writer) io.Writer {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	fi, err := f.Stat()
 	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return nil
 	}
-	return os.Stderr
+	return f
 }
 
 // fleetPush pushes the document to every host, at most --parallel at a
@@ -68,14 +77,14 @@ func (c *cmd) fleetPush(ctx context.Context, args []string, progress io.Writer) 
 	fs.SetOutput(io.Discard)
 	hostsArg := fs.String("hosts", "", "")
 	parallel := fs.Int("parallel", 8, "")
-	certFile := fs.String("cert", "", "")
-	keyFile := fs.String("key", "", "")
-	caFile := fs.String("ca", "", "")
+	certFile := fs.String("cert", c.certFile, "")
+	keyFile := fs.String("key", c.keyFile, "")
+	caFile := fs.String("ca", c.caFile, "")
 	dry := fs.Bool("dry-run", false, "")
 	timeout := fs.Duration("timeout", 30*time.Second, "")
-	file, flagArgs := splitFirstArg(args)
-	if err := fs.Parse(flagArgs); err != nil || file == "" || fs.NArg() > 0 {
-		return usageError(fleetPushUsage)
+	file, err := parseOne(fs, args, "FILE")
+	if err != nil {
+		return usageError(fleetPushUsage + ": " + err.Error())
 	}
 	if *hostsArg == "" || *certFile == "" || *keyFile == "" || *caFile == "" {
 		return usageError(fleetPushUsage + ": --hosts, --cert, --key and --ca are required")
@@ -114,34 +123,37 @@ func (c *cmd) fleetPush(ctx context.Context, args []string, progress io.Writer) 
 		wg         sync.WaitGroup
 		sem        = make(chan struct{}, *parallel)
 	)
+	finish := func(i int) {
+		mu.Lock()
+		done++
+		if !results[i].OK {
+			fail++
+		}
+		drawProgress(progress, done, fail, len(hosts))
+		mu.Unlock()
+	}
 	drawProgress(progress, 0, 0, len(hosts))
+	// Take a slot before starting each push, so boxes start in the order
+	// given and at most --parallel are in flight.
 	for i := range hosts {
+		if !acquire(ctx, sem) {
+			results[i] = fleetResult{Host: hosts[i], Error: "not pushed: " + overallCause(ctx)}
+			finish(i)
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				results[i] = fleetResult{Host: hosts[i], Error: "not pushed: " + shortCause(ctx.Err(), *timeout)}
-				mu.Lock()
-				done++
-				fail++
-				drawProgress(progress, done, fail, len(hosts))
-				mu.Unlock()
-				return
-			}
 			defer func() { <-sem }()
 			bctx, cancel := context.WithTimeout(ctx, *timeout)
 			res, err := clients[i].Apply(bctx, doc, source, 0, *dry)
 			cancel()
 			results[i] = boxResult(hosts[i], res, err, *timeout)
-			mu.Lock()
-			done++
-			if !results[i].OK {
-				fail++
+			if err != nil && ctx.Err() != nil {
+				// Not this box's timeout: the whole run was cut short.
+				results[i].Error = "aborted: " + overallCause(ctx)
 			}
-			drawProgress(progress, done, fail, len(hosts))
-			mu.Unlock()
+			finish(i)
 		}()
 	}
 	wg.Wait()
@@ -161,6 +173,29 @@ func (c *cmd) fleetPush(ctx context.Context, args []string, progress io.Writer) 
 		return fmt.Errorf("fleet push: %d of %d boxes failed", fail, len(hosts))
 	}
 	return nil
+}
+
+// acquire takes a slot of sem, or reports false once ctx is done (even
+// when a slot came free at the same moment).
+func acquire(ctx context.Context, sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		if ctx.Err() != nil {
+			<-sem
+			return false
+		}
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// overallCause says why the caller's context ended.
+func overallCause(ctx context.Context) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "overall deadline reached"
+	}
+	return "canceled"
 }
 
 func (r fleetResult) text() string {

@@ -124,6 +124,7 @@ func newFleetPKI(t *testing.T) *fleetPKI {
 // the fleet-wide concurrency.
 type fakeBox struct {
 	applyFn func() (api.ApplyResult, error)
+	hang    bool // Apply waits for the request to be abandoned
 
 	inflight, maxInflight *atomic.Int64
 
@@ -143,7 +144,10 @@ func (f *fakeBox) Apply(ctx context.Context, doc []byte, source string, ifMatch 
 			break
 		}
 	}
-	time.Sleep(20 * time.Millisecond) // let pushes overlap
+	time.Sleep(50 * time.Millisecond) // let pushes overlap
+	if f.hang {
+		<-ctx.Done() // until the client gives up
+	}
 	f.inflight.Add(-1)
 	f.mu.Lock()
 	f.calls++
@@ -202,7 +206,7 @@ func runFleet(t *testing.T, asJSON bool, args ...string) (string, string, error)
 	c := &cmd{out: &out, json: asJSON}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := c.fleetPush(ctx, args, &prog)
+	err := c.fleetVerb(ctx, args, &prog)
 	return out.String(), prog.String(), err
 }
 
@@ -300,8 +304,8 @@ func TestFleetPushMixed(t *testing.T) {
 		}
 		f.mu.Unlock()
 	}
-	if m := maxInflight.Load(); m > 2 || m < 1 {
-		t.Errorf("max in flight %d, want 1..2", m)
+	if m := maxInflight.Load(); m != 2 {
+		t.Errorf("max in flight %d, want 2", m)
 	}
 	if !strings.Contains(prog, "5/5 ok 3 failed 2") || !strings.Contains(prog, "[##########]") {
 		t.Errorf("progress %q", prog)
@@ -458,6 +462,9 @@ func TestFleetPushWrongClientCA(t *testing.T) {
 }
 
 func TestFleetPushUsage(t *testing.T) {
+	for _, k := range []string{"OUTPOST_CERT", "OUTPOST_KEY", "OUTPOST_CA"} {
+		t.Setenv(k, "")
+	}
 	p := newFleetPKI(t)
 	file, _ := writeDoc(t)
 	creds := []string{"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile}
@@ -475,7 +482,7 @@ func TestFleetPushUsage(t *testing.T) {
 			t.Errorf("%q: err = %v, want a usage error", args, err)
 		}
 	}
-	c := &cmd{out: &bytes.Buffer{}}
+	c := &cmd{out: &bytes.Buffer{}, errOut: &bytes.Buffer{}}
 	if err := c.fleet(context.Background(), []string{"pull"}); err == nil {
 		t.Error("fleet pull: no error")
 	}
@@ -493,5 +500,65 @@ func TestParseHostsDedup(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "b:2,a:1,[::1]:3" {
 		t.Errorf("got %q", got)
+	}
+}
+
+func TestFleetPushPerBoxTimeout(t *testing.T) {
+	p := newFleetPKI(t)
+	var inflight, maxInflight atomic.Int64
+	slow := &fakeBox{applyFn: versionFn(1, false), hang: true, inflight: &inflight, maxInflight: &maxInflight}
+	fast := &fakeBox{applyFn: versionFn(4, false), inflight: &inflight, maxInflight: &maxInflight}
+	slowHost, fastHost := hostOf(startBox(t, p, slow)), hostOf(startBox(t, p, fast))
+	file, _ := writeDoc(t)
+	start := time.Now()
+	out, _, err := runFleet(t, false, "push", file, "--hosts", slowHost+","+fastHost, "--parallel", "1",
+		"--timeout", "300ms", "--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile)
+	if err == nil {
+		t.Error("no error")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+	_, res := tableRows(t, out)
+	if res[slowHost] != "timed out after 300ms" || res[fastHost] != "version 4" {
+		t.Errorf("results %q", res)
+	}
+}
+
+func TestFleetPushOverallDeadline(t *testing.T) {
+	p := newFleetPKI(t)
+	var inflight, maxInflight atomic.Int64
+	var hosts []string
+	for range 3 {
+		f := &fakeBox{applyFn: versionFn(1, false), hang: true, inflight: &inflight, maxInflight: &maxInflight}
+		hosts = append(hosts, hostOf(startBox(t, p, f)))
+	}
+	file, _ := writeDoc(t)
+	var out, prog bytes.Buffer
+	c := &cmd{out: &out}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := c.fleetVerb(ctx, []string{"push", file, "--hosts", strings.Join(hosts, ","), "--parallel", "1",
+		"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile}, &prog)
+	if err == nil || !strings.Contains(err.Error(), "3 of 3") {
+		t.Errorf("err = %v", err)
+	}
+	_, res := tableRows(t, out.String())
+	if res[hosts[0]] != "aborted: overall deadline reached" || res[hosts[2]] != "not pushed: overall deadline reached" {
+		t.Errorf("results %q", res)
+	}
+}
+
+func TestFleetProgressOnlyOnTerminal(t *testing.T) {
+	if progressWriter(&bytes.Buffer{}) != nil {
+		t.Error("progress to a buffer")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if progressWriter(f) != nil {
+		t.Error("progress to a regular file")
 	}
 }
