@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -75,8 +76,6 @@ func TestManagementOverMutualTLS(t *testing.T) {
 		t.Fatalf("a client certificate from another CA was accepted:\n%s", out)
 	}
 	// No client certificate at all: refused at the handshake.
-	caPool := readFile(t, hq.caPEM)
-	_ = caPool
 	plain := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	if res, err := plain.Get("https://" + addr + "/api/v1/status"); err == nil {
 		res.Body.Close()
@@ -98,4 +97,38 @@ func TestManagementOverMutualTLS(t *testing.T) {
 		t.Fatalf("management after the refused push: %v\n%s", err, out)
 	}
 	d.stop()
+}
+
+// TestFleetPush: one document to two real boxes and a dead address; the
+// table has a result per box and the exit status says one failed.
+func TestFleetPush(t *testing.T) {
+	hq := newLabPKI(t, "HQ lab CA")
+	tmp := t.TempDir()
+	var boxes []*daemon
+	var hosts []string
+	for i := range 2 {
+		doc := benchDoc(3, loopbackListen, func(m map[string]any) { m["management"] = hq.management(t, "127.0.0.1:0") })
+		d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(tmp, fmt.Sprintf("box%d.json", i)), doc))
+		boxes = append(boxes, d)
+		hosts = append(hosts, d.status().Management)
+	}
+	hosts = append(hosts, "127.0.0.1:1") // nobody listens there
+	doc := benchDoc(5, loopbackListen, func(m map[string]any) { m["management"] = hq.management(t, "127.0.0.1:0") })
+	file := writeJSON(t, filepath.Join(tmp, "fleet.json"), doc)
+	out, err := boxes[0].ctl("fleet", "push", file, "--hosts", strings.Join(hosts, ","), "--parallel", "2",
+		"--cert", hq.hqCert, "--key", hq.hqKey, "--ca", hq.caPEM, "--timeout", "5s")
+	if err == nil {
+		t.Fatalf("fleet push with a dead box exited 0:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 4 || !strings.Contains(lines[1], "version 2") || !strings.Contains(lines[2], "version 2") || !strings.Contains(lines[3], "refused") {
+		t.Fatalf("fleet table:\n%s", out)
+	}
+	for i, d := range boxes {
+		// Same management section: the listener the push came through stays.
+		if s := d.status(); s.ConfigVersion != 2 || s.Management != hosts[i] {
+			t.Fatalf("box at version %d after the fleet push", s.ConfigVersion)
+		}
+		d.stop()
+	}
 }
