@@ -130,7 +130,7 @@ func (a *App) Apply(ctx context.Context, raw []byte, source string, ifMatch int6
 		return api.ApplyResult{}, err
 	}
 	if dryRun {
-		return api.ApplyResult{Version: apiVersion(a.version), DryRun: true, Valid: true}, nil
+		return api.ApplyResult{Version: apiVersion(a.version), DryRun: true, Valid: true, Diff: config.Diff(a.doc, doc)}, nil
 	}
 	if sha256Hex(sealed) == a.version.SHA256 {
 		// HQ re-pushing the running document (or a redacted copy of it) is

@@ -69,6 +69,9 @@ type ApplyResult struct {
 	DryRun    bool    `json:"dry_run,omitempty"`
 	Unchanged bool    `json:"unchanged,omitempty"` // identical to the running version: nothing stored
 	Valid     bool    `json:"valid"`
+	// Diff (dry run): what the document would change, one line per
+	// changed field, secrets never shown ("~ sip.realm: "a" -> "b"").
+	Diff []string `json:"diff,omitempty"`
 }
 
 // FieldError is one validation error with its JSON path.

@@ -211,6 +211,12 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 		return c.print(res, func(w *tabwriter.Writer) {
 			if res.DryRun {
 				fmt.Fprintf(w, "valid: the document would replace version %d (nothing applied)\n", res.Version.Version)
+				if len(res.Diff) == 0 {
+					fmt.Fprintln(w, "no change")
+				}
+				for _, l := range res.Diff {
+					fmt.Fprintln(w, l)
+				}
 				return
 			}
 			if res.Unchanged {

@@ -86,7 +86,9 @@ func TestConfigLifecycle(t *testing.T) {
 	// A valid document with one user fewer: dry run first, then for real.
 	v2 := benchDoc(2, loopbackListen, nil)
 	v2path := writeJSON(t, filepath.Join(tmp, "v2.json"), v2)
-	if out, err := d.ctl("config", "apply", v2path, "--dry-run"); err != nil || !strings.Contains(out, "nothing applied") {
+	// The dry run says what would change (user0002 goes), secrets never shown.
+	if out, err := d.ctl("config", "apply", v2path, "--dry-run"); err != nil || !strings.Contains(out, "nothing applied") ||
+		!strings.Contains(out, "- users[user0002].extension") || strings.Contains(out, "ha1_md5: \"") {
 		t.Fatalf("dry run: %v\n%s", err, out)
 	}
 	if v := d.status().ConfigVersion; v != 1 {
