@@ -252,3 +252,48 @@ func TestMetrics(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestLiveApplyUsers: a pushed document takes effect without a restart:
+// a removed user's bindings go and it is refused, a new user registers at
+// once, everyone else stays registered.
+func TestLiveApplyUsers(t *testing.T) {
+	needSIPp(t)
+	tmp := t.TempDir()
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(tmp, "v1.json"), benchDoc(10, loopbackListen, nil)))
+	udp := d.listener("udp")
+	if out, err := sipp(t, "reg_auth.xml", udp, usersCSV(t, 10, rightPassword, 3600), 10, 100); err != nil {
+		t.Fatalf("sipp: %v\n%s", err, tail(out, 2000))
+	}
+	// Users 5..9 removed, user 10 added (benchDoc(11) minus 5..9).
+	doc := benchDoc(11, loopbackListen, nil)
+	users := doc["users"].([]map[string]any)
+	doc["users"] = append(users[:5:5], users[10])
+	if out, err := d.ctl("config", "apply", writeJSON(t, filepath.Join(tmp, "v2.json"), doc)); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	if s := d.status(); s.Bindings != 5 || s.ConfigVersion != 2 {
+		t.Fatalf("after removing 5 users: %d bindings, version %d", s.Bindings, s.ConfigVersion)
+	}
+	if d.listener("udp") != udp {
+		t.Fatal("an unchanged listener was rebound")
+	}
+	// user0010 registers at once; user0007 (removed) is refused with its old password.
+	csv := filepath.Join(tmp, "new.csv")
+	if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0010;[authentication username=user0010 password=pw0010];3600\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "reg_auth.xml", udp, csv, 1, 10); err != nil {
+		t.Fatalf("new user: %v\n%s", err, tail(out, 2000))
+	}
+	gone := filepath.Join(tmp, "gone.csv")
+	if err := os.WriteFile(gone, []byte("SEQUENTIAL\nuser0007;[authentication username=user0007 password=pw0007];3600\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "reg_wrong.xml", udp, gone, 1, 10); err != nil {
+		t.Fatalf("removed user (expects 403): %v\n%s", err, tail(out, 2000))
+	}
+	if s := d.status(); s.Bindings != 6 {
+		t.Fatalf("%d bindings, want 6", s.Bindings)
+	}
+	d.stop()
+}
