@@ -1,0 +1,850 @@
+package b2bua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/dialplan"
+)
+
+// wait bounds every blocking step of a test.
+const wait = 5 * time.Second
+
+var (
+	sdpA = []byte("v=0\r\no=a 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\n")
+	sdpB = []byte("v=0\r\no=b 2 2 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 41000 RTP/AVP 0\r\n")
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("B2BUA_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func TestMain(m *testing.M) {
+	// sipgo logs through its default logger; keep it quiet unless asked.
+	level := slog.LevelWarn
+	if os.Getenv("B2BUA_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	sip.SetDefaultLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	os.Exit(m.Run())
+}
+
+type planRouter struct{ p *dialplan.Plan }
+
+func (r planRouter) Outbound(n string) (dialplan.Decision, bool) {
+	return r.p.Outbound(n, dialplan.ModeNormal)
+}
+
+type fakeLocator struct {
+	mu sync.Mutex
+	m  map[string][]Contact
+}
+
+func (l *fakeLocator) set(ext string, cs ...Contact) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.m[ext] = cs
+}
+
+func (l *fakeLocator) Contacts(ext string) []Contact {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Contact(nil), l.m[ext]...)
+}
+
+// env is one box plus the phones of a test.
+type env struct {
+	t   *testing.T
+	b   *B2BUA
+	loc *fakeLocator
+	box string // host:port of the box's listener
+}
+
+func listenUDP(t *testing.T) net.PacketConn {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// serve runs srv on conn until cleanup, which closes ua and waits.
+func serve(t *testing.T, ua *sipgo.UserAgent, srv *sipgo.Server, conn net.PacketConn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.ServeUDP(conn)
+	}()
+	t.Cleanup(func() {
+		_ = ua.Close()
+		_ = conn.Close()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			t.Error("server did not stop")
+		}
+	})
+	// ServeUDP registers the socket in sipgo's connection pool from its own
+	// goroutine; a request pinned to it (Laddr) before that fails with
+	// "address already in use". Wait (bounded) for the registration.
+	deadline := time.Now().Add(wait)
+	for {
+		if c, err := ua.TransportLayer().GetConnection("udp", conn.LocalAddr().String()); err == nil && c != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("listener never registered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func newEnv(t *testing.T, cfg Config) *env {
+	t.Helper()
+	base := runtime.NumGoroutine()
+	t.Cleanup(func() { checkGoroutines(t, base) })
+
+	plan, err := dialplan.Compile(dialplan.Config{Rules: []dialplan.Rule{
+		{Name: "local", Match: `^1\d{3}$`, Route: dialplan.RouteLocal},
+		{Name: "pstn", Match: `^9\d+$`, Route: dialplan.RoutePSTN, Strip: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent("outpost"), sipgo.WithUserAgentHostname("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sipgo.NewServer(ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := listenUDP(t)
+	loc := &fakeLocator{m: map[string][]Contact{}}
+	b, err := New(ua, cfg, loc, planRouter{plan}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.OnInvite(b.OnInvite)
+	srv.OnAck(b.OnAck)
+	srv.OnBye(b.OnBye)
+	serve(t, ua, srv, conn)
+	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String()}
+	t.Logf("box at %s", e.box)
+	t.Cleanup(func() { e.noCalls() })
+	return e
+}
+
+// noCalls waits (bounded) until the B2BUA has forgotten every call and
+// none of its handlers runs. Tests call it before their phones close:
+// sipgo handling a message while (or after) its UA closes opens a fresh
+// ephemeral socket whose reader goroutine is never stopped.
+func (e *env) noCalls() {
+	e.t.Helper()
+	deadline := time.Now().Add(wait)
+	for len(e.b.Calls()) != 0 || e.b.inflight.Load() != 0 {
+		if time.Now().After(deadline) {
+			e.t.Errorf("calls left: %+v, handlers running: %d", e.b.Calls(), e.b.inflight.Load())
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func checkGoroutines(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Errorf("goroutine leak: %d > %d\n%s", runtime.NumGoroutine(), base, buf[:n])
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// script is what a phone does with an incoming INVITE.
+type script func(p *phone, d *sipgo.DialogServerSession, req *sip.Request)
+
+type phone struct {
+	t    *testing.T
+	user string
+	addr string
+	host string
+	port int
+	cli  *sipgo.Client
+	dsc  *sipgo.DialogServerCache
+	dcc  *sipgo.DialogClientCache
+
+	mu     sync.Mutex
+	script script
+
+	invites   chan *sip.Request               // INVITEs received
+	cancelled chan error                      // cause when a ringing INVITE ended unanswered
+	acks      chan *sip.Request               // ACKs received
+	byes      chan *sip.Request               // BYEs received
+	answered  chan *sipgo.DialogServerSession // UAS dialogs confirmed by ACK
+}
+
+func newPhone(t *testing.T, user string, sc script) *phone {
+	t.Helper()
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent("phone-" + user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sipgo.NewServer(ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := listenUDP(t)
+	addr := conn.LocalAddr().(*net.UDPAddr)
+	p := &phone{
+		t: t, user: user, addr: addr.String(), host: addr.IP.String(), port: addr.Port, script: sc,
+		invites:   make(chan *sip.Request, 16),
+		cancelled: make(chan error, 16),
+		acks:      make(chan *sip.Request, 16),
+		byes:      make(chan *sip.Request, 16),
+		answered:  make(chan *sipgo.DialogServerSession, 16),
+	}
+	p.cli, err = sipgo.NewClient(ua, sipgo.WithClientConnectionAddr(p.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	contact := sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: p.host, Port: p.port}}
+	p.dsc = sipgo.NewDialogServerCache(p.cli, contact)
+	p.dcc = sipgo.NewDialogClientCache(p.cli, contact)
+	srv.OnInvite(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.invites <- req
+		d, err := p.dsc.ReadInvite(req, tx)
+		if err != nil {
+			t.Errorf("%s: read invite: %v", user, err)
+			return
+		}
+		// No d.Close here: that drops the dialog from the cache and a later
+		// BYE would get 481. ReadBye closes it.
+		p.mu.Lock()
+		sc := p.script
+		p.mu.Unlock()
+		if sc != nil {
+			sc(p, d, req)
+		}
+	})
+	srv.OnAck(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.acks <- req
+		_ = p.dsc.ReadAck(req, tx)
+	})
+	srv.OnBye(func(req *sip.Request, tx sip.ServerTransaction) {
+		if err := p.dsc.ReadBye(req, tx); err == nil {
+			p.byes <- req
+			return
+		}
+		if err := p.dcc.ReadBye(req, tx); err == nil {
+			p.byes <- req
+			return
+		}
+		t.Errorf("%s: BYE outside any dialog: %s", user, req.StartLine())
+		_ = tx.Respond(sip.NewResponseFromRequest(req, 481, "No Dialog", nil))
+	})
+	serve(t, ua, srv, conn)
+	t.Logf("phone %s at %s", user, p.addr)
+	return p
+}
+
+func (p *phone) contact() Contact {
+	return Contact{URI: fmt.Sprintf("sip:%s@%s", p.user, p.addr), Transport: "udp", Addr: p.addr}
+}
+
+// Scripts.
+
+func respondOrFail(p *phone, d *sipgo.DialogServerSession, code int, body []byte) {
+	var err error
+	if body != nil {
+		err = d.Respond(code, "", body, sip.NewHeader("Content-Type", "application/sdp"))
+	} else {
+		err = d.Respond(code, "", nil)
+	}
+	if err != nil {
+		p.t.Errorf("%s: respond %d: %v", p.user, code, err)
+	}
+}
+
+// ringUntil sends 180 and answers with 200 + sdpB when release closes; if
+// the INVITE is cancelled first it reports to p.cancelled.
+func ringUntil(release <-chan struct{}) script {
+	return func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		respondOrFail(p, d, 180, nil)
+		select {
+		case <-release:
+		case <-d.Context().Done():
+			p.cancelled <- context.Cause(d.Context())
+			return
+		case <-time.After(wait):
+			p.t.Errorf("%s: never released", p.user)
+			return
+		}
+		if err := d.Respond(200, "OK", sdpB, sip.NewHeader("Content-Type", "application/sdp")); err != nil {
+			p.t.Errorf("%s: 200: %v", p.user, err)
+			return
+		}
+		p.answered <- d
+	}
+}
+
+func ringForever(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+	respondOrFail(p, d, 180, nil)
+	select {
+	case <-d.Context().Done():
+		p.cancelled <- context.Cause(d.Context())
+	case <-time.After(2 * wait):
+		p.t.Errorf("%s: INVITE never cancelled", p.user)
+	}
+}
+
+func reject(code int) script {
+	return func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		respondOrFail(p, d, code, nil)
+	}
+}
+
+func answerNow(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+	if err := d.Respond(200, "OK", sdpB, sip.NewHeader("Content-Type", "application/sdp")); err != nil {
+		p.t.Errorf("%s: 200: %v", p.user, err)
+		return
+	}
+	p.answered <- d
+}
+
+// outcall is a call placed by a phone through the box.
+type outcall struct {
+	sess  *sipgo.DialogClientSession
+	codes chan int // every response code seen, in order
+	err   error
+	final int // final status (0 when WaitAnswer failed without one)
+}
+
+// dial calls number at the box. onResp, if set, runs on every response
+// (in the WaitAnswer goroutine).
+func (p *phone) dial(ctx context.Context, box, number string, onResp func(*sip.Response)) *outcall {
+	p.t.Helper()
+	host, port, _ := sip.ParseAddr(box)
+	req := sip.NewRequest(sip.INVITE, sip.Uri{Scheme: "sip", User: number, Host: host, Port: port})
+	from := &sip.FromHeader{DisplayName: "Caller " + p.user, Address: sip.Uri{Scheme: "sip", User: p.user, Host: p.host}}
+	from.Params.Add("tag", sip.GenerateTagN(10))
+	req.AppendHeader(from)
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: number, Host: host}})
+	req.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
+	req.SetBody(sdpA)
+	oc := &outcall{codes: make(chan int, 32)}
+	sess, err := p.dcc.WriteInvite(ctx, req)
+	if err != nil {
+		p.t.Errorf("invite: %v", err) // not Fatal: dial may run off the test goroutine
+		oc.err = err
+		return oc
+	}
+	oc.sess = sess
+	oc.err = sess.WaitAnswer(ctx, sipgo.AnswerOptions{OnResponse: func(r *sip.Response) error {
+		oc.codes <- r.StatusCode
+		if onResp != nil {
+			onResp(r)
+		}
+		return nil
+	}})
+	var de *sipgo.ErrDialogResponse
+	switch {
+	case oc.err == nil:
+		oc.final = sess.InviteResponse.StatusCode
+	case errors.As(oc.err, &de):
+		oc.final = de.Res.StatusCode
+	case sess.InviteResponse != nil && !sess.InviteResponse.IsProvisional():
+		oc.final = sess.InviteResponse.StatusCode
+	}
+	return oc
+}
+
+func (oc *outcall) seen(code int) bool {
+	for {
+		select {
+		case c := <-oc.codes:
+			if c == code {
+				return true
+			}
+		default:
+			return false
+		}
+	}
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(wait):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestLocalCallCallerHangsUp(t *testing.T) {
+	e := newEnv(t, Config{})
+	release := make(chan struct{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", ringUntil(release))
+	e.loc.set("1002", b.contact())
+
+	ctx := testCtx(t)
+	var once sync.Once
+	oc := a.dial(ctx, e.box, "1002", func(r *sip.Response) {
+		if r.StatusCode == 180 {
+			once.Do(func() { close(release) })
+		}
+	})
+	if oc.err != nil {
+		t.Fatalf("call failed: %v", oc.err)
+	}
+	if !oc.seen(180) {
+		t.Error("180 not relayed")
+	}
+	if got := string(oc.sess.InviteResponse.Body()); got != string(sdpB) {
+		t.Errorf("200 body = %q, want B's SDP", got)
+	}
+	if ct := oc.sess.InviteResponse.ContentType(); ct == nil || ct.Value() != "application/sdp" {
+		t.Errorf("200 Content-Type = %v", ct)
+	}
+	inv := recv(t, b.invites, "INVITE at B")
+	if string(inv.Body()) != string(sdpA) {
+		t.Errorf("B-leg INVITE body = %q, want A's SDP", inv.Body())
+	}
+	if inv.CallID().Value() == oc.sess.InviteRequest.CallID().Value() {
+		t.Error("B leg reuses the A leg's Call-ID")
+	}
+	if f := inv.From(); f.Address.User != "1001" || f.Address.Host != "127.0.0.1" {
+		t.Errorf("B-leg From = %s", f.Value())
+	}
+	if ct := inv.Contact(); ct == nil || ct.Address.HostPort() != e.box {
+		t.Errorf("B-leg Contact = %v, want the box %s", ct, e.box)
+	}
+	if v := inv.Via(); v == nil || fmt.Sprintf("%s:%d", v.Host, v.Port) != e.box {
+		t.Errorf("B-leg Via = %v, want sent-by %s", v, e.box)
+	}
+	if inv.Source() != e.box {
+		t.Errorf("B-leg INVITE came from %s, want the box's listener %s", inv.Source(), e.box)
+	}
+	if mf := inv.MaxForwards(); mf == nil || mf.Val() != 69 {
+		t.Errorf("B-leg Max-Forwards = %v, want 69", mf)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.acks, "ACK at B")
+	recv(t, b.answered, "B dialog confirmed")
+
+	calls := e.b.Calls()
+	if len(calls) != 1 || calls[0].State != StateAnswered || calls[0].Route != dialplan.RouteLocal ||
+		calls[0].From != "1001" || calls[0].To != "1002" || calls[0].Answered.IsZero() {
+		t.Errorf("Calls() = %+v", calls)
+	}
+
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatalf("bye: %v", err)
+	}
+	recv(t, b.byes, "BYE at B")
+	e.noCalls()
+}
+
+func TestLocalCallCalleeHangsUp(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", answerNow)
+	e.loc.set("1002", b.contact())
+
+	ctx := testCtx(t)
+	oc := a.dial(ctx, e.box, "1002", nil)
+	if oc.err != nil {
+		t.Fatalf("call failed: %v", oc.err)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := recv(t, b.answered, "B dialog confirmed")
+	if err := d.Bye(ctx); err != nil {
+		t.Fatalf("B's bye: %v", err)
+	}
+	recv(t, a.byes, "BYE at A")
+	e.noCalls()
+}
+
+func TestForkSecondContactAnswers(t *testing.T) {
+	e := newEnv(t, Config{})
+	release := make(chan struct{})
+	a := newPhone(t, "1001", nil)
+	b1 := newPhone(t, "1002", ringForever)
+	b2 := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		// Answer only after A saw the first contact's 180, so that the box
+		// has a provisional response from it and CANCELs it.
+		select {
+		case <-release:
+		case <-time.After(wait):
+		}
+		answerNow(p, d, req)
+	})
+	e.loc.set("1002", b1.contact(), b2.contact())
+
+	ctx := testCtx(t)
+	var once sync.Once
+	oc := a.dial(ctx, e.box, "1002", func(r *sip.Response) {
+		if r.StatusCode == 180 {
+			once.Do(func() { close(release) })
+		}
+	})
+	if oc.err != nil {
+		t.Fatalf("call failed: %v", oc.err)
+	}
+	if oc.final != 200 || string(oc.sess.InviteResponse.Body()) != string(sdpB) {
+		t.Errorf("A got %d %q", oc.final, oc.sess.InviteResponse.Body())
+	}
+	if cause := recv(t, b1.cancelled, "CANCEL at the first contact"); !errors.Is(cause, sip.ErrTransactionCanceled) {
+		t.Errorf("first contact ended with %v, want a CANCEL", cause)
+	}
+	recv(t, b1.invites, "INVITE at contact 1")
+	recv(t, b2.invites, "INVITE at contact 2")
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b2.answered, "contact 2 confirmed")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b2.byes, "BYE at contact 2")
+	if len(b1.byes) != 0 || len(b1.acks) != 0 {
+		t.Error("the cancelled contact got an ACK or BYE")
+	}
+	e.noCalls()
+}
+
+func TestForkBusyWinsOverUnavailable(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b1 := newPhone(t, "1002", reject(480))
+	b2 := newPhone(t, "1002", reject(486))
+	e.loc.set("1002", b1.contact(), b2.contact())
+	oc := a.dial(testCtx(t), e.box, "1002", nil)
+	if oc.final != 486 {
+		t.Errorf("A got %d (%v), want 486", oc.final, oc.err)
+	}
+	e.noCalls()
+}
+
+func TestBusy(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", reject(486))
+	e.loc.set("1002", b.contact())
+	oc := a.dial(testCtx(t), e.box, "1002", nil)
+	if oc.final != 486 {
+		t.Errorf("A got %d (%v), want 486", oc.final, oc.err)
+	}
+	e.noCalls()
+}
+
+func TestNoContactsAndUnknownNumber(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	ctx := testCtx(t)
+	if oc := a.dial(ctx, e.box, "1003", nil); oc.final != 480 {
+		t.Errorf("no contacts: A got %d (%v), want 480", oc.final, oc.err)
+	}
+	if oc := a.dial(ctx, e.box, "5555", nil); oc.final != 404 {
+		t.Errorf("unknown number: A got %d (%v), want 404", oc.final, oc.err)
+	}
+	e.noCalls()
+}
+
+func TestMaxForwardsZero(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", answerNow)
+	e.loc.set("1002", b.contact())
+	host, port, _ := sip.ParseAddr(e.box)
+	req := sip.NewRequest(sip.INVITE, sip.Uri{Scheme: "sip", User: "1002", Host: host, Port: port})
+	mf := sip.MaxForwardsHeader(0)
+	req.AppendHeader(&mf)
+	ctx := testCtx(t)
+	sess, err := a.dcc.WriteInvite(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sess.WaitAnswer(ctx, sipgo.AnswerOptions{})
+	if s := errorStatus(err); s != 483 {
+		t.Errorf("A got %d (%v), want 483", s, err)
+	}
+	if len(b.invites) != 0 {
+		t.Error("callee got an INVITE")
+	}
+	e.noCalls()
+}
+
+func TestCallerCancelsWhileRinging(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", ringForever)
+	e.loc.set("1002", b.contact())
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	oc := a.dial(ctx, e.box, "1002", func(r *sip.Response) {
+		if r.StatusCode == 180 {
+			cancel() // hang up while ringing: WaitAnswer sends CANCEL
+		}
+	})
+	if !errors.Is(oc.err, context.Canceled) {
+		t.Errorf("WaitAnswer = %v, want context.Canceled", oc.err)
+	}
+	if oc.final != 487 {
+		t.Errorf("A got %d, want 487", oc.final)
+	}
+	if cause := recv(t, b.cancelled, "CANCEL at B"); !errors.Is(cause, sip.ErrTransactionCanceled) {
+		t.Errorf("B ended with %v, want a CANCEL", cause)
+	}
+	e.noCalls()
+}
+
+func TestRingTimeout(t *testing.T) {
+	e := newEnv(t, Config{RingTimeout: 500 * time.Millisecond})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", ringForever)
+	e.loc.set("1002", b.contact())
+	start := time.Now()
+	oc := a.dial(testCtx(t), e.box, "1002", nil)
+	if oc.final != 480 {
+		t.Errorf("A got %d (%v), want 480", oc.final, oc.err)
+	}
+	if el := time.Since(start); el < 400*time.Millisecond {
+		t.Errorf("answered after %v, before the ring timeout", el)
+	}
+	if cause := recv(t, b.cancelled, "CANCEL at B"); !errors.Is(cause, sip.ErrTransactionCanceled) {
+		t.Errorf("B ended with %v, want a CANCEL", cause)
+	}
+	e.noCalls()
+}
+
+func TestPSTNFailoverOn503(t *testing.T) {
+	gw1 := newPhone(t, "gw1", reject(503))
+	gw2 := newPhone(t, "gw2", answerNow)
+	e := newEnv(t, Config{PSTNGateways: []string{"udp:" + gw1.addr, "udp:" + gw2.addr}})
+	a := newPhone(t, "1001", nil)
+	ctx := testCtx(t)
+	oc := a.dial(ctx, e.box, "90441234567", nil)
+	if oc.err != nil || oc.final != 200 {
+		t.Fatalf("A got %d (%v), want 200", oc.final, oc.err)
+	}
+	for i, gw := range []*phone{gw1, gw2} {
+		inv := recv(t, gw.invites, "INVITE at gateway "+strconv.Itoa(i+1))
+		if inv.Recipient.User != "0441234567" {
+			t.Errorf("gateway %d: Request-URI user %q, want the stripped number", i+1, inv.Recipient.User)
+		}
+	}
+	if c := e.b.Calls(); len(c) != 1 || c[0].Route != dialplan.RoutePSTN || c[0].Target != "0441234567" {
+		t.Errorf("Calls() = %+v", c)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, gw2.answered, "gateway 2 confirmed")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, gw2.byes, "BYE at gateway 2")
+	e.noCalls()
+}
+
+func TestPSTNNoFailoverOn404(t *testing.T) {
+	gw1 := newPhone(t, "gw1", reject(404))
+	gw2 := newPhone(t, "gw2", answerNow)
+	e := newEnv(t, Config{PSTNGateways: []string{"udp:" + gw1.addr, "udp:" + gw2.addr}})
+	a := newPhone(t, "1001", nil)
+	oc := a.dial(testCtx(t), e.box, "90441234567", nil)
+	if oc.final != 404 {
+		t.Errorf("A got %d (%v), want 404", oc.final, oc.err)
+	}
+	recv(t, gw1.invites, "INVITE at gateway 1")
+	if len(gw2.invites) != 0 {
+		t.Error("gateway 2 got an INVITE after a 404")
+	}
+	e.noCalls()
+}
+
+func TestPSTNFailoverOnNoResponse(t *testing.T) {
+	// A socket that never answers stands in for a dead gateway.
+	dead := listenUDP(t)
+	t.Cleanup(func() { _ = dead.Close() })
+	gw2 := newPhone(t, "gw2", reject(486))
+	e := newEnv(t, Config{
+		PSTNGateways:   []string{"udp:" + dead.LocalAddr().String(), "udp:" + gw2.addr},
+		AttemptTimeout: 300 * time.Millisecond,
+	})
+	a := newPhone(t, "1001", nil)
+	oc := a.dial(testCtx(t), e.box, "90441234567", nil)
+	if oc.final != 486 {
+		t.Errorf("A got %d (%v), want gateway 2's 486", oc.final, oc.err)
+	}
+	recv(t, gw2.invites, "INVITE at gateway 2")
+	e.noCalls()
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	ua, err := sipgo.NewUA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ua.Close()
+	loc := &fakeLocator{m: map[string][]Contact{}}
+	plan, _ := dialplan.Compile(dialplan.Config{})
+	for _, cfg := range []Config{
+		{PSTNGateways: []string{"udp:nohost"}},
+		{PSTNGateways: []string{"udp:1.2.3.4:x"}},
+		{LocalAddr: "example.com:5060"},
+		{ContactHost: "::bad::"},
+	} {
+		if _, err := New(ua, cfg, loc, planRouter{plan}, nil); err == nil {
+			t.Errorf("New(%+v) accepted", cfg)
+		}
+	}
+	if _, err := New(ua, Config{}, nil, planRouter{plan}, nil); err == nil {
+		t.Error("New without a locator accepted")
+	}
+}
+
+func TestRank(t *testing.T) {
+	order := []int{603, 486, 404, 480, 503, 408, 0}
+	for i := 1; i < len(order); i++ {
+		if rank(order[i-1]) <= rank(order[i]) {
+			t.Errorf("rank(%d) <= rank(%d)", order[i-1], order[i])
+		}
+	}
+}
+
+func TestFork6xxEndsForking(t *testing.T) {
+	e := newEnv(t, Config{})
+	release := make(chan struct{})
+	a := newPhone(t, "1001", nil)
+	b1 := newPhone(t, "1002", ringForever)
+	b2 := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		select {
+		case <-release: // A saw b1's 180: the box may CANCEL b1
+		case <-time.After(wait):
+		}
+		respondOrFail(p, d, 603, nil)
+	})
+	e.loc.set("1002", b1.contact(), b2.contact())
+	var once sync.Once
+	oc := a.dial(testCtx(t), e.box, "1002", func(r *sip.Response) {
+		if r.StatusCode == 180 {
+			once.Do(func() { close(release) })
+		}
+	})
+	if oc.final != 603 {
+		t.Errorf("A got %d (%v), want 603", oc.final, oc.err)
+	}
+	if cause := recv(t, b1.cancelled, "CANCEL at the ringing contact"); !errors.Is(cause, sip.ErrTransactionCanceled) {
+		t.Errorf("ringing contact ended with %v, want a CANCEL", cause)
+	}
+	e.noCalls()
+}
+
+func TestCallerByeWhileRinging(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", ringForever)
+	e.loc.set("1002", b.contact())
+
+	ctx := testCtx(t)
+	ringing := make(chan *sip.Response, 1)
+	done := make(chan *outcall, 1)
+	go func() {
+		done <- a.dial(ctx, e.box, "1002", func(r *sip.Response) {
+			if r.StatusCode == 180 {
+				select {
+				case ringing <- r:
+				default:
+				}
+			}
+		})
+	}()
+	r := recv(t, ringing, "180 at A")
+	// BYE on the early dialog (allowed to a caller by RFC 3261 §15).
+	host, port, _ := sip.ParseAddr(e.box)
+	bye := sip.NewRequest(sip.BYE, sip.Uri{Scheme: "sip", User: "1002", Host: host, Port: port})
+	bye.AppendHeader(sip.HeaderClone(r.From()))
+	bye.AppendHeader(sip.HeaderClone(r.To()))
+	bye.AppendHeader(sip.HeaderClone(r.CallID()))
+	bye.AppendHeader(&sip.CSeqHeader{SeqNo: r.CSeq().SeqNo + 1, MethodName: sip.BYE})
+	res, err := a.cli.Do(ctx, bye)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("early BYE: %v %v", res, err)
+	}
+	oc := recv(t, done, "end of the INVITE")
+	if oc.final != 487 {
+		t.Errorf("A's INVITE got %d (%v), want 487", oc.final, oc.err)
+	}
+	if cause := recv(t, b.cancelled, "CANCEL at B"); !errors.Is(cause, sip.ErrTransactionCanceled) {
+		t.Errorf("B ended with %v, want a CANCEL", cause)
+	}
+	e.noCalls()
+}
+
+func TestCallerCancelsBeforeCalleeResponds(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	release := make(chan struct{})
+	b := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		select { // say nothing until A has given up
+		case <-release:
+		case <-time.After(wait):
+		}
+		ringForever(p, d, req)
+	})
+	e.loc.set("1002", b.contact())
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	oc := a.dial(ctx, e.box, "1002", func(r *sip.Response) {
+		if r.StatusCode == 100 {
+			cancel() // the box's 100 Trying: CANCEL before B said anything
+		}
+	})
+	close(release)
+	if oc.final != 487 {
+		t.Errorf("A got %d (%v), want 487", oc.final, oc.err)
+	}
+	// B's first response lets the box send the CANCEL it owes.
+	if cause := recv(t, b.cancelled, "CANCEL at B"); !errors.Is(cause, sip.ErrTransactionCanceled) {
+		t.Errorf("B ended with %v, want a CANCEL", cause)
+	}
+	e.noCalls()
+}
