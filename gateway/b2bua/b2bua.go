@@ -93,14 +93,13 @@ type gateway struct {
 // B2BUA routes calls between the A leg (the caller, UAS side) and one or
 // more B legs (UAC side). It is safe for concurrent use.
 type B2BUA struct {
-	cfg      Config
-	loc      Locator
-	router   Router
-	log      *slog.Logger
-	client   *sipgo.Client
-	gateways []gateway
-	contact  *sip.Uri  // parsed ContactHost, nil = per call
-	laddr    *sip.Addr // parsed LocalAddr, nil = per call
+	loc    Locator
+	router Router
+	log    *slog.Logger
+	client *sipgo.Client
+	// set is the configuration new calls start with; a call keeps the one it
+	// started with, so Reconfigure never changes a call in progress.
+	set atomic.Pointer[settings]
 
 	inflight atomic.Int64 // handlers running (tests wait for 0 before closing sockets)
 
@@ -117,37 +116,13 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.RingTimeout <= 0 {
-		cfg.RingTimeout = defaultRingTimeout
-	}
-	if cfg.AttemptTimeout <= 0 {
-		cfg.AttemptTimeout = defaultAttemptTimeout
-	}
 	b := &B2BUA{
-		cfg: cfg, loc: loc, router: r, log: log,
+		loc: loc, router: r, log: log,
 		calls:  map[string]*call{},
 		bCalls: map[string]*call{},
 	}
-	for i, g := range cfg.PSTNGateways {
-		gw, err := parseGateway(g)
-		if err != nil {
-			return nil, fmt.Errorf("b2bua: pstn gateway %d: %w", i, err)
-		}
-		b.gateways = append(b.gateways, gw)
-	}
-	if cfg.ContactHost != "" {
-		host, port, err := sip.ParseAddr(cfg.ContactHost)
-		if err != nil {
-			return nil, fmt.Errorf("b2bua: contact host %q: %w", cfg.ContactHost, err)
-		}
-		b.contact = &sip.Uri{Scheme: "sip", Host: host, Port: port}
-	}
-	if cfg.LocalAddr != "" {
-		a, err := parseIPAddr(cfg.LocalAddr)
-		if err != nil {
-			return nil, fmt.Errorf("b2bua: local addr: %w", err)
-		}
-		b.laddr = &a
+	if err := b.Reconfigure(cfg); err != nil {
+		return nil, err
 	}
 	cli, err := sipgo.NewClient(ua)
 	if err != nil {
@@ -155,6 +130,49 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 	}
 	b.client = cli
 	return b, nil
+}
+
+// settings is one Config, parsed.
+type settings struct {
+	cfg      Config
+	gateways []gateway
+	contact  *sip.Uri  // parsed ContactHost, nil = per call
+	laddr    *sip.Addr // parsed LocalAddr, nil = per call
+}
+
+// Reconfigure checks cfg and makes it the configuration of the next call;
+// calls in progress keep theirs.
+func (b *B2BUA) Reconfigure(cfg Config) error {
+	if cfg.RingTimeout <= 0 {
+		cfg.RingTimeout = defaultRingTimeout
+	}
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = defaultAttemptTimeout
+	}
+	s := &settings{cfg: cfg}
+	for i, g := range cfg.PSTNGateways {
+		gw, err := parseGateway(g)
+		if err != nil {
+			return fmt.Errorf("b2bua: pstn gateway %d: %w", i, err)
+		}
+		s.gateways = append(s.gateways, gw)
+	}
+	if cfg.ContactHost != "" {
+		host, port, err := sip.ParseAddr(cfg.ContactHost)
+		if err != nil {
+			return fmt.Errorf("b2bua: contact host %q: %w", cfg.ContactHost, err)
+		}
+		s.contact = &sip.Uri{Scheme: "sip", Host: host, Port: port}
+	}
+	if cfg.LocalAddr != "" {
+		a, err := parseIPAddr(cfg.LocalAddr)
+		if err != nil {
+			return fmt.Errorf("b2bua: local addr: %w", err)
+		}
+		s.laddr = &a
+	}
+	b.set.Store(s)
+	return nil
 }
 
 func parseGateway(s string) (gateway, error) {
@@ -228,7 +246,8 @@ func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	respond(tx, req, 100, "Trying")
 
-	arrived, laddr, contact, err := b.localFor(tx)
+	set := b.set.Load()
+	arrived, laddr, contact, err := b.localFor(set, tx)
 	if err != nil {
 		b.log.Warn("b2bua: no local address for call", "err", err)
 		respond(tx, req, 500, "Server Internal Error")
@@ -255,11 +274,11 @@ func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 
-	if d.Route == dialplan.RouteHQ || d.Route == dialplan.RoutePSTN && len(b.gateways) == 0 {
+	if d.Route == dialplan.RouteHQ || d.Route == dialplan.RoutePSTN && len(set.gateways) == 0 {
 		_ = a.Respond(503, "Service Unavailable", nil) // HQ route: not in this slice
 		return
 	}
-	c := newCall(b, dua, a, req, d, arrived, laddr, contact)
+	c := newCall(b, set, dua, a, req, d, arrived, laddr, contact)
 	b.mu.Lock()
 	b.calls[c.aID] = c
 	b.mu.Unlock()
@@ -270,7 +289,7 @@ func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
 
 // localFor returns the listener the A leg arrived on, the listener B legs
 // leave from and our Contact URI.
-func (b *B2BUA) localFor(tx sip.ServerTransaction) (arrived, laddr *sip.Addr, contact sip.Uri, err error) {
+func (b *B2BUA) localFor(set *settings, tx sip.ServerTransaction) (arrived, laddr *sip.Addr, contact sip.Uri, err error) {
 	udp := false
 	if stx, ok := tx.(*sip.ServerTx); ok && stx.Connection() != nil {
 		switch a := stx.Connection().LocalAddr().(type) {
@@ -284,12 +303,12 @@ func (b *B2BUA) localFor(tx sip.ServerTransaction) (arrived, laddr *sip.Addr, co
 			}
 		}
 	}
-	laddr = b.laddr
+	laddr = set.laddr
 	if laddr == nil && udp {
 		laddr = arrived // only a UDP listener can be reused for B legs
 	}
-	if b.contact != nil {
-		return arrived, laddr, *b.contact, nil
+	if set.contact != nil {
+		return arrived, laddr, *set.contact, nil
 	}
 	src := laddr
 	if src == nil {

@@ -71,6 +71,7 @@ type legEvent struct {
 // call is one A leg and its B legs.
 type call struct {
 	b       *B2BUA
+	set     *settings // the configuration this call started with
 	dua     *sipgo.DialogUA
 	a       *sipgo.DialogServerSession
 	aReq    *sip.Request
@@ -96,9 +97,9 @@ type call struct {
 	ended    bool // BYE seen or sent
 }
 
-func newCall(b *B2BUA, dua *sipgo.DialogUA, a *sipgo.DialogServerSession, req *sip.Request,
+func newCall(b *B2BUA, set *settings, dua *sipgo.DialogUA, a *sipgo.DialogServerSession, req *sip.Request,
 	d dialplan.Decision, arrived, laddr *sip.Addr, contact sip.Uri) *call {
-	c := &call{b: b, dua: dua, a: a, aReq: req, d: d, arrived: arrived, laddr: laddr, contact: contact, aID: a.ID}
+	c := &call{b: b, set: set, dua: dua, a: a, aReq: req, d: d, arrived: arrived, laddr: laddr, contact: contact, aID: a.ID}
 	c.ring, c.abort = context.WithCancelCause(context.Background())
 	c.info = CallInfo{To: d.Number, Target: d.Target, Route: d.Route, State: StateRouting, Started: time.Now()}
 	if h := req.CallID(); h != nil {
@@ -137,8 +138,8 @@ func (c *call) targets() ([]target, error) {
 		}
 		return ts, nil
 	case dialplan.RoutePSTN:
-		ts := make([]target, 0, len(c.b.gateways))
-		for _, g := range c.b.gateways {
+		ts := make([]target, 0, len(c.set.gateways))
+		for _, g := range c.set.gateways {
 			u := sip.Uri{Scheme: "sip", User: c.d.Target, Host: g.host, Port: g.port}
 			ts = append(ts, target{uri: u, user: c.d.Target, transport: g.transport, dest: g.hostport})
 		}
@@ -159,7 +160,7 @@ func (c *call) run() bool {
 
 	ctx, cancel := c.ring, c.abort
 	defer cancel(nil)
-	ringTimer := time.AfterFunc(c.b.cfg.RingTimeout, func() { cancel(errRingTimeout) })
+	ringTimer := time.AfterFunc(c.set.cfg.RingTimeout, func() { cancel(errRingTimeout) })
 	defer ringTimer.Stop()
 	stopWatch := context.AfterFunc(c.a.Context(), func() { cancel(errCallerGone) })
 	defer stopWatch()
@@ -242,7 +243,7 @@ func (c *call) run() bool {
 func (c *call) newLeg(t target) *leg {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &leg{t: t, ctx: ctx, cancel: cancel}
-	l.timer = time.AfterFunc(c.b.cfg.AttemptTimeout, func() {
+	l.timer = time.AfterFunc(c.set.cfg.AttemptTimeout, func() {
 		if !l.responded.Load() {
 			l.timedOut.Store(true)
 			l.cancel(sipgo.WaitAnswerForceCancelErr)
@@ -322,7 +323,7 @@ func (c *call) runLeg(l *leg) {
 		ev.err = err
 		c.discard(l)
 	case l.timedOut.Load():
-		ev.err = fmt.Errorf("b2bua: no response from %s within %v: %w", l.t.uri.String(), c.b.cfg.AttemptTimeout, context.DeadlineExceeded)
+		ev.err = fmt.Errorf("b2bua: no response from %s within %v: %w", l.t.uri.String(), c.set.cfg.AttemptTimeout, context.DeadlineExceeded)
 	default:
 		ev.err = err
 	}

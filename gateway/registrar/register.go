@@ -40,45 +40,10 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 			r.stats.stormRefused.Add(1)
 			return r.tooBusy(req, st)
 		}
-		return r.challenge(req, st, false)
+		return r.challenge(req, st, false, false)
 	}
-	srcIP := sourceIP(req)
-	if r.fails.blocked(srcIP) {
-		r.stats.authBlocked.Add(1)
-		return reply(req, sip.StatusForbidden, "Too Many Failed Attempts")
-	}
-	creds, err := digest.ParseCredentials(h.authz)
-	if err != nil {
-		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
-	}
-	// §10.3 step 4: the authenticated user must be allowed to change this
-	// AOR; on the box each user owns exactly its own extension.
-	if creds.Username != aor {
-		r.authFailed(srcIP, aor, "username does not match AOR")
-		return reply(req, sip.StatusForbidden, "Forbidden")
-	}
-	lookup := func(user string, alg digest.Algorithm) (string, bool) {
-		u, ok := st.users[user]
-		if !ok {
-			return "", false
-		}
-		if alg == digest.SHA256 {
-			return u.HA1SHA256, u.HA1SHA256 != ""
-		}
-		return u.HA1MD5, u.HA1MD5 != ""
-	}
-	switch res := st.auth.Verify(string(req.Method), &creds, lookup); res {
-	case digest.OK:
-	case digest.Stale:
-		return r.challenge(req, st, true)
-	case digest.Replay, digest.WrongRealm, digest.UnsupportedAlgorithm:
-		// Not a guess at the password: ask again with a fresh nonce.
-		return r.challenge(req, st, false)
-	case digest.Malformed:
-		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
-	default: // BadResponse, UnknownUser
-		r.authFailed(srcIP, aor, res.String())
-		return reply(req, sip.StatusForbidden, "Forbidden")
+	if res := r.verify(req, st, h.authz, aor, false); res != nil {
+		return res
 	}
 	return r.update(req, st, &h, aor, local)
 }
@@ -119,6 +84,80 @@ func scanHeaders(req *sip.Request) registerHeaders {
 	return h
 }
 
+// verify checks the credentials authz of a request for user aor; nil means
+// authenticated, otherwise the answer to send (a fresh or stale challenge,
+// 403, or 400). proxy selects 407/Proxy-Authenticate for calls.
+func (r *Registrar) verify(req *sip.Request, st *state, authz, aor string, proxy bool) *sip.Response {
+	srcIP := sourceIP(req)
+	if r.fails.blocked(srcIP) {
+		r.stats.authBlocked.Add(1)
+		return reply(req, sip.StatusForbidden, "Too Many Failed Attempts")
+	}
+	creds, err := digest.ParseCredentials(authz)
+	if err != nil {
+		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
+	}
+	// §10.3 step 4: the authenticated user must be allowed to change this
+	// AOR (or, for a call, be the caller it claims); on the box each user
+	// owns exactly its own extension.
+	if creds.Username != aor {
+		r.authFailed(srcIP, aor, "username does not match AOR")
+		return reply(req, sip.StatusForbidden, "Forbidden")
+	}
+	lookup := func(user string, alg digest.Algorithm) (string, bool) {
+		u, ok := st.users[user]
+		if !ok {
+			return "", false
+		}
+		if alg == digest.SHA256 {
+			return u.HA1SHA256, u.HA1SHA256 != ""
+		}
+		return u.HA1MD5, u.HA1MD5 != ""
+	}
+	switch res := st.auth.Verify(string(req.Method), &creds, lookup); res {
+	case digest.OK:
+	case digest.Stale:
+		return r.challenge(req, st, true, proxy)
+	case digest.Replay, digest.WrongRealm, digest.UnsupportedAlgorithm:
+		// Not a guess at the password: ask again with a fresh nonce.
+		return r.challenge(req, st, false, proxy)
+	case digest.Malformed:
+		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
+	default: // BadResponse, UnknownUser
+		r.authFailed(srcIP, aor, res.String())
+		return reply(req, sip.StatusForbidden, "Forbidden")
+	}
+	return nil
+}
+
+// AuthorizeCall authenticates a call from a local user (RFC 3261 §22.3:
+// 407 with Proxy-Authenticate, answered with Proxy-Authorization). It
+// returns the caller's extension, or the response to send instead. The
+// caller must authenticate as the user in its From header, so a phone
+// cannot call as someone else; failures count against the source like
+// failed registrations.
+func (r *Registrar) AuthorizeCall(req *sip.Request) (string, *sip.Response) {
+	st := r.st.Load()
+	from := req.From()
+	if from == nil || from.Address.User == "" {
+		return "", reply(req, sip.StatusBadRequest, "From has no user part")
+	}
+	var authz string
+	for _, h := range req.Headers() {
+		if strings.EqualFold(h.Name(), "Proxy-Authorization") {
+			authz = h.Value()
+			break
+		}
+	}
+	if authz == "" {
+		return "", r.challenge(req, st, false, true)
+	}
+	if res := r.verify(req, st, authz, from.Address.User, true); res != nil {
+		return "", res
+	}
+	return from.Address.User, nil
+}
+
 func (r *Registrar) authFailed(ip, aor, why string) {
 	r.stats.authFailures.Add(1)
 	if r.fails.fail(ip) {
@@ -129,11 +168,17 @@ func (r *Registrar) authFailed(ip, aor, why string) {
 	}
 }
 
-func (r *Registrar) challenge(req *sip.Request, st *state, stale bool) *sip.Response {
+// challenge answers 401 with WWW-Authenticate, or for a call (proxy) 407
+// with Proxy-Authenticate.
+func (r *Registrar) challenge(req *sip.Request, st *state, stale, proxy bool) *sip.Response {
 	r.stats.challenges.Add(1)
-	res := reply(req, sip.StatusUnauthorized, "Unauthorized")
+	code, reason, hdr := sip.StatusUnauthorized, "Unauthorized", "WWW-Authenticate"
+	if proxy {
+		code, reason, hdr = sip.StatusProxyAuthRequired, "Proxy Authentication Required", "Proxy-Authenticate"
+	}
+	res := reply(req, code, reason)
 	for _, c := range st.auth.Challenges(stale) {
-		res.AppendHeader(sip.NewHeader("WWW-Authenticate", c))
+		res.AppendHeader(sip.NewHeader(hdr, c))
 	}
 	return res
 }

@@ -484,3 +484,57 @@ func TestNonceFromBeforeRestartIsStale(t *testing.T) {
 		t.Fatal("a stale nonce counted as a failed authentication")
 	}
 }
+
+func inviteFrom(t *testing.T, from, proxyAuthz string) *sip.Request {
+	t.Helper()
+	m := "INVITE sip:1002@" + realm + " SIP/2.0\r\nVia: SIP/2.0/UDP 198.18.0.10:5060;branch=z9hG4bKinv\r\nMax-Forwards: 70\r\n" +
+		"From: <sip:" + from + "@" + realm + ">;tag=f\r\nTo: <sip:1002@" + realm + ">\r\nCall-ID: inv-1\r\nCSeq: 1 INVITE\r\n"
+	if proxyAuthz != "" {
+		m += "Proxy-Authorization: " + proxyAuthz + "\r\n"
+	}
+	parsed, err := sip.ParseMessage([]byte(m + "Content-Length: 0\r\n\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := parsed.(*sip.Request)
+	req.SetSource("198.18.0.10:5060")
+	return req
+}
+
+// answerProxy computes Proxy-Authorization for an INVITE's 407.
+func answerProxy(t *testing.T, res *sip.Response, user, password string) string {
+	t.Helper()
+	ch, err := icdigest.ParseChallenge(res.GetHeader("Proxy-Authenticate").Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := icdigest.Digest(ch, icdigest.Options{Method: "INVITE", URI: "sip:1002@" + realm, Username: user, Password: password, Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr.String()
+}
+
+func TestAuthorizeCall(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	_, res := r.AuthorizeCall(inviteFrom(t, "1001", ""))
+	if res == nil || res.StatusCode != 407 || res.GetHeader("Proxy-Authenticate") == nil {
+		t.Fatalf("no credentials: %v", res)
+	}
+	user, ok := r.AuthorizeCall(inviteFrom(t, "1001", answerProxy(t, res, "1001", "pw1001")))
+	if ok != nil || user != "1001" {
+		t.Fatalf("right credentials: %q %v", user, ok)
+	}
+	// 1002's credentials cannot place a call as 1001.
+	_, res2 := r.AuthorizeCall(inviteFrom(t, "1001", ""))
+	if _, bad := r.AuthorizeCall(inviteFrom(t, "1001", answerProxy(t, res2, "1002", "pw1002"))); bad == nil || bad.StatusCode != 403 {
+		t.Fatalf("spoofed From: %v", bad)
+	}
+	_, res3 := r.AuthorizeCall(inviteFrom(t, "1001", ""))
+	if _, bad := r.AuthorizeCall(inviteFrom(t, "1001", answerProxy(t, res3, "1001", "guess"))); bad == nil || bad.StatusCode != 403 {
+		t.Fatalf("wrong password: %v", bad)
+	}
+	if st := r.Stats(); st.AuthFailures != 2 {
+		t.Fatalf("auth failures %d, want 2", st.AuthFailures)
+	}
+}
