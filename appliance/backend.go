@@ -148,3 +148,13 @@ func (a *App) Route(_ context.Context, number string) api.RouteResult {
 		Explain: ex.Explain, Targets: ex.Targets,
 	}
 }
+
+func (a *App) Calls(context.Context) []api.Call {
+	calls := a.gw.Calls()
+	out := make([]api.Call, 0, len(calls))
+	for _, c := range calls {
+		out = append(out, api.Call{ID: c.ID, From: c.From, To: c.To, Target: c.Target, Route: string(c.Route),
+			State: c.State, Started: c.Started.UTC(), Answered: c.Answered.UTC()})
+	}
+	return out
+}

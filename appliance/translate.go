@@ -42,8 +42,9 @@ func gatewayConfig(d *config.Document, build string) (gateway.Config, error) {
 	}
 	cfg.Registrar = reg
 	cfg.Dialplan = dialplanConfig(d)
+	cfg.Mode = dialplan.Mode(mode(d))
 	for _, g := range d.PSTN.Gateways {
-		cfg.PSTNGateways = append(cfg.PSTNGateways, g.EffectiveTransport()+":"+g.Target+" ("+g.Name+")")
+		cfg.PSTN = append(cfg.PSTN, gateway.PSTNGateway{Name: g.Name, Target: g.EffectiveTransport() + ":" + g.Target})
 	}
 	for _, t := range d.HQ.Targets {
 		cfg.HQ = append(cfg.HQ, d.HQ.EffectiveTransport()+":"+t)

@@ -31,7 +31,9 @@ func (s *Server) Route(number string, mode dialplan.Mode) RouteExplanation {
 			ex.Targets = append(ex.Targets, b.Contact+" via "+b.Source)
 		}
 	case dialplan.RoutePSTN:
-		ex.Targets = append(ex.Targets, cfg.PSTNGateways...)
+		for _, g := range cfg.PSTN {
+			ex.Targets = append(ex.Targets, g.Target+" ("+g.Name+")")
+		}
 	case dialplan.RouteHQ:
 		ex.Targets = append(ex.Targets, cfg.HQ...)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
 )
@@ -37,13 +38,26 @@ type Config struct {
 	ServerName string
 	Registrar  registrar.Config
 	Dialplan   dialplan.Config
-	// Where each route leads, for explaining decisions (outpostctl route).
-	PSTNGateways []string // "udp:198.18.3.2:5060", in order of preference
-	HQ           []string // static HQ targets, or "domain hq.example.com (RFC 3263)"
+	// Mode is the operating mode calls are routed in (the appliance's mode
+	// logic sets it; a change applies to the next call).
+	Mode dialplan.Mode
+	// PSTN gateways in order of preference.
+	PSTN []PSTNGateway
+	// HQ describes the HQ targets for explanations (outpostctl route):
+	// static targets, or "domain hq.example.com (RFC 3263)".
+	HQ []string
+	// Calls tunes the B2BUA (ring and attempt timeouts).
+	Calls b2bua.Config
+}
+
+// PSTNGateway is one local PSTN gateway.
+type PSTNGateway struct {
+	Name   string
+	Target string // "udp:198.18.3.2:5060"
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.
-const allow = "REGISTER, OPTIONS"
+const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER"
 
 // Server is the running SIP side.
 type Server struct {
@@ -53,6 +67,8 @@ type Server struct {
 	reg  *registrar.Registrar
 	fp   *fastPath
 	plan atomic.Pointer[dialplan.Plan]
+	mode atomic.Value // dialplan.Mode
+	b2b  *b2bua.B2BUA
 
 	mu        sync.Mutex
 	cfg       Config
@@ -116,9 +132,17 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	s.plan.Store(plan)
+	s.mode.Store(cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
+		ua.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	srv.OnRegister(s.onRegister)
 	srv.OnOptions(s.onOptions)
+	srv.OnInvite(s.onInvite)
+	srv.OnAck(s.b2b.OnAck)
+	srv.OnBye(s.b2b.OnBye)
 	srv.OnNoRoute(s.onNoRoute)
 
 	bound, err := bindAll(cfg, nil)
@@ -265,6 +289,9 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
+	if err := s.b2b.Reconfigure(cfg.b2buaConfig()); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	next, err := bindAll(cfg, s.listeners)
 	if err != nil {
 		return err
@@ -292,6 +319,7 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	s.listeners = next
 	s.fp.setSockets(next)
 	s.plan.Store(plan) // the next call uses the new plan; calls in progress keep theirs
+	s.mode.Store(cfg.Mode)
 	s.cfg = cfg
 	return nil
 }

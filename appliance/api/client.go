@@ -149,3 +149,7 @@ func (c *Client) Rollback(ctx context.Context, version int64) (r ApplyResult, er
 func (c *Client) Route(ctx context.Context, number string) (r RouteResult, err error) {
 	return r, c.Do(ctx, http.MethodGet, "/api/v1/route/"+url.PathEscape(number), nil, nil, &r)
 }
+
+func (c *Client) Calls(ctx context.Context) (cs []Call, err error) {
+	return cs, c.Do(ctx, http.MethodGet, "/api/v1/calls", nil, nil, &cs)
+}

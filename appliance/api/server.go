@@ -25,6 +25,7 @@ type Backend interface {
 	Apply(ctx context.Context, doc []byte, source string, ifMatch int64, dryRun bool) (ApplyResult, error)
 	Rollback(ctx context.Context, version int64) (ApplyResult, error)
 	Route(ctx context.Context, number string) RouteResult
+	Calls(ctx context.Context) []Call
 }
 
 // Errors the Backend returns, mapped to HTTP statuses.
@@ -65,6 +66,9 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 	})
 	mux.HandleFunc("GET /api/v1/registrations", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Registrations(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/calls", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Calls(r.Context()))
 	})
 	mux.HandleFunc("GET /api/v1/route/{number}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Route(r.Context(), r.PathValue("number")))

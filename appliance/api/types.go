@@ -101,3 +101,15 @@ type RouteResult struct {
 	Explain    string   `json:"explain"`
 	Targets    []string `json:"targets"` // where it would go, in order of trial
 }
+
+// Call is one call in progress, GET /api/v1/calls.
+type Call struct {
+	ID       string    `json:"id"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`     // as dialled
+	Target   string    `json:"target"` // after the dial plan
+	Route    string    `json:"route"`
+	State    string    `json:"state"`
+	Started  time.Time `json:"started"`
+	Answered time.Time `json:"answered,omitzero"`
+}

@@ -26,6 +26,7 @@ const usage = `usage: outpostctl [--socket PATH | --server https://HOST:PORT --c
 verbs:
   status                         mode, config version, listeners, registrar counters
   registrations                  registered contacts
+  calls                          calls in progress
   route NUMBER                   which dial-plan rule a call to NUMBER takes, and where it would go now
   config get [--version N]       the running (or a stored) document, secrets redacted
   config apply FILE [--dry-run] [--if-match N]
@@ -132,6 +133,17 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			fmt.Fprintln(w, "AOR\tCONTACT\tSOURCE\tEXPIRES IN\tUSER AGENT")
 			for _, r := range rs {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%ds\t%s\n", r.AOR, r.Contact, r.Source, r.ExpiresInS, r.UserAgent)
+			}
+		})
+	case "calls":
+		cs, err := c.cl.Calls(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(cs, func(w *tabwriter.Writer) {
+			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED")
+			for _, x := range cs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.From, x.To, x.Route, x.Target, x.State, x.Started.Local().Format(time.TimeOnly))
 			}
 		})
 	case "route":

@@ -166,6 +166,7 @@ func (f *fakeBox) Rollback(context.Context, int64) (api.ApplyResult, error) {
 	return api.ApplyResult{}, api.ErrNotFound
 }
 func (f *fakeBox) Route(context.Context, string) api.RouteResult { return api.RouteResult{} }
+func (f *fakeBox) Calls(context.Context) []api.Call              { return nil }
 
 // boxHandler is the real API handler over f, without metrics.
 func boxHandler(f *fakeBox) http.Handler {

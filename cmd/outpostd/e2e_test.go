@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,7 +111,7 @@ func startDaemon(t *testing.T, dir, cfg string) *daemon {
 			<-d.done
 		}
 		if t.Failed() {
-			t.Logf("outpostd log (last 4 KiB):\n%s", tail(logBuf.String(), 4096))
+			t.Logf("outpostd log (last 16 KiB):\n%s", tail(logBuf.String(), 16384))
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -267,10 +268,14 @@ func sipp(t *testing.T, scenario, target, csv string, calls, rate int, extra ...
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{target, "-sf", sf, "-inf", csv,
-		"-i", "127.0.0.1", "-p", "0", "-m", fmt.Sprint(calls), "-r", fmt.Sprint(rate), "-l", "2000",
+	port := []string{"-p", "0"}
+	if slices.Contains(extra, "-p") {
+		port = nil // the caller binds a known port
+	}
+	args := append([]string{target, "-sf", sf, "-inf", csv, "-i", "127.0.0.1"}, port...)
+	args = append(args, "-m", fmt.Sprint(calls), "-r", fmt.Sprint(rate), "-l", "2000",
 		"-nostdin", "-recv_timeout", "10000", "-timeout", "120", "-timeout_error", "-trace_err",
-		"-error_file", filepath.Join(work, "err.log"), "-max_recv_loops", "100000"}
+		"-error_file", filepath.Join(work, "err.log"), "-max_recv_loops", "100000")
 	args = append(args, extra...)
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
 	defer cancel()
