@@ -46,8 +46,12 @@
 // copy it. Requests go to the binding's source address (NAT) and in-dialog
 // requests to the source of the peer's response (DialogUA.RewriteContact).
 //
+// Authentication is the gateway's: it only hands this package INVITEs from
+// local users who answered a 407 challenge (registrar.AuthorizeCall).
+// Reconfigure applies to the next call; calls in progress keep theirs.
+//
 // Not yet done in this slice:
-//   - digest authentication of INVITEs (the caller is trusted);
+//   - inbound calls from the PSTN gateways (DID routing);
 //   - the HQ route (RFC 3263 targets and failover): answered 503 for now;
 //   - survivable-mode voicemail forwarding on no answer / unreachable;
 //   - following 3xx redirects (a fork's 3xx counts as 480),
