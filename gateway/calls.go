@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net"
 	"strings"
 
 	"github.com/emiago/sipgo/sip"
@@ -10,14 +11,26 @@ import (
 	"github.com/outpost/outpost/gateway/registrar"
 )
 
-// onInvite admits a new call: only local users who authenticate as the
-// caller in their From header may place calls (the PSTN is reachable from
-// here, so an open INVITE would be toll fraud). Authenticated calls go to
-// the B2BUA. Inbound calls from the PSTN gateways come with the survivable
-// mode issue (DID routing).
+// onInvite admits a new call. A call from a configured PSTN gateway (by
+// source address: a gateway trunk does not answer digest challenges) is an
+// inbound call: its Request-URI is a DID, routed by the inbound rules to a
+// local user. Any other caller must be a local user who authenticates as
+// the user in its From header (the PSTN is reachable from here, so an open
+// INVITE would be toll fraud); its call is routed by the dial plan.
 func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	if to := req.To(); to != nil && to.Params.Has("tag") {
 		s.b2b.OnInvite(req, tx) // in-dialog: the B2BUA answers (re-INVITE not yet supported)
+		return
+	}
+	if s.fromPSTN(req) {
+		did := req.Recipient.User
+		ext, rule, ok := s.plan.Load().InboundDID(did)
+		if !ok {
+			s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusNotFound, "Not Found", nil))
+			return
+		}
+		s.b2b.OnInboundInvite(req, tx, dialplan.Decision{Number: did, Target: ext, Route: dialplan.RouteLocal,
+			Rule: "inbound", RuleIndex: rule, Explain: "inbound DID " + did + " -> " + ext})
 		return
 	}
 	if _, res := s.reg.AuthorizeCall(req); res != nil {
@@ -61,4 +74,22 @@ type router struct{ s *Server }
 func (r router) Outbound(number string) (dialplan.Decision, bool) {
 	mode, _ := r.s.mode.Load().(dialplan.Mode)
 	return r.s.plan.Load().Outbound(number, mode)
+}
+
+// fromPSTN reports whether req came from the address of a configured PSTN
+// gateway.
+func (s *Server) fromPSTN(req *sip.Request) bool {
+	src, _, err := net.SplitHostPort(req.Source())
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.cfg.PSTN {
+		_, hostPort, _ := strings.Cut(g.Target, ":")
+		if host, _, err := net.SplitHostPort(hostPort); err == nil && host == src {
+			return true
+		}
+	}
+	return false
 }

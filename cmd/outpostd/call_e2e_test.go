@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,54 +23,94 @@ func TestLocalCallWithSIPp(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	udp := d.listener("udp")
 
-	// The callee's port: registered by one SIPp run, answered by the next.
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	calleePort := strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port)
-	pc.Close()
-	callee := filepath.Join(t.TempDir(), "callee.csv")
-	if err := os.WriteFile(callee, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := sipp(t, "reg_auth.xml", udp, callee, 1, 10, "-p", calleePort); err != nil {
-		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
-	}
-
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	sf, _ := filepath.Abs("testdata/sipp/uas_answer.xml")
-	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", "127.0.0.1", "-p", calleePort, "-m", "1",
-		"-nostdin", "-timeout", "50", "-timeout_error")
-	uas.Dir = t.TempDir()
-	var uasOut syncBuffer
-	uas.Stdout, uas.Stderr = &uasOut, &uasOut
-	if err := uas.Start(); err != nil {
-		t.Fatal(err)
-	}
-	uasDone := make(chan error, 1)
-	go func() { uasDone <- uas.Wait() }()
-
+	answered := answeringPhone(t, udp, "user0001", "pw0001")
 	caller := filepath.Join(t.TempDir(), "caller.csv")
 	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := sipp(t, "uac_call.xml", udp, caller, 1, 1)
 	if err != nil {
-		t.Fatalf("caller: %v\n%s\n--- callee ---\n%s", err, tail(out, 3000), tail(uasOut.String(), 2000))
+		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
 	}
 	// The call is over on both sides: none is left in progress.
 	if calls, err := d.api.Calls(t.Context()); err != nil || len(calls) != 0 {
 		t.Fatalf("calls after hang-up: %v %+v", err, calls)
 	}
-	select {
-	case err := <-uasDone:
-		if err != nil {
-			t.Fatalf("callee SIPp: %v\n%s", err, tail(uasOut.String(), 3000))
+	answered()
+	d.stop()
+}
+
+// answeringPhone registers user from a SIPp run bound to a fresh port, then
+// starts a SIPp that answers one call on that port. The returned function
+// waits for that call to have completed successfully.
+func answeringPhone(t *testing.T, registrar, user, password string) func() {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port)
+	pc.Close()
+	csv := filepath.Join(t.TempDir(), "callee.csv")
+	if err := os.WriteFile(csv, []byte("SEQUENTIAL\n"+user+";[authentication username="+user+" password="+password+"];3600\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "reg_auth.xml", registrar, csv, 1, 10, "-p", port); err != nil {
+		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	sf, _ := filepath.Abs("testdata/sipp/uas_answer.xml")
+	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", "127.0.0.1", "-p", port, "-m", "1",
+		"-nostdin", "-timeout", "50", "-timeout_error")
+	uas.Dir = t.TempDir()
+	out := &syncBuffer{}
+	uas.Stdout, uas.Stderr = out, out
+	if err := uas.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- uas.Wait() }()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() {
+		t.Helper()
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			if err != nil {
+				t.Fatalf("callee SIPp: %v\n%s", err, tail(out.String(), 3000))
+			}
+		case <-ctx.Done():
+			t.Fatal("callee SIPp did not finish")
 		}
-	case <-ctx.Done():
-		t.Fatal("callee SIPp did not finish")
+	}
+}
+
+// TestInboundDIDCall: the PSTN gateway (trusted by its address, no digest)
+// calls a DID; the inbound rules route it to the user who owns it.
+func TestInboundDIDCall(t *testing.T) {
+	needSIPp(t)
+	const gw = "127.0.0.77" // the PSTN gateway stand-in's own loopback address
+	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
+		m["users"].([]map[string]any)[1]["did"] = "+78435550001"
+		m["inbound"] = []map[string]any{{"match": `^\+7843555(\d{4})$`, "to": "user$1"}}
+		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw + ":5060"}}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	udp := d.listener("udp")
+	answered := answeringPhone(t, udp, "user0001", "pw0001")
+
+	caller := filepath.Join(t.TempDir(), "pstn.csv")
+	if err := os.WriteFile(caller, []byte("SEQUENTIAL\n+74950000000;;;+78435550001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1, "-i", gw, "-p", "0"); err != nil {
+		t.Fatalf("inbound call: %v\n%s", err, tail(out, 3000))
+	}
+	answered()
+	// The same INVITE from anywhere else is a local caller: challenged, not routed.
+	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1); err == nil || !strings.Contains(out, "407 Proxy Authentication Required") {
+		t.Fatalf("an unauthenticated INVITE from a non-gateway address was not challenged: %v\n%s", err, tail(out, 2000))
 	}
 	d.stop()
 }

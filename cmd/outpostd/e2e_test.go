@@ -270,9 +270,12 @@ func sipp(t *testing.T, scenario, target, csv string, calls, rate int, extra ...
 	}
 	port := []string{"-p", "0"}
 	if slices.Contains(extra, "-p") {
-		port = nil // the caller binds a known port
+		port = nil // the caller binds a known port (or address, with -i)
 	}
-	args := append([]string{target, "-sf", sf, "-inf", csv, "-i", "127.0.0.1"}, port...)
+	if !slices.Contains(extra, "-i") {
+		port = append(port, "-i", "127.0.0.1")
+	}
+	args := append([]string{target, "-sf", sf, "-inf", csv}, port...)
 	args = append(args, "-m", fmt.Sprint(calls), "-r", fmt.Sprint(rate), "-l", "2000",
 		"-nostdin", "-recv_timeout", "10000", "-timeout", "120", "-timeout_error", "-trace_err",
 		"-error_file", filepath.Join(work, "err.log"), "-max_recv_loops", "100000")

@@ -238,6 +238,17 @@ func respond(tx sip.ServerTransaction, req *sip.Request, code int, reason string
 // leg has its final response (and, for a 2xx, its ACK) and every B leg of
 // the call has ended or been answered. Re-INVITEs are refused with 488.
 func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
+	b.handleInvite(req, tx, b.router.Outbound)
+}
+
+// OnInboundInvite handles an initial INVITE that the gateway has already
+// routed: a call from a PSTN gateway to a DID, resolved to an extension by
+// the inbound rules. Otherwise it behaves as OnInvite.
+func (b *B2BUA) OnInboundInvite(req *sip.Request, tx sip.ServerTransaction, d dialplan.Decision) {
+	b.handleInvite(req, tx, func(string) (dialplan.Decision, bool) { return d, true })
+}
+
+func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route func(number string) (dialplan.Decision, bool)) {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	if to := req.To(); to != nil && to.Params.Has("tag") {
@@ -268,7 +279,7 @@ func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	number := req.Recipient.User
-	d, ok := b.router.Outbound(number)
+	d, ok := route(number)
 	if !ok || d.Route == "" {
 		_ = a.Respond(404, "Not Found", nil)
 		return

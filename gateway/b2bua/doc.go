@@ -50,8 +50,10 @@
 // local users who answered a 407 challenge (registrar.AuthorizeCall).
 // Reconfigure applies to the next call; calls in progress keep theirs.
 //
+// Calls from the PSTN gateways arrive already routed (OnInboundInvite):
+// the gateway resolves the DID to an extension with the inbound rules.
+//
 // Not yet done in this slice:
-//   - inbound calls from the PSTN gateways (DID routing);
 //   - the HQ route (RFC 3263 targets and failover): answered 503 for now;
 //   - survivable-mode voicemail forwarding on no answer / unreachable;
 //   - following 3xx redirects (a fork's 3xx counts as 480),
