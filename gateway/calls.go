@@ -43,13 +43,30 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // Calls returns the calls in progress.
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
-func (c Config) b2buaConfig() b2bua.Config {
+func (c Config) b2buaConfig(hq *hqTrunk) b2bua.Config {
 	bc := c.Calls
 	bc.PSTNGateways = nil
 	for _, g := range c.PSTN {
 		bc.PSTNGateways = append(bc.PSTNGateways, g.Target)
 	}
+	bc.HQ = nil
+	if hq != nil {
+		bc.HQ = hq
+	}
 	return bc
+}
+
+// nextHQ is the HQ trunk for cfg: the current one when its section is
+// unchanged (keeping DNS cache and health), a new one otherwise. Called
+// with s.mu held or before the server runs.
+func (s *Server) nextHQ(cfg Config) (*hqTrunk, error) {
+	if cfg.HQTrunk == nil {
+		return nil, nil
+	}
+	if s.hq != nil && s.hq.same(*cfg.HQTrunk) {
+		return s.hq, nil
+	}
+	return newHQTrunk(*cfg.HQTrunk)
 }
 
 // locator hands the B2BUA the registrar's live bindings.

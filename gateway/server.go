@@ -48,6 +48,8 @@ type Config struct {
 	HQ []string
 	// Calls tunes the B2BUA (ring and attempt timeouts).
 	Calls b2bua.Config
+	// HQTrunk, when set, is where route "hq" goes.
+	HQTrunk *HQConfig
 }
 
 // PSTNGateway is one local PSTN gateway.
@@ -69,6 +71,7 @@ type Server struct {
 	plan atomic.Pointer[dialplan.Plan]
 	mode atomic.Value // dialplan.Mode
 	b2b  *b2bua.B2BUA
+	hq   *hqTrunk // nil = no HQ; replaced only when the hq section changes
 
 	mu        sync.Mutex
 	cfg       Config
@@ -134,7 +137,11 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.plan.Store(plan)
 	s.mode.Store(cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.hq, err = s.nextHQ(cfg); err != nil {
+		ua.Close()
+		return nil, err
+	}
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -289,7 +296,11 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	if err := s.b2b.Reconfigure(cfg.b2buaConfig()); err != nil {
+	hq, err := s.nextHQ(cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.b2b.Reconfigure(cfg.b2buaConfig(hq)); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	next, err := bindAll(cfg, s.listeners)
@@ -320,6 +331,7 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	s.fp.setSockets(next)
 	s.plan.Store(plan) // the next call uses the new plan; calls in progress keep theirs
 	s.mode.Store(cfg.Mode)
+	s.hq = hq
 	s.cfg = cfg
 	return nil
 }

@@ -114,3 +114,58 @@ func TestInboundDIDCall(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestHQCallFailover: a call to an HQ extension tries the HQ targets in
+// order; the first never answers (no response within the attempt time),
+// the second (a SIPp stand-in for the HQ softswitch) answers.
+func TestHQCallFailover(t *testing.T) {
+	needSIPp(t)
+	const hq = "127.0.0.88"
+	dead, err := net.ListenPacket("udp", "127.0.0.1:0") // bound but silent: a black hole
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "hq", "match": `^2\d{3}$`, "route": "hq"}}
+		m["hq"] = map[string]any{"targets": []string{dead.LocalAddr().String(), hq + ":5060"}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	udp := d.listener("udp")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	sf, _ := filepath.Abs("testdata/sipp/uas_answer.xml")
+	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", hq, "-p", "5060", "-m", "1", "-nostdin", "-timeout", "50", "-timeout_error")
+	uas.Dir = t.TempDir()
+	uasOut := &syncBuffer{}
+	uas.Stdout, uas.Stderr = uasOut, uasOut
+	if err := uas.Start(); err != nil {
+		t.Fatal(err)
+	}
+	uasDone := make(chan error, 1)
+	go func() { uasDone <- uas.Wait() }()
+
+	caller := filepath.Join(t.TempDir(), "caller.csv")
+	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;2001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "uac_call.xml", udp, caller, 1, 1); err != nil {
+		t.Fatalf("call to HQ: %v\n%s\n--- hq ---\n%s", err, tail(out, 3000), tail(uasOut.String(), 2000))
+	}
+	select {
+	case err := <-uasDone:
+		if err != nil {
+			t.Fatalf("HQ SIPp: %v\n%s", err, tail(uasOut.String(), 3000))
+		}
+	case <-ctx.Done():
+		t.Fatal("HQ SIPp did not finish")
+	}
+	// The silent target saw the INVITE first (and is now blocked for a while).
+	buf := make([]byte, 4096)
+	dead.SetReadDeadline(time.Now().Add(time.Second))
+	if n, _, err := dead.ReadFrom(buf); err != nil || !strings.HasPrefix(string(buf[:n]), "INVITE sip:2001@") {
+		t.Fatalf("first HQ target: %v %q", err, buf[:min(n, 60)])
+	}
+	d.stop()
+}

@@ -39,6 +39,14 @@ type Router interface {
 
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN calls.
+// Trunk is the HQ pool: the targets to try for a call, in order (RFC 3263
+// resolution and health ordering are the trunk's business), and the
+// outcome of each attempt (passive health).
+type Trunk interface {
+	Targets(ctx context.Context) ([]string, error) // "udp:198.18.1.10:5060"
+	Report(target string, status int, err error)   // status 0 = no final response
+}
+
 type Config struct {
 	// PSTNGateways are tried in order: "udp:198.18.3.2:5060",
 	// "tcp:host:port" or plain "host:port" (udp).
@@ -55,6 +63,8 @@ type Config struct {
 	// LocalAddr is the UDP listener ("ip:port") that B-leg requests leave
 	// from. "" = the listener the A-leg INVITE arrived on.
 	LocalAddr string
+	// HQ is the HQ pool for route "hq"; nil = calls to HQ get 503.
+	HQ Trunk
 }
 
 const (
@@ -285,8 +295,8 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		return
 	}
 
-	if d.Route == dialplan.RouteHQ || d.Route == dialplan.RoutePSTN && len(set.gateways) == 0 {
-		_ = a.Respond(503, "Service Unavailable", nil) // HQ route: not in this slice
+	if d.Route == dialplan.RouteHQ && set.cfg.HQ == nil || d.Route == dialplan.RoutePSTN && len(set.gateways) == 0 {
+		_ = a.Respond(503, "Service Unavailable", nil) // no trunk for this route
 		return
 	}
 	c := newCall(b, set, dua, a, req, d, arrived, laddr, contact)

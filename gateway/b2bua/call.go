@@ -34,6 +34,7 @@ type target struct {
 	user      string  // To user
 	transport string  // "UDP" / "TCP"
 	dest      string  // host:port to send to; "" = from the URI
+	trunk     string  // the HQ target name to report outcomes for; "" = none
 }
 
 // leg is one B leg (one INVITE client transaction and its dialog).
@@ -144,6 +145,24 @@ func (c *call) targets() ([]target, error) {
 			ts = append(ts, target{uri: u, user: c.d.Target, transport: g.transport, dest: g.hostport})
 		}
 		return ts, nil
+	case dialplan.RouteHQ:
+		ctx, cancel := context.WithTimeout(c.ring, c.set.cfg.AttemptTimeout)
+		defer cancel()
+		names, err := c.set.cfg.HQ.Targets(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("hq targets: %w", err)
+		}
+		ts := make([]target, 0, len(names))
+		for _, n := range names {
+			g, err := parseGateway(n)
+			if err != nil {
+				c.b.log.Warn("b2bua: bad hq target", "target", n, "err", err)
+				continue
+			}
+			u := sip.Uri{Scheme: "sip", User: c.d.Target, Host: g.host, Port: g.port}
+			ts = append(ts, target{uri: u, user: c.d.Target, transport: g.transport, dest: g.hostport, trunk: n})
+		}
+		return ts, nil
 	}
 	return nil, fmt.Errorf("route %q not supported", c.d.Route)
 }
@@ -152,11 +171,16 @@ func (c *call) targets() ([]target, error) {
 // leg is finished or answered. It reports whether the call is up.
 func (c *call) run() bool {
 	ts, err := c.targets()
-	if err != nil || len(ts) == 0 {
+	if err != nil {
+		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
+		_ = c.a.Respond(503, "Service Unavailable", nil)
+		return false
+	}
+	if len(ts) == 0 {
 		_ = c.a.Respond(480, "Temporarily Unavailable", nil)
 		return false
 	}
-	sequential := c.d.Route == dialplan.RoutePSTN
+	sequential := c.d.Route != dialplan.RouteLocal // gateways and HQ targets: one after another
 
 	ctx, cancel := c.ring, c.abort
 	defer cancel(nil)
@@ -194,6 +218,13 @@ func (c *call) run() bool {
 				continue
 			}
 			pending--
+			if t := ev.leg.t.trunk; t != "" {
+				status := ev.status
+				if ev.won {
+					status = 200
+				}
+				c.set.cfg.HQ.Report(t, status, ev.err)
+			}
 			if ev.won {
 				final = true
 				ringTimer.Stop()

@@ -16,6 +16,9 @@
 //     are CANCELled. If every fork fails the A leg gets the best final
 //     response (a 6xx at once; else 486 before other 3xx-4xx, before 480,
 //     5xx, 408; 480 when no fork answered at all).
+//   - Route "hq": the targets Config.HQ (a Trunk) gives, in its order,
+//     with the same retry rule as the PSTN gateways; every attempt's
+//     outcome is reported back to the trunk (passive health).
 //   - Route "pstn": Config.PSTNGateways are tried in order with the
 //     decision's Target as Request-URI user; the next gateway is tried only
 //     when health.Retryable says so (408, 503, 504, or no response within
@@ -54,7 +57,6 @@
 // the gateway resolves the DID to an extension with the inbound rules.
 //
 // Not yet done in this slice:
-//   - the HQ route (RFC 3263 targets and failover): answered 503 for now;
 //   - survivable-mode voicemail forwarding on no answer / unreachable;
 //   - following 3xx redirects (a fork's 3xx counts as 480),
 //   - re-INVITE (refused with 488), UPDATE, REFER/transfer, INFO, PRACK
