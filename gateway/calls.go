@@ -77,7 +77,7 @@ func (l locator) Contacts(ext string) []b2bua.Contact {
 	for _, b := range l.reg.Lookup(ext) {
 		transport, addr, _ := strings.Cut(b.Source, ":")
 		var u sip.Uri
-		if err := sip.ParseUri(strings.Trim(strings.SplitN(b.Contact, ">", 2)[0], "<> "), &u); err != nil {
+		if err := sip.ParseUri(contactURI(b.Contact), &u); err != nil {
 			continue
 		}
 		out = append(out, b2bua.Contact{URI: u.String(), Transport: transport, Addr: addr})
@@ -109,4 +109,20 @@ func (s *Server) fromPSTN(req *sip.Request) bool {
 		}
 	}
 	return false
+}
+
+// contactURI is the URI of a Contact value: inside <> when present
+// (`"Alice" <sip:1002@198.18.0.20;transport=udp>;expires=60`), else up to
+// the first header parameter (RFC 3261 §20.10: without <> the URI has no
+// parameters of its own).
+func contactURI(v string) string {
+	if i := strings.IndexByte(v, '<'); i >= 0 {
+		v = v[i+1:]
+		if j := strings.IndexByte(v, '>'); j >= 0 {
+			v = v[:j]
+		}
+		return strings.TrimSpace(v)
+	}
+	v, _, _ = strings.Cut(v, ";")
+	return strings.TrimSpace(v)
 }
