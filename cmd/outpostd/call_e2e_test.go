@@ -58,9 +58,16 @@ func answeringPhone(t *testing.T, registrar, user, password string) func() {
 	if out, err := sipp(t, "reg_auth.xml", registrar, csv, 1, 10, "-p", port); err != nil {
 		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
 	}
+	return answerOne(t, "127.0.0.1", port)
+}
+
+// answerOne starts a SIPp on ip:port that answers one call; the returned
+// function waits for that call to have completed successfully.
+func answerOne(t *testing.T, ip, port string) func() {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	sf, _ := filepath.Abs("testdata/sipp/uas_answer.xml")
-	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", "127.0.0.1", "-p", port, "-m", "1",
+	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", ip, "-p", port, "-m", "1",
 		"-nostdin", "-timeout", "50", "-timeout_error")
 	uas.Dir = t.TempDir()
 	out := &syncBuffer{}
@@ -78,10 +85,10 @@ func answeringPhone(t *testing.T, registrar, user, password string) func() {
 		case err := <-done:
 			done <- err // for the cleanup
 			if err != nil {
-				t.Fatalf("callee SIPp: %v\n%s", err, tail(out.String(), 3000))
+				t.Fatalf("answering SIPp: %v\n%s", err, tail(out.String(), 3000))
 			}
 		case <-ctx.Done():
-			t.Fatal("callee SIPp did not finish")
+			t.Fatal("answering SIPp did not finish")
 		}
 	}
 }
@@ -133,34 +140,16 @@ func TestHQCallFailover(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	udp := d.listener("udp")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	sf, _ := filepath.Abs("testdata/sipp/uas_answer.xml")
-	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", hq, "-p", "5060", "-m", "1", "-nostdin", "-timeout", "50", "-timeout_error")
-	uas.Dir = t.TempDir()
-	uasOut := &syncBuffer{}
-	uas.Stdout, uas.Stderr = uasOut, uasOut
-	if err := uas.Start(); err != nil {
-		t.Fatal(err)
-	}
-	uasDone := make(chan error, 1)
-	go func() { uasDone <- uas.Wait() }()
+	answered := answerOne(t, hq, "5060")
 
 	caller := filepath.Join(t.TempDir(), "caller.csv")
 	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;2001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := sipp(t, "uac_call.xml", udp, caller, 1, 1); err != nil {
-		t.Fatalf("call to HQ: %v\n%s\n--- hq ---\n%s", err, tail(out, 3000), tail(uasOut.String(), 2000))
+		t.Fatalf("call to HQ: %v\n%s", err, tail(out, 3000))
 	}
-	select {
-	case err := <-uasDone:
-		if err != nil {
-			t.Fatalf("HQ SIPp: %v\n%s", err, tail(uasOut.String(), 3000))
-		}
-	case <-ctx.Done():
-		t.Fatal("HQ SIPp did not finish")
-	}
+	answered()
 	// The silent target saw the INVITE first (and is now blocked for a while).
 	buf := make([]byte, 4096)
 	dead.SetReadDeadline(time.Now().Add(time.Second))
