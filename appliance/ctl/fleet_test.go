@@ -3,20 +3,13 @@ package ctl
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,94 +21,59 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/appliance/pki"
 )
 
-// fleetPKI is a throwaway CA with a server certificate for 127.0.0.1 and
-// an HQ client certificate, written as PEM files to a temp dir.
+// fleetPKI is a throwaway lab CA (package pki, as outpostctl pki makes
+// it) with a box certificate for 127.0.0.1 and an HQ client certificate.
 type fleetPKI struct {
-	ca         *x509.Certificate
-	caKey      *ecdsa.PrivateKey
+	caPool     *x509.CertPool
 	caFile     string
 	serverCert tls.Certificate
 	clientCert string // files
 	clientKey  string
 }
 
-var serial atomic.Int64
-
-func newCert(t *testing.T, tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
+// newLabCA creates a CA in a temp dir and returns the dir and its pool.
+func newLabCA(t *testing.T, name string) (string, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	dir := t.TempDir()
+	if err := pki.InitCA(dir, name, 1); err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, err := os.ReadFile(filepath.Join(dir, pki.CACertFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl.SerialNumber = big.NewInt(serial.Add(1))
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(time.Hour)
-	if parent == nil {
-		parent, parentKey = tmpl, key
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		t.Fatal("CA PEM has no certificate")
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert, key, der
+	return dir, pool
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+// clientCertFiles issues an HQ client certificate from the CA in caDir.
+func clientCertFiles(t *testing.T, caDir string) (certFile, keyFile string) {
 	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte) {
-	return newCert(t, &x509.Certificate{
-		Subject:               pkix.Name{CommonName: name},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}, nil, nil)
-}
-
-// clientCertFiles issues an HQ client certificate signed by ca and writes
-// certificate and key to dir.
-func clientCertFiles(t *testing.T, dir, prefix string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (certFile, keyFile string) {
-	_, key, der := newCert(t, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "hq"},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, ca, caKey)
-	certFile, keyFile = filepath.Join(dir, prefix+"client.pem"), filepath.Join(dir, prefix+"client-key.pem")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	kder, err := x509.MarshalECPrivateKey(key)
+	certFile, keyFile, err := pki.Issue(caDir, t.TempDir(), "hq", pki.Client, nil, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
 	return certFile, keyFile
 }
 
 func newFleetPKI(t *testing.T) *fleetPKI {
 	t.Helper()
-	dir := t.TempDir()
-	p := &fleetPKI{caFile: filepath.Join(dir, "ca.pem")}
-	var caDER []byte
-	p.ca, p.caKey, caDER = newCA(t, "outpost test CA")
-	writePEM(t, p.caFile, "CERTIFICATE", caDER)
-
-	_, skey, sder := newCert(t, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "box"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, p.ca, p.caKey)
-	p.serverCert = tls.Certificate{Certificate: [][]byte{sder}, PrivateKey: skey}
-	p.clientCert, p.clientKey = clientCertFiles(t, dir, "", p.ca, p.caKey)
+	dir, pool := newLabCA(t, "outpost test CA")
+	p := &fleetPKI{caPool: pool, caFile: filepath.Join(dir, pki.CACertFile)}
+	certFile, keyFile, err := pki.Issue(dir, dir, "box", pki.Server, []string{"127.0.0.1"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.serverCert, err = tls.LoadX509KeyPair(certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	p.clientCert, p.clientKey = clientCertFiles(t, dir)
 	return p
 }
 
@@ -178,12 +136,10 @@ func boxHandler(f *fakeBox) http.Handler {
 func startBox(t *testing.T, p *fleetPKI, f *fakeBox) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(boxHandler(f))
-	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
 	srv.TLS = &tls.Config{
 		Certificates: []tls.Certificate{p.serverCert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
+		ClientCAs:    p.caPool,
 		MinVersion:   tls.VersionTLS12,
 	}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -414,11 +370,9 @@ func TestFleetPushWrongClientCA(t *testing.T) {
 	goodHost := hostOf(startBox(t, p, good))
 
 	// A box that trusts only another CA for client certificates.
-	other, otherKey, _ := newCA(t, "other CA")
+	otherDir, otherPool := newLabCA(t, "other CA")
 	srv := httptest.NewUnstartedServer(boxHandler(strict))
-	pool := x509.NewCertPool()
-	pool.AddCert(other)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.serverCert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{p.serverCert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: otherPool}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -443,8 +397,7 @@ func TestFleetPushWrongClientCA(t *testing.T) {
 	}
 
 	// And an HQ client cert from another CA against a normal box.
-	dir := t.TempDir()
-	cert, key := clientCertFiles(t, dir, "other-", other, otherKey)
+	cert, key := clientCertFiles(t, otherDir)
 	out, _, err = runFleet(t, false, "push", file, "--hosts", goodHost, "--cert", cert, "--key", key, "--ca", p.caFile)
 	if err == nil {
 		t.Error("foreign client cert: no error")
@@ -455,7 +408,7 @@ func TestFleetPushWrongClientCA(t *testing.T) {
 	}
 
 	// A box whose certificate our CA did not sign.
-	out, _, _ = runFleet(t, false, "push", file, "--hosts", goodHost, "--cert", cert, "--key", key, "--ca", filepath.Join(dir, "other-client.pem"))
+	out, _, _ = runFleet(t, false, "push", file, "--hosts", goodHost, "--cert", cert, "--key", key, "--ca", filepath.Join(otherDir, pki.CACertFile))
 	_, res = tableRows(t, out)
 	if r := res[goodHost]; !strings.Contains(r, "not signed by our CA") {
 		t.Errorf("unknown server CA: %q", r)
