@@ -70,7 +70,6 @@ func TestSRVPriorityOrder(t *testing.T) {
 		if len(ts) != 7 {
 			t.Fatalf("got %d targets: %v", len(ts), addrs(ts))
 		}
-		var prios []uint16
 		for i, tg := range ts {
 			if tg.Transport != "udp" {
 				t.Fatalf("transport %q", tg.Transport)
@@ -78,7 +77,6 @@ func TestSRVPriorityOrder(t *testing.T) {
 			if i > 0 && tg.Priority < ts[i-1].Priority {
 				t.Fatalf("priority order broken: %+v", ts)
 			}
-			prios = append(prios, tg.Priority)
 		}
 		if ts[0].Host != "e.hq.test" || ts[0].Addr.String() != "192.0.2.5:5090" || ts[0].Weight != 1 {
 			t.Fatalf("first target %+v", ts[0])
@@ -513,11 +511,9 @@ func TestNXDOMAINIsNotStale(t *testing.T) {
 func TestTruncatedRetriedOverTCP(t *testing.T) {
 	d := startDNS(t)
 	d.truncOver.Store(5)
-	var want []string
 	for i := range 40 {
 		h := fmt.Sprintf("sip%02d.hq.test.", i)
 		d.add(fmt.Sprintf("%s 60 IN SRV 10 0 5060 %s", srvUDP, h), fmt.Sprintf("%s 60 IN A 192.0.2.%d", h, i+1))
-		want = append(want, fmt.Sprintf("192.0.2.%d:5060", i+1))
 	}
 	r := newResolver(t, Config{Domain: "hq.test", Servers: []string{d.addr}})
 	ts := resolve(t, r)
