@@ -579,11 +579,7 @@ func (v *validator) management() {
 	m := v.d.Management
 	if m.Listen != "" {
 		// Port 0 binds any free port (reported by status), as sip.listen allows.
-		check := m.Listen
-		if strings.HasSuffix(check, ":0") {
-			check = strings.TrimSuffix(check, "0") + "1"
-		}
-		if msg := hostPortProblem(check, true, true); msg != "" {
+		if msg := addrProblem(m.Listen, true, true, 0); msg != "" {
 			v.add("management.listen", "bad listen address %q: %s", m.Listen, msg)
 		}
 	}
@@ -744,11 +740,17 @@ func ifnameProblem(n string) string {
 // hostPortProblem checks "host:port" (port 1..65535; host an IP literal,
 // IPv6 in brackets, or a DNS name unless ipOnly; empty only if emptyOK).
 func hostPortProblem(s string, ipOnly, emptyOK bool) string {
+	return addrProblem(s, ipOnly, emptyOK, 1)
+}
+
+// addrProblem is hostPortProblem with the lowest acceptable port given: 0
+// for a listen address, where it means any free port.
+func addrProblem(s string, ipOnly, emptyOK bool, minPort int) string {
 	host, port, err := splitHostPort(s)
 	if err != "" {
 		return err
 	}
-	if port < 1 || port > 65535 {
+	if port < minPort || port > 65535 {
 		return "port out of range"
 	}
 	if host == "" {
