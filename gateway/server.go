@@ -80,7 +80,6 @@ type Server struct {
 }
 
 type listener struct {
-	spec  Listen
 	bound string // "udp:127.0.0.1:40211"
 	pc    net.PacketConn
 	ln    net.Listener
@@ -222,13 +221,13 @@ func bind(sp Listen, cfg Config) (*listener, error) {
 			rbuf = 4 << 20
 		}
 		setReadBuffer(pc, rbuf)
-		return &listener{spec: sp, pc: pc, bound: "udp:" + pc.LocalAddr().String()}, nil
+		return &listener{pc: pc, bound: "udp:" + pc.LocalAddr().String()}, nil
 	case "tcp":
 		ln, err := lc.Listen(context.Background(), "tcp", sp.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
 		}
-		return &listener{spec: sp, ln: newLimitedListener(ln, cfg.tcpIdle()), bound: "tcp:" + ln.Addr().String()}, nil
+		return &listener{ln: newLimitedListener(ln, cfg.tcpIdle()), bound: "tcp:" + ln.Addr().String()}, nil
 	default:
 		return nil, fmt.Errorf("gateway: listen %s: unsupported transport %q", sp, sp.Transport)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,7 +111,7 @@ func (r *Registrar) Reconfigure(_ context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if old.cfg.Realm == cfg.Realm && slicesEqual(old.cfg.algorithms(), cfg.algorithms()) {
+	if old.cfg.Realm == cfg.Realm && slices.Equal(old.cfg.algorithms(), cfg.algorithms()) {
 		st.auth = old.auth // keep nonces valid across unrelated changes
 	}
 	if old.storm != nil && st.storm != nil && old.cfg.stormRate() == cfg.stormRate() {
@@ -126,18 +127,6 @@ func (r *Registrar) Reconfigure(_ context.Context, cfg Config) error {
 		}
 	}
 	return nil
-}
-
-func slicesEqual[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Run expires bindings on time and writes changes behind until ctx ends;
