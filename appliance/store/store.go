@@ -12,7 +12,8 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver; pure Go, CGO_ENABLED=0 works
+	"modernc.org/sqlite" // registers the "sqlite" driver; pure Go, CGO_ENABLED=0 works
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrNotFound is returned when a requested config version (or the active
@@ -37,6 +38,9 @@ const applicationID = 0x4F505354
 // Store.wmu, so more than one connection only lets readers (ActiveConfig,
 // History, ...) run while a write is in progress, which WAL allows.
 const maxOpenConns = 4
+
+// busyOpenTimeout bounds firstConn's retries (the busy_timeout of the DSN).
+const busyOpenTimeout = 5 * time.Second
 
 // Store is the appliance's SQLite database. It is safe for concurrent use.
 type Store struct {
@@ -149,7 +153,7 @@ func createFile(path string) error {
 // on actually took effect (journal_mode=WAL silently stays "delete" on file
 // systems without shared-memory support, for instance).
 func (s *Store) checkPragmas(ctx context.Context) error {
-	conn, err := s.db.Conn(ctx)
+	conn, err := s.firstConn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: open %s: %w", s.path, err)
 	}
@@ -170,6 +174,28 @@ func (s *Store) checkPragmas(ctx context.Context) error {
 			s.path, mode, syncMode, fk)
 	}
 	return nil
+}
+
+// firstConn opens the first connection, retrying while the file is busy.
+// Opening a WAL database that another process is creating or migrating
+// can fail with SQLITE_BUSY before the busy handler is installed (WAL
+// recovery and the journal_mode switch do not wait), so two processes
+// starting together — the daemon and the CLI, or a test's subprocesses —
+// would otherwise fail at random.
+func (s *Store) firstConn(ctx context.Context) (*sql.Conn, error) {
+	deadline := time.Now().Add(busyOpenTimeout)
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		conn, err := s.db.Conn(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // Close closes the database. Further calls return the first call's result.
