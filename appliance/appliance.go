@@ -16,6 +16,7 @@ import (
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/netcfg"
 )
 
 // Options are outpostd's command-line settings.
@@ -39,6 +40,8 @@ type App struct {
 	st      *store.Store
 	gw      *gateway.Server
 	mgmt    *mgmt
+	net     *netcfg.Watcher // the kernel's links, addresses and routes
+	cdr     *cdrWriter
 	started time.Time
 
 	mu      sync.Mutex // serialises Apply/Rollback and guards doc/version
@@ -63,7 +66,9 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("appliance: %w", err)
 	}
 	defer st.Close()
-	a := &App{opts: opts, log: log, st: st, started: time.Now()}
+	a := &App{opts: opts, log: log, st: st, started: time.Now(),
+		net: netcfg.NewWatcher(netcfg.NetlinkSource(0), netcfg.Config{}, log.With("part", "netcfg")),
+		cdr: newCDRWriter(st, log.With("part", "cdr"))}
 	if err := a.loadInitial(ctx); err != nil {
 		return err
 	}
@@ -102,6 +107,16 @@ func Run(ctx context.Context, opts Options) error {
 	wg.Go(func() {
 		if err := a.gw.Run(ctx); err != nil {
 			fail(err)
+		}
+	})
+	wg.Go(func() {
+		if err := a.net.Run(ctx); err != nil {
+			fail(fmt.Errorf("appliance: netcfg: %w", err))
+		}
+	})
+	wg.Go(func() {
+		if err := a.cdr.Run(ctx); err != nil {
+			fail(fmt.Errorf("appliance: cdr: %w", err))
 		}
 	})
 	wg.Go(func() {

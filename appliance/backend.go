@@ -46,7 +46,19 @@ func (a *App) Status(context.Context) api.Status {
 		Bindings:      len(bs),
 		Registrar:     api.RegistrarStats(s),
 		SIPDropped:    a.gw.Dropped(),
+		HQ:            a.hqHealth(),
+		CallsActive:   len(a.gw.Calls()),
 	}
+}
+
+func (a *App) hqHealth() []api.TargetHealth {
+	var out []api.TargetHealth
+	for _, t := range a.gw.HQHealth() {
+		out = append(out, api.TargetHealth{Target: t.Target, Up: t.Up, BlockedUntil: t.BlockedUntil.UTC(),
+			ConsecutiveOK: t.ConsecutiveOK, ConsecutiveFail: t.ConsecutiveFail,
+			LastRTTMs: float64(t.LastRTT) / float64(time.Millisecond), LastChange: t.LastChange.UTC(), Reason: string(t.Reason)})
+	}
+	return out
 }
 
 func (a *App) Registrations(context.Context) []api.Registration {

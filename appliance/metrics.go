@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -61,5 +62,42 @@ func (a *App) metricsHandler() http.Handler {
 	counter("registrar_auth_blocked_total", "Requests refused unchecked from sources over the failure limit.", func() float64 { return float64(r.Stats().AuthBlocked) })
 	counter("registrar_storm_refused_total", "503s of the registration-storm guard.", func() float64 { return float64(r.Stats().StormRefused) })
 	counter("sip_dropped_total", "UDP datagrams dropped unanswered (not SIP, or unparseable).", func() float64 { return float64(a.gw.Dropped()) })
+	gauge("calls_active", "Calls in progress.", func() float64 { return float64(len(a.gw.Calls())) })
+	counter("cdr_written_total", "Call detail records stored.", func() float64 { return float64(a.cdr.written.Load()) })
+	counter("cdr_dropped_total", "Call detail records lost (writer backlog full or store error).", func() float64 {
+		return float64(a.cdr.dropped.Load() + a.cdr.failed.Load())
+	})
+	reg.MustRegister(labelled{a})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// labelled collects the metrics whose label sets are only known at scrape
+// time: calls by route and disposition, and per-target HQ health.
+type labelled struct{ a *App }
+
+var (
+	callsTotalDesc = prometheus.NewDesc("outpost_calls_total", "Ended calls by route and disposition.", []string{"route", "disposition"}, nil)
+	targetUpDesc   = prometheus.NewDesc("outpost_hq_target_up", "1 if the HQ target is up (OPTIONS probes) and not blocked by call failures.", []string{"target"}, nil)
+	targetRTTDesc  = prometheus.NewDesc("outpost_hq_target_probe_rtt_seconds", "Round-trip time of the last successful OPTIONS probe.", []string{"target"}, nil)
+)
+
+func (l labelled) Describe(ch chan<- *prometheus.Desc) {
+	ch <- callsTotalDesc
+	ch <- targetUpDesc
+	ch <- targetRTTDesc
+}
+
+func (l labelled) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range l.a.cdr.Totals() {
+		ch <- prometheus.MustNewConstMetric(callsTotalDesc, prometheus.CounterValue, float64(n), k.route, k.disposition)
+	}
+	now := time.Now()
+	for _, t := range l.a.gw.HQHealth() {
+		up := 0.0
+		if t.Up && !t.BlockedUntil.After(now) {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(targetUpDesc, prometheus.GaugeValue, up, t.Target)
+		ch <- prometheus.MustNewConstMetric(targetRTTDesc, prometheus.GaugeValue, t.LastRTT.Seconds(), t.Target)
+	}
 }

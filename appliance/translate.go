@@ -51,7 +51,8 @@ func gatewayConfig(d *config.Document, build string) (gateway.Config, error) {
 	}
 	if d.HQ.Domain != "" || len(d.HQ.Targets) > 0 {
 		cfg.HQTrunk = &gateway.HQConfig{Domain: d.HQ.Domain, Static: d.HQ.Targets, Transport: d.HQ.EffectiveTransport(),
-			DNSServers: d.HQ.DNSServers, DownAfter: d.HQ.EffectiveDownAfter(), UpAfter: d.HQ.EffectiveUpAfter()}
+			DNSServers: d.HQ.DNSServers, DownAfter: d.HQ.EffectiveDownAfter(), UpAfter: d.HQ.EffectiveUpAfter(),
+			ProbeInterval: d.HQ.EffectiveOptionsInterval()}
 	}
 	if len(cfg.HQ) == 0 && d.HQ.Domain != "" {
 		cfg.HQ = []string{"domain " + d.HQ.Domain + " (RFC 3263, " + d.HQ.EffectiveTransport() + ")"}

@@ -3,8 +3,11 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/outpost/outpost/gateway/health"
 	"github.com/outpost/outpost/gateway/resolve"
@@ -19,18 +22,26 @@ type HQConfig struct {
 	DNSServers []string // "ip:port"
 	DownAfter  int
 	UpAfter    int
+	// ProbeInterval is the OPTIONS period per target (hq.options_interval_ms);
+	// 0 = health.DefaultInterval.
+	ProbeInterval time.Duration
 }
 
 // hqTrunk gives the B2BUA the HQ targets to try, in order: resolved
 // (SRV priority, then weight), then healthy ones first (health.Tracker.Pick:
-// if all are blocked, one blocked target at random). Each attempt's outcome
-// feeds the target's health (passive health; the OPTIONS prober comes with
-// the survivable-mode issue).
+// if all are blocked, one blocked target at random). Two kinds of evidence
+// feed the targets' health: each call attempt's outcome (passive) and an
+// OPTIONS probe per resolved target every ProbeInterval (active). The
+// probed set follows DNS: it is re-resolved every probe round (the resolver
+// answers from its TTL cache, and keeps the last good answer while DNS is
+// unreachable), so a target that leaves the SRV set stops being probed.
 type hqTrunk struct {
 	cfg       HQConfig
 	res       *resolve.Resolver
 	tracker   *health.Tracker
 	transport string
+
+	stop func() // ends the prober started by start; nil = not running
 }
 
 func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
@@ -43,14 +54,64 @@ func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
 		return nil, fmt.Errorf("gateway: hq: %w", err)
 	}
 	return &hqTrunk{cfg: cfg, res: res, transport: tr,
-		tracker: health.New(health.Config{DownAfter: cfg.DownAfter, UpAfter: cfg.UpAfter})}, nil
+		tracker: health.New(health.Config{DownAfter: cfg.DownAfter, UpAfter: cfg.UpAfter, Interval: cfg.ProbeInterval})}, nil
 }
+
+// start runs the OPTIONS prober under ctx until stop. The caller (the
+// Server) owns it: it stops a trunk it replaces and the last one on exit.
+func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, log *slog.Logger) {
+	ctx, cancel := context.WithCancel(ctx)
+	p := health.NewProber(h.tracker, ping)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.Run(ctx); err != nil {
+			log.Error("hq prober stopped", "err", err)
+		}
+	})
+	wg.Go(func() {
+		every := h.tracker.Config().Interval
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, every)
+			ts, err := h.res.Resolve(rctx)
+			rcancel()
+			if err == nil {
+				names := make([]string, 0, len(ts))
+				for _, t := range ts {
+					names = append(names, h.transport+":"+t.Addr.String())
+				}
+				p.SetTargets(names)
+			} else if ctx.Err() == nil {
+				log.Debug("hq: resolve for probing", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	h.stop = func() { cancel(); wg.Wait() }
+}
+
+// close stops the prober, if running.
+func (h *hqTrunk) close() {
+	if h != nil && h.stop != nil {
+		h.stop()
+		h.stop = nil
+	}
+}
+
+// Health is the state of every HQ target, for status and the mode logic.
+func (h *hqTrunk) Health() []health.TargetState { return h.tracker.Snapshot() }
 
 // same reports whether the trunk was built from an equal configuration, so
 // a push that does not touch HQ keeps the resolver cache and target health.
 func (h *hqTrunk) same(cfg HQConfig) bool {
 	return h.cfg.Domain == cfg.Domain && slices.Equal(h.cfg.Static, cfg.Static) && h.cfg.Transport == cfg.Transport &&
-		slices.Equal(h.cfg.DNSServers, cfg.DNSServers) && h.cfg.DownAfter == cfg.DownAfter && h.cfg.UpAfter == cfg.UpAfter
+		slices.Equal(h.cfg.DNSServers, cfg.DNSServers) && h.cfg.DownAfter == cfg.DownAfter && h.cfg.UpAfter == cfg.UpAfter &&
+		h.cfg.ProbeInterval == cfg.ProbeInterval
 }
 
 func (h *hqTrunk) Targets(ctx context.Context) ([]string, error) {

@@ -72,6 +72,8 @@ type Server struct {
 	mode atomic.Value // dialplan.Mode
 	b2b  *b2bua.B2BUA
 	hq   *hqTrunk // nil = no HQ; replaced only when the hq section changes
+	// probe is what the HQ prober needs from the Server (see probe.go).
+	probe prober
 
 	mu        sync.Mutex
 	cfg       Config
@@ -158,6 +160,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	}
 	s.listeners = bound
 	s.fp.setSockets(bound)
+	s.probe.init(ua, cfg, bound)
 	return s, nil
 }
 
@@ -256,7 +259,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.serve(l)
 		s.log.Info("sip listening", "listener", l.bound)
 	}
+	s.probe.run(ctx, s.hq, s.log)
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.probe.stop(s.hq)
+		s.mu.Unlock()
+	}()
 
 	regErr := make(chan error, 1)
 	rctx, cancel := context.WithCancel(ctx)
@@ -330,6 +339,7 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	s.fp.setSockets(next)
 	s.plan.Store(plan) // the next call uses the new plan; calls in progress keep theirs
 	s.mode.Store(cfg.Mode)
+	s.probe.swap(s.hq, hq, cfg, next, s.log)
 	s.hq = hq
 	s.cfg = cfg
 	return nil

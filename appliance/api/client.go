@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Client talks to the API over the Unix admin socket.
@@ -152,4 +153,25 @@ func (c *Client) Route(ctx context.Context, number string) (r RouteResult, err e
 
 func (c *Client) Calls(ctx context.Context) (cs []Call, err error) {
 	return cs, c.Do(ctx, http.MethodGet, "/api/v1/calls", nil, nil, &cs)
+}
+
+func (c *Client) Interfaces(ctx context.Context) (i Interfaces, err error) {
+	return i, c.Do(ctx, http.MethodGet, "/api/v1/interfaces", nil, nil, &i)
+}
+
+// CDRs fetches records of calls started at or after since (zero: all);
+// limit 0 = the server's maximum.
+func (c *Client) CDRs(ctx context.Context, since time.Time, limit int) (rs []CDR, err error) {
+	v := url.Values{}
+	if !since.IsZero() {
+		v.Set("since", since.UTC().Format(time.RFC3339Nano))
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	p := "/api/v1/cdr"
+	if len(v) > 0 {
+		p += "?" + v.Encode()
+	}
+	return rs, c.Do(ctx, http.MethodGet, p, nil, nil, &rs)
 }

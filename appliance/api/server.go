@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Backend is what the appliance offers the API.
@@ -26,6 +27,10 @@ type Backend interface {
 	Rollback(ctx context.Context, version int64) (ApplyResult, error)
 	Route(ctx context.Context, number string) RouteResult
 	Calls(ctx context.Context) []Call
+	// CDRs returns up to limit records of calls started at or after since,
+	// oldest first.
+	CDRs(ctx context.Context, since time.Time, limit int) ([]CDR, error)
+	Interfaces(ctx context.Context) Interfaces
 }
 
 // Errors the Backend returns, mapped to HTTP statuses.
@@ -70,6 +75,10 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 	mux.HandleFunc("GET /api/v1/calls", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Calls(r.Context()))
 	})
+	mux.HandleFunc("GET /api/v1/interfaces", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Interfaces(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/cdr", h.getCDR)
 	mux.HandleFunc("GET /api/v1/route/{number}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Route(r.Context(), r.PathValue("number")))
 	})
@@ -128,6 +137,40 @@ func (h *handler) getConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", etag(res.Version.Version))
 	writeJSON(w, http.StatusOK, res)
+}
+
+// maxCDRs bounds one CDR response; a client pages with since= and limit=.
+const maxCDRs = 10000
+
+func (h *handler) getCDR(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since time.Time
+	if s := q.Get("since"); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: "since must be an RFC 3339 time, e.g. 2026-11-29T10:00:00Z"})
+			return
+		}
+		since = t
+	}
+	limit := maxCDRs
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxCDRs {
+			writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("limit must be 1..%d", maxCDRs)})
+			return
+		}
+		limit = n
+	}
+	recs, err := h.b.CDRs(r.Context(), since, limit)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if recs == nil {
+		recs = []CDR{}
+	}
+	writeJSON(w, http.StatusOK, recs)
 }
 
 func (h *handler) putConfig(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,23 @@ type Status struct {
 	Bindings      int            `json:"bindings"`
 	Registrar     RegistrarStats `json:"registrar"`
 	SIPDropped    uint64         `json:"sip_dropped"` // UDP datagrams dropped unanswered (garbage)
+	// HQ is the health of every HQ target (OPTIONS probes and call
+	// outcomes); empty without HQ.
+	HQ []TargetHealth `json:"hq,omitempty"`
+	// CallsActive is the number of calls in progress.
+	CallsActive int `json:"calls_active"`
+}
+
+// TargetHealth is one HQ target's health.
+type TargetHealth struct {
+	Target          string    `json:"target"`
+	Up              bool      `json:"up"`
+	BlockedUntil    time.Time `json:"blocked_until,omitzero"`
+	ConsecutiveOK   int       `json:"consecutive_ok"`
+	ConsecutiveFail int       `json:"consecutive_fail"`
+	LastRTTMs       float64   `json:"last_rtt_ms"`
+	LastChange      time.Time `json:"last_change"`
+	Reason          string    `json:"reason"`
 }
 
 // RegistrarStats are the registrar's counters since start.
@@ -112,4 +129,71 @@ type Call struct {
 	State    string    `json:"state"`
 	Started  time.Time `json:"started"`
 	Answered time.Time `json:"answered,omitzero"`
+}
+
+// CDR is one call detail record, GET /api/v1/cdr.
+type CDR struct {
+	ID          int64     `json:"id"`
+	CallID      string    `json:"call_id"`
+	Started     time.Time `json:"started"`
+	Answered    time.Time `json:"answered,omitzero"`
+	Ended       time.Time `json:"ended"`
+	DurationS   float64   `json:"duration_s"` // answered → ended; 0 if never answered
+	Caller      string    `json:"caller"`
+	Dialled     string    `json:"dialled"`
+	Routed      string    `json:"routed"`
+	Route       string    `json:"route"`
+	Target      string    `json:"target,omitempty"`
+	Mode        string    `json:"mode"`
+	Code        int       `json:"code"`
+	Disposition string    `json:"disposition"`
+	Hangup      string    `json:"hangup,omitempty"`
+	Media       string    `json:"media,omitempty"` // per-leg RTP statistics, JSON
+}
+
+// Interfaces is GET /api/v1/interfaces: the box's network interfaces as
+// the kernel reports them and what Outpost does on each.
+type Interfaces struct {
+	Links []Link `json:"links"`
+	// MSR is the per-interface media-server registration state (empty
+	// when msr is disabled).
+	MSR []MSRUA `json:"msr,omitempty"`
+	// ControlChannel is the softswitch's media-control connection.
+	ControlChannel *ControlChannel `json:"control_channel,omitempty"`
+}
+
+// Link is one network interface.
+type Link struct {
+	Name    string   `json:"name"`
+	Index   int      `json:"index"`
+	Kind    string   `json:"kind"`
+	Up      bool     `json:"up"`
+	Carrier bool     `json:"carrier"`
+	MTU     int      `json:"mtu"`
+	VLANID  int      `json:"vlan_id,omitempty"`
+	Parent  string   `json:"parent,omitempty"`
+	Addrs   []string `json:"addrs"`
+	// Roles says what the configuration makes of the link: "wan",
+	// "msr-service", "msr", "default-route".
+	Roles []string `json:"roles,omitempty"`
+}
+
+// MSRUA is one per-interface MSR user agent.
+type MSRUA struct {
+	Interface  string    `json:"interface"`
+	Addr       string    `json:"addr"`
+	Server     string    `json:"server"`
+	URI        string    `json:"uri"`
+	Registered bool      `json:"registered"`
+	LastCode   int       `json:"last_code,omitempty"`
+	LastError  string    `json:"last_error,omitempty"`
+	Next       time.Time `json:"next,omitzero"`
+}
+
+// ControlChannel is the state of the MSR control-channel listener.
+type ControlChannel struct {
+	Listen    string    `json:"listen"`
+	Peer      string    `json:"peer,omitempty"` // connected softswitch, "" = none
+	Since     time.Time `json:"since,omitzero"`
+	LastAlive time.Time `json:"last_alive,omitzero"`
 }

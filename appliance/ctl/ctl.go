@@ -28,6 +28,9 @@ verbs:
   registrations                  registered contacts
   calls                          calls in progress
   route NUMBER                   which dial-plan rule a call to NUMBER takes, and where it would go now
+  interfaces                     network interfaces, their roles, MSR registrations
+  ` + cdrUsage + `
+                                 call detail records (--since 1h: the last hour)
   config get [--version N]       the running (or a stored) document, secrets redacted
   config apply FILE [--dry-run] [--if-match N]
                                  validate and apply a document ("-" = stdin)
@@ -123,6 +126,18 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			r := s.Registrar
 			fmt.Fprintf(w, "registrar\tregistered %d, unregistered %d, expired %d, challenges %d\n", r.Registered, r.Unregistered, r.Expired, r.Challenges)
 			fmt.Fprintf(w, "abuse\tauth failures %d, blocked %d, storm 503s %d, garbage datagrams dropped %d\n", r.AuthFailures, r.AuthBlocked, r.StormRefused, s.SIPDropped)
+			fmt.Fprintf(w, "calls\t%d in progress\n", s.CallsActive)
+			for _, t := range s.HQ {
+				state := "up"
+				switch {
+				case !t.Up:
+					state = "DOWN"
+				case !t.BlockedUntil.IsZero() && t.BlockedUntil.After(time.Now()):
+					state = "blocked until " + t.BlockedUntil.Local().Format(time.TimeOnly)
+				}
+				fmt.Fprintf(w, "hq target\t%s %s (%s since %s; rtt %.1f ms)\n", t.Target, state, t.Reason,
+					t.LastChange.Local().Format(time.TimeOnly), t.LastRTTMs)
+			}
 		})
 	case "registrations":
 		rs, err := c.cl.Registrations(ctx)
@@ -167,6 +182,13 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 				fmt.Fprintf(w, "target %d\t%s\n", i+1, t)
 			}
 		})
+	case "interfaces":
+		if len(args) != 1 {
+			return usageError("interfaces")
+		}
+		return c.interfaces(ctx)
+	case "cdr":
+		return c.cdr(ctx, args[1:])
 	case "pki":
 		return c.pki(ctx, args[1:])
 	case "fleet":

@@ -123,8 +123,10 @@ func (f *fakeBox) History(context.Context) ([]api.Version, error) { return nil, 
 func (f *fakeBox) Rollback(context.Context, int64) (api.ApplyResult, error) {
 	return api.ApplyResult{}, api.ErrNotFound
 }
-func (f *fakeBox) Route(context.Context, string) api.RouteResult { return api.RouteResult{} }
-func (f *fakeBox) Calls(context.Context) []api.Call              { return nil }
+func (f *fakeBox) Route(context.Context, string) api.RouteResult           { return api.RouteResult{} }
+func (f *fakeBox) Calls(context.Context) []api.Call                        { return nil }
+func (f *fakeBox) CDRs(context.Context, time.Time, int) ([]api.CDR, error) { return nil, nil }
+func (f *fakeBox) Interfaces(context.Context) api.Interfaces               { return api.Interfaces{} }
 
 // boxHandler is the real API handler over f, without metrics.
 func boxHandler(f *fakeBox) http.Handler {

@@ -9,6 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,6 +207,25 @@ func (d *daemon) waitFor(what string, within time.Duration, cond func(api.Status
 }
 
 // benchDoc is a config document with n users userNNNN / pwNNNN in realm bench.local.
+// metrics fetches GET /metrics over the admin socket: the body and its
+// Content-Type.
+func (d *daemon) metrics() (string, string) {
+	d.t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(d.dir, "outpostd.sock"))
+	}}}
+	res, err := hc.Get("http://outpostd/metrics")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return string(body), res.Header.Get("Content-Type")
+}
+
 func benchDoc(n int, listen []string, extra func(map[string]any)) map[string]any {
 	users := make([]map[string]any, n)
 	for i := range users {

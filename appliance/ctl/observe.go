@@ -1,0 +1,88 @@
+package ctl
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const cdrUsage = "cdr [--since RFC3339|DURATION] [--limit N]"
+
+// cdr prints call detail records. --since takes a time (2026-11-29T10:00:00Z)
+// or a duration back from now (1h), the way a technician asks "what happened
+// in the last hour".
+func (c *cmd) cdr(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cdr", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sinceArg := fs.String("since", "", "")
+	limit := fs.Int("limit", 0, "")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return usageError(cdrUsage)
+	}
+	var since time.Time
+	if s := *sinceArg; s != "" {
+		if d, err := time.ParseDuration(s); err == nil {
+			since = time.Now().Add(-d)
+		} else if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			since = t
+		} else {
+			return usageError(cdrUsage + ": --since wants an RFC 3339 time or a duration such as 1h")
+		}
+	}
+	recs, err := c.cl.CDRs(ctx, since, *limit)
+	if err != nil {
+		return err
+	}
+	return c.print(recs, func(w *tabwriter.Writer) {
+		fmt.Fprintln(w, "STARTED\tCALLER\tDIALLED\tROUTE\tTARGET\tMODE\tCODE\tDISPOSITION\tDURATION")
+		for _, r := range recs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.0fs\n", r.Started.Local().Format(time.DateTime), r.Caller,
+				r.Dialled, r.Route, r.Target, r.Mode, r.Code, r.Disposition, r.DurationS)
+		}
+	})
+}
+
+func (c *cmd) interfaces(ctx context.Context) error {
+	ifs, err := c.cl.Interfaces(ctx)
+	if err != nil {
+		return err
+	}
+	return c.print(ifs, func(w *tabwriter.Writer) {
+		fmt.Fprintln(w, "INTERFACE\tKIND\tSTATE\tADDRESSES\tROLES")
+		for _, l := range ifs.Links {
+			state := "down"
+			switch {
+			case l.Up && l.Carrier:
+				state = "up"
+			case l.Up:
+				state = "no-carrier"
+			}
+			kind := l.Kind
+			if l.VLANID != 0 {
+				kind = fmt.Sprintf("vlan %d", l.VLANID)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Name, kind, state, strings.Join(l.Addrs, " "), strings.Join(l.Roles, ","))
+		}
+		if len(ifs.MSR) > 0 {
+			fmt.Fprintln(w, "\nMSR UA\tSERVER\tREGISTERED\tLAST\tNEXT")
+			for _, u := range ifs.MSR {
+				last := fmt.Sprint(u.LastCode)
+				if u.LastError != "" {
+					last = u.LastError
+				}
+				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", u.URI, u.Server, u.Registered, last, u.Next.Local().Format(time.TimeOnly))
+			}
+		}
+		if cc := ifs.ControlChannel; cc != nil {
+			peer := cc.Peer
+			if peer == "" {
+				peer = "(no softswitch connected)"
+			}
+			fmt.Fprintf(w, "\ncontrol channel\t%s\t%s\n", cc.Listen, peer)
+		}
+	})
+}

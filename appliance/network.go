@@ -1,0 +1,62 @@
+package appliance
+
+import (
+	"context"
+	"path"
+	"slices"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/netcfg"
+)
+
+// Interfaces reports the kernel's links (from the netcfg watcher's newest
+// snapshot, not a fresh netlink dump: the API never waits on the kernel) and
+// the role the active document gives each.
+func (a *App) Interfaces(context.Context) api.Interfaces {
+	a.mu.Lock()
+	doc := a.doc
+	a.mu.Unlock()
+	st := a.net.State()
+	defaults := map[string]bool{}
+	for _, r := range st.DefaultRoutes() {
+		defaults[r.LinkName] = true
+	}
+	out := api.Interfaces{Links: []api.Link{}}
+	for _, l := range st.Links {
+		al := api.Link{Name: l.Name, Index: l.Index, Kind: l.Kind, Up: l.Up, Carrier: l.Carrier, MTU: l.MTU,
+			VLANID: l.VLANID, Parent: l.Parent, Addrs: []string{}, Roles: linkRoles(doc, l, defaults[l.Name])}
+		for _, p := range st.AddrsOf(l.Name) {
+			al.Addrs = append(al.Addrs, p.String())
+		}
+		out.Links = append(out.Links, al)
+	}
+	slices.SortFunc(out.Links, func(x, y api.Link) int { return x.Index - y.Index })
+	out.MSR, out.ControlChannel = a.msrStatus()
+	return out
+}
+
+func linkRoles(doc *config.Document, l netcfg.Link, defaultRoute bool) []string {
+	var roles []string
+	if doc.WAN.Interface != "" && doc.WAN.Interface == l.Name {
+		roles = append(roles, "wan")
+	}
+	if defaultRoute {
+		roles = append(roles, "default-route")
+	}
+	if doc.MSR.Enabled && !l.Loopback {
+		if doc.MSR.EffectiveServiceInterface(doc.WAN) == l.Name {
+			roles = append(roles, "msr-service")
+		}
+		for _, g := range doc.MSR.EffectiveInterfaces() {
+			if ok, _ := path.Match(g, l.Name); ok {
+				roles = append(roles, "msr")
+				break
+			}
+		}
+	}
+	return roles
+}
+
+// msrStatus is filled in by the MSR agent once it runs.
+func (a *App) msrStatus() ([]api.MSRUA, *api.ControlChannel) { return nil, nil }

@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/health"
+)
+
+// optionsPinger is the health.Pinger of the HQ prober: one out-of-dialog
+// OPTIONS per probe. Any final answer below 500 means the target is alive
+// (a 404 or 405 is still a SIP stack answering); a 5xx or no answer within
+// the probe's timeout is a failure.
+type optionsPinger struct {
+	cli *sipgo.Client
+	// laddr is the UDP listener probes leave from, so HQ sees the box's
+	// SIP address in Via and answers to it (sipgo would otherwise open an
+	// ephemeral socket with Via 0.0.0.0). nil = let sipgo choose.
+	laddr *atomic.Pointer[sip.Addr]
+}
+
+func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, error) {
+	g, err := parseTarget(target)
+	if err != nil {
+		return 0, err
+	}
+	req := sip.NewRequest(sip.OPTIONS, sip.Uri{Scheme: "sip", Host: g.host, Port: g.port})
+	req.SetTransport(g.transport)
+	req.SetDestination(g.hostport)
+	fromHost := "outpost.invalid"
+	if a := p.laddr.Load(); a != nil && g.transport == "UDP" {
+		req.Laddr = sip.Addr{IP: a.IP, Port: a.Port}
+		fromHost = a.IP.String()
+	}
+	from := &sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "outpost", Host: fromHost}}
+	from.Params.Add("tag", sip.GenerateTagN(12))
+	req.AppendHeader(from)
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: g.host}})
+	start := time.Now()
+	res, err := p.cli.Do(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("options %s: %w: %w", target, health.ErrNoResponse, err)
+	}
+	if res.StatusCode >= 500 {
+		return 0, fmt.Errorf("options %s: %d %s", target, res.StatusCode, res.Reason)
+	}
+	return time.Since(start), nil
+}
+
+// target is one "udp:host:port" trunk target.
+type target struct {
+	transport string // UDP / TCP
+	hostport  string
+	host      string
+	port      int
+}
+
+func parseTarget(s string) (target, error) {
+	tr, rest := "UDP", s
+	if p, r, ok := strings.Cut(s, ":"); ok && (strings.EqualFold(p, "udp") || strings.EqualFold(p, "tcp")) {
+		tr, rest = strings.ToUpper(p), r
+	}
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return target{}, fmt.Errorf("target %q: %w", s, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 || n > 65535 {
+		return target{}, fmt.Errorf("target %q: bad port", s)
+	}
+	return target{transport: tr, hostport: rest, host: host, port: n}, nil
+}
+
+// prober owns the HQ trunk's OPTIONS prober on behalf of the Server: it
+// starts it when the Server runs, moves it to a new trunk on Reconfigure
+// and stops it on exit. Its methods are called with Server.mu held.
+type prober struct {
+	ctx   context.Context // the Server's Run context; nil = not running
+	cli   *sipgo.Client
+	laddr atomic.Pointer[sip.Addr]
+}
+
+func (p *prober) init(ua *sipgo.UserAgent, cfg Config, ls map[Listen]*listener) {
+	p.cli, _ = sipgo.NewClient(ua) // NewClient fails only on bad options
+	p.setFrom(cfg, ls)
+}
+
+// setFrom picks the listener probes leave from: the B2BUA's LocalAddr when
+// set (the address HQ knows the box by), else the first UDP listener.
+func (p *prober) setFrom(cfg Config, ls map[Listen]*listener) {
+	if a := cfg.Calls.LocalAddr; a != "" {
+		if ap, err := netip.ParseAddrPort(a); err == nil {
+			p.laddr.Store(&sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())})
+			return
+		}
+	}
+	var best *sip.Addr
+	bestName := ""
+	for _, l := range ls {
+		if l.pc == nil {
+			continue
+		}
+		ua, ok := l.pc.LocalAddr().(*net.UDPAddr)
+		if !ok || (best != nil && l.bound >= bestName) {
+			continue
+		}
+		best, bestName = &sip.Addr{IP: ua.IP, Port: ua.Port}, l.bound
+	}
+	p.laddr.Store(best)
+}
+
+func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, laddr: &p.laddr} }
+
+func (p *prober) run(ctx context.Context, hq *hqTrunk, log *slog.Logger) {
+	p.ctx = ctx
+	if hq != nil {
+		hq.start(ctx, p.pinger(), log.With("part", "hq-probe"))
+	}
+}
+
+func (p *prober) stop(hq *hqTrunk) {
+	hq.close()
+	p.ctx = nil
+}
+
+// swap moves probing from the old trunk to next (the same trunk when the
+// hq section did not change: then only the source address is updated).
+func (p *prober) swap(old, next *hqTrunk, cfg Config, ls map[Listen]*listener, log *slog.Logger) {
+	p.setFrom(cfg, ls)
+	if old == next {
+		return
+	}
+	old.close()
+	if p.ctx != nil && next != nil {
+		next.start(p.ctx, p.pinger(), log.With("part", "hq-probe"))
+	}
+}
+
+// HQHealth is the health of every HQ target (nil without HQ): for
+// outpostctl status, metrics and the mode logic.
+func (s *Server) HQHealth() []health.TargetState {
+	s.mu.Lock()
+	hq := s.hq
+	s.mu.Unlock()
+	if hq == nil {
+		return nil
+	}
+	return hq.Health()
+}
