@@ -14,6 +14,7 @@ import (
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/appliance/mode"
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/netcfg"
@@ -41,6 +42,7 @@ type App struct {
 	gw      *gateway.Server
 	mgmt    *mgmt
 	net     *netcfg.Watcher // the kernel's links, addresses and routes
+	mode    *mode.Driver    // normal / survivable / standalone
 	cdr     *cdrWriter
 	started time.Time
 
@@ -72,7 +74,8 @@ func Run(ctx context.Context, opts Options) error {
 	if err := a.loadInitial(ctx); err != nil {
 		return err
 	}
-	gcfg, err := gatewayConfig(a.doc, opts.Version)
+	a.mode = mode.NewDriver(modeConfig(a.doc), log.With("part", "mode"))
+	gcfg, err := gatewayConfig(a.doc, opts.Version, a.routingMode(a.doc))
 	if err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}
@@ -80,6 +83,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}
+	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })
 
 	sockPath := filepath.Join(opts.DataDir, SocketFile)
 	ln, err := listenUnix(sockPath)
@@ -114,6 +118,12 @@ func Run(ctx context.Context, opts Options) error {
 			fail(fmt.Errorf("appliance: netcfg: %w", err))
 		}
 	})
+	wg.Go(func() {
+		if err := a.mode.Run(ctx); err != nil {
+			fail(fmt.Errorf("appliance: mode: %w", err))
+		}
+	})
+	wg.Go(func() { a.runMode(ctx) })
 	wg.Go(func() {
 		if err := a.cdr.Run(ctx); err != nil {
 			fail(fmt.Errorf("appliance: cdr: %w", err))
@@ -169,7 +179,7 @@ func (a *App) announce(sock string) {
 	a.mu.Unlock()
 	listeners := a.gw.Listeners()
 	a.log.Info("outpostd running", "version", a.opts.Version, "config_version", v.Version,
-		"config_source", v.Source, "mode", mode(doc), "sip", listeners, "admin_socket", sock)
+		"config_source", v.Source, "mode", a.mode.Mode(), "sip", listeners, "admin_socket", sock)
 	if v.Source != sourceDefault {
 		return
 	}
@@ -189,11 +199,4 @@ func firstUDP(ls []string) string {
 		return ls[0]
 	}
 	return "(no listener)"
-}
-
-func mode(d *config.Document) string {
-	if d.Standalone() {
-		return "standalone"
-	}
-	return "normal"
 }

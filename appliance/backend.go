@@ -30,10 +30,16 @@ func (a *App) Status(context.Context) api.Status {
 		aors[b.AOR] = true
 	}
 	s := a.gw.Registrar().Stats()
+	ms := a.mode.Status()
 	return api.Status{
 		Version:       a.opts.Version,
 		Site:          doc.Site.Name,
-		Mode:          mode(doc),
+		Mode:          string(ms.Mode),
+		ModeSince:     ms.Since.UTC(),
+		ModeReason:    string(ms.Reason),
+		ModeCause:     string(ms.Cause),
+		HoldUntil:     ms.HoldUntil.UTC(),
+		Transitions:   a.transitions(),
 		StartedAt:     a.started.UTC(),
 		UptimeS:       int64(time.Since(a.started) / time.Second),
 		ConfigVersion: v.Version,
@@ -50,6 +56,20 @@ func (a *App) Status(context.Context) api.Status {
 		CallsActive:   len(a.gw.Calls()),
 	}
 }
+
+// transitions are the newest mode transitions, oldest first.
+func (a *App) transitions() []api.ModeTransition {
+	ts := a.mode.Transitions()
+	ts = ts[max(0, len(ts)-statusTransitions):]
+	out := make([]api.ModeTransition, len(ts))
+	for i, t := range ts {
+		out[i] = api.ModeTransition{From: string(t.From), To: string(t.To), Reason: string(t.Reason), Detail: t.Detail, At: t.At.UTC()}
+	}
+	return out
+}
+
+// statusTransitions bounds the mode history in status.
+const statusTransitions = 10
 
 func (a *App) hqHealth() []api.TargetHealth {
 	var out []api.TargetHealth
@@ -151,7 +171,7 @@ func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding,
 
 func (a *App) Route(_ context.Context, number string) api.RouteResult {
 	a.mu.Lock()
-	m := mode(a.doc)
+	m := string(a.routingMode(a.doc))
 	a.mu.Unlock()
 	ex := a.gw.Route(number, dialplan.Mode(m))
 	return api.RouteResult{

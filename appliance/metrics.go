@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/outpost/outpost/appliance/mode"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,18 +33,20 @@ func (a *App) metricsHandler() http.Handler {
 		defer a.mu.Unlock()
 		return float64(a.version.Version)
 	})
-	for _, m := range []string{"normal", "survivable", "standalone"} {
+	for _, m := range []mode.Mode{mode.Normal, mode.Survivable, mode.Standalone} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "outpost", Name: "mode", Help: "1 for the current operating mode.",
-			ConstLabels: prometheus.Labels{"mode": m},
+			ConstLabels: prometheus.Labels{"mode": string(m)},
 		}, func() float64 {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if mode(a.doc) == m {
+			if a.mode.Mode() == m {
 				return 1
 			}
 			return 0
 		}))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "outpost", Name: "mode_transitions_total", Help: "Times the box entered each mode (the start included).",
+			ConstLabels: prometheus.Labels{"to": string(m)},
+		}, func() float64 { return float64(a.mode.Counts()[m]) }))
 	}
 	r := a.gw.Registrar()
 	gauge("registrar_bindings", "Registered contacts.", func() float64 { return float64(len(r.Bindings())) })

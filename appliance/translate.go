@@ -11,7 +11,7 @@ import (
 )
 
 // gatewayConfig is the gateway's section of a (validated, sealed) document.
-func gatewayConfig(d *config.Document, build string) (gateway.Config, error) {
+func gatewayConfig(d *config.Document, build string, m dialplan.Mode) (gateway.Config, error) {
 	ls, err := d.SIP.Listeners()
 	if err != nil {
 		return gateway.Config{}, config.Errors{{Path: "sip.listen", Message: err.Error()}}
@@ -42,7 +42,7 @@ func gatewayConfig(d *config.Document, build string) (gateway.Config, error) {
 	}
 	cfg.Registrar = reg
 	cfg.Dialplan = dialplanConfig(d)
-	cfg.Mode = dialplan.Mode(mode(d))
+	cfg.Mode = m
 	for _, g := range d.PSTN.Gateways {
 		cfg.PSTN = append(cfg.PSTN, gateway.PSTNGateway{Name: g.Name, Target: g.EffectiveTransport() + ":" + g.Target})
 	}

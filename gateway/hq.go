@@ -59,9 +59,13 @@ func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
 
 // start runs the OPTIONS prober under ctx until stop. The caller (the
 // Server) owns it: it stops a trunk it replaces and the last one on exit.
-func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, log *slog.Logger) {
+// Verdicts (a target up or down by its probes, or gone from the probed
+// set) go to notify, in order, from one goroutine.
+func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, notify func(HQTargetEvent), log *slog.Logger) {
 	ctx, cancel := context.WithCancel(ctx)
 	p := health.NewProber(h.tracker, ping)
+	changes, unsubscribe := h.tracker.Subscribe()
+	gone := make(chan []string, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := p.Run(ctx); err != nil {
@@ -72,6 +76,7 @@ func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, log *slog.Logge
 		every := h.tracker.Config().Interval
 		t := time.NewTicker(every)
 		defer t.Stop()
+		var probed []string
 		for {
 			rctx, rcancel := context.WithTimeout(ctx, every)
 			ts, err := h.res.Resolve(rctx)
@@ -82,6 +87,20 @@ func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, log *slog.Logge
 					names = append(names, h.transport+":"+t.Addr.String())
 				}
 				p.SetTargets(names)
+				var left []string
+				for _, n := range probed {
+					if !slices.Contains(names, n) {
+						left = append(left, n)
+					}
+				}
+				probed = names
+				if len(left) > 0 {
+					select {
+					case gone <- left:
+					case <-ctx.Done():
+						return
+					}
+				}
 			} else if ctx.Err() == nil {
 				log.Debug("hq: resolve for probing", "err", err)
 			}
@@ -92,7 +111,35 @@ func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, log *slog.Logge
 			}
 		}
 	})
+	wg.Go(func() {
+		defer unsubscribe()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-changes:
+				// Only probe verdicts: a block by one failed call expires
+				// silently and must not flip the box's mode (see appliance/mode).
+				if c.Reason == health.ReasonProbesFailed || c.Reason == health.ReasonProbesOK {
+					notify(HQTargetEvent{Target: c.Target, Up: c.Up, Reason: string(c.Reason), At: c.At})
+				}
+			case names := <-gone:
+				for _, n := range names {
+					notify(HQTargetEvent{Target: n, Gone: true, Reason: "no longer resolved", At: time.Now()})
+				}
+			}
+		}
+	})
 	h.stop = func() { cancel(); wg.Wait() }
+}
+
+// HQTargetEvent is a change of one HQ target's probe verdict.
+type HQTargetEvent struct {
+	Target string // "udp:198.18.1.10:5060"
+	Up     bool
+	Gone   bool // no longer an HQ target (DNS or config changed)
+	Reason string
+	At     time.Time
 }
 
 // close stops the prober, if running.

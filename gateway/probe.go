@@ -14,6 +14,7 @@ import (
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/health"
 )
 
@@ -85,9 +86,21 @@ func parseTarget(s string) (target, error) {
 // starts it when the Server runs, moves it to a new trunk on Reconfigure
 // and stops it on exit. Its methods are called with Server.mu held.
 type prober struct {
-	ctx   context.Context // the Server's Run context; nil = not running
-	cli   *sipgo.Client
-	laddr atomic.Pointer[sip.Addr]
+	ctx    context.Context // the Server's Run context; nil = not running
+	cli    *sipgo.Client
+	laddr  atomic.Pointer[sip.Addr]
+	notify atomic.Pointer[func(HQTargetEvent)]
+}
+
+// OnHQTarget sets the function told every HQ target verdict (probes took it
+// down or brought it up, or it left the target set), for the mode logic.
+// It is called from the prober's goroutine and must not block for long.
+func (s *Server) OnHQTarget(f func(HQTargetEvent)) { s.probe.notify.Store(&f) }
+
+func (p *prober) tell(ev HQTargetEvent) {
+	if f := p.notify.Load(); f != nil {
+		(*f)(ev)
+	}
 }
 
 func (p *prober) init(ua *sipgo.UserAgent, cfg Config, ls map[Listen]*listener) {
@@ -124,7 +137,7 @@ func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, laddr
 func (p *prober) run(ctx context.Context, hq *hqTrunk, log *slog.Logger) {
 	p.ctx = ctx
 	if hq != nil {
-		hq.start(ctx, p.pinger(), log.With("part", "hq-probe"))
+		hq.start(ctx, p.pinger(), p.tell, log.With("part", "hq-probe"))
 	}
 }
 
@@ -141,8 +154,13 @@ func (p *prober) swap(old, next *hqTrunk, cfg Config, ls map[Listen]*listener, l
 		return
 	}
 	old.close()
+	if old != nil {
+		for _, t := range old.Health() {
+			p.tell(HQTargetEvent{Target: t.Target, Gone: true, Reason: "hq section changed", At: time.Now()})
+		}
+	}
 	if p.ctx != nil && next != nil {
-		next.start(p.ctx, p.pinger(), log.With("part", "hq-probe"))
+		next.start(p.ctx, p.pinger(), p.tell, log.With("part", "hq-probe"))
 	}
 }
 
@@ -156,4 +174,13 @@ func (s *Server) HQHealth() []health.TargetState {
 		return nil
 	}
 	return hq.Health()
+}
+
+// SetMode makes m the mode new calls are routed in; calls in progress keep
+// the route they took.
+func (s *Server) SetMode(m dialplan.Mode) {
+	s.mu.Lock()
+	s.cfg.Mode = m
+	s.mode.Store(m)
+	s.mu.Unlock()
 }

@@ -16,26 +16,42 @@ type Version struct {
 
 // Status is GET /api/v1/status.
 type Status struct {
-	Version       string         `json:"version"` // build
-	Site          string         `json:"site"`
-	Mode          string         `json:"mode"`
-	StartedAt     time.Time      `json:"started_at"`
-	UptimeS       int64          `json:"uptime_s"`
-	ConfigVersion int64          `json:"config_version"`
-	ConfigSource  string         `json:"config_source"`
-	DataDir       string         `json:"data_dir"`
-	Listeners     []string       `json:"listeners"`
-	Management    string         `json:"management,omitempty"` // HTTPS (mutual TLS) address, if enabled
-	GOMAXPROCS    int            `json:"gomaxprocs"`
-	AORs          int            `json:"aors"`
-	Bindings      int            `json:"bindings"`
-	Registrar     RegistrarStats `json:"registrar"`
-	SIPDropped    uint64         `json:"sip_dropped"` // UDP datagrams dropped unanswered (garbage)
+	Version    string    `json:"version"` // build
+	Site       string    `json:"site"`
+	Mode       string    `json:"mode"`
+	ModeSince  time.Time `json:"mode_since"`
+	ModeReason string    `json:"mode_reason"`
+	// ModeCause names what keeps the box survivable ("" when healthy).
+	ModeCause string `json:"mode_cause,omitempty"`
+	// HoldUntil is when failback happens if everything stays healthy.
+	HoldUntil     time.Time        `json:"hold_until,omitzero"`
+	Transitions   []ModeTransition `json:"mode_transitions"`
+	StartedAt     time.Time        `json:"started_at"`
+	UptimeS       int64            `json:"uptime_s"`
+	ConfigVersion int64            `json:"config_version"`
+	ConfigSource  string           `json:"config_source"`
+	DataDir       string           `json:"data_dir"`
+	Listeners     []string         `json:"listeners"`
+	Management    string           `json:"management,omitempty"` // HTTPS (mutual TLS) address, if enabled
+	GOMAXPROCS    int              `json:"gomaxprocs"`
+	AORs          int              `json:"aors"`
+	Bindings      int              `json:"bindings"`
+	Registrar     RegistrarStats   `json:"registrar"`
+	SIPDropped    uint64           `json:"sip_dropped"` // UDP datagrams dropped unanswered (garbage)
 	// HQ is the health of every HQ target (OPTIONS probes and call
 	// outcomes); empty without HQ.
 	HQ []TargetHealth `json:"hq,omitempty"`
 	// CallsActive is the number of calls in progress.
 	CallsActive int `json:"calls_active"`
+}
+
+// ModeTransition is one change of operating mode.
+type ModeTransition struct {
+	From   string    `json:"from,omitempty"`
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	Detail string    `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // TargetHealth is one HQ target's health.

@@ -1,0 +1,156 @@
+package appliance
+
+import (
+	"context"
+	"time"
+
+	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/appliance/mode"
+	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/netcfg"
+)
+
+// The mode logic's inputs and outputs (DESIGN §1). Inputs: the WAN
+// interface's link, carrier and default routes from netcfg (sub-second:
+// netlink events, debounced), and the HQ targets' probe verdicts from the
+// gateway's prober (down_after failed OPTIONS in a row). Outputs: the
+// routing mode of new calls (gateway.SetMode) and, with upstream
+// registration, its pause and paced replay.
+
+func modeConfig(d *config.Document) mode.Config {
+	return mode.Config{HQ: !d.Standalone(), Hold: d.HQ.EffectiveHold()}
+}
+
+// routingMode is the mode a gateway built for doc routes in: what the
+// mode machine says, except that a document with no HQ is standalone and
+// one that just gained an HQ starts normal (the machine follows once the
+// document is committed).
+func (a *App) routingMode(doc *config.Document) dialplan.Mode {
+	m := a.mode.Mode()
+	switch {
+	case doc.Standalone():
+		return dialplan.Mode(mode.Standalone)
+	case m == mode.Standalone:
+		return dialplan.Mode(mode.Normal)
+	}
+	return dialplan.Mode(m)
+}
+
+// hqTargetEvent turns a prober verdict into a mode event.
+func hqTargetEvent(ev gateway.HQTargetEvent) mode.Event {
+	k := mode.TargetDown
+	switch {
+	case ev.Gone:
+		k = mode.TargetGone
+	case ev.Up:
+		k = mode.TargetUp
+	}
+	return mode.Event{Kind: k, Target: ev.Target, At: ev.At}
+}
+
+// wanEvents picks the events about the WAN interface out of one netcfg
+// batch. A WAN that is renamed away or removed is down; a default route is
+// named by destination and gateway so IPv4 and IPv6 routes count apart.
+func wanEvents(batch []netcfg.Event, wan string, at time.Time) []mode.Event {
+	if wan == "" {
+		return nil
+	}
+	var out []mode.Event
+	add := func(k mode.Kind, route string) { out = append(out, mode.Event{Kind: k, At: at, Route: route}) }
+	for _, ev := range batch {
+		if ev.Kind == netcfg.LinkChanged && ev.Prev.Name == wan && ev.Link.Name != wan {
+			add(mode.LinkDown, "")
+			continue
+		}
+		if ev.Link.Name != wan {
+			continue
+		}
+		switch ev.Kind {
+		case netcfg.LinkAdded, netcfg.LinkChanged:
+			// A late subscriber gets the whole state as additions; the
+			// link's flags say where it stands (events are levels).
+			add(map[bool]mode.Kind{true: mode.LinkUp, false: mode.LinkDown}[ev.Link.Up], "")
+			add(map[bool]mode.Kind{true: mode.CarrierUp, false: mode.CarrierDown}[ev.Link.Carrier], "")
+		case netcfg.LinkUp:
+			add(mode.LinkUp, "")
+		case netcfg.LinkDown, netcfg.LinkRemoved:
+			add(mode.LinkDown, "")
+		case netcfg.CarrierUp:
+			add(mode.CarrierUp, "")
+		case netcfg.CarrierDown:
+			add(mode.CarrierDown, "")
+		case netcfg.DefaultRouteAdded:
+			add(mode.RouteAdded, routeName(ev.Route))
+		case netcfg.DefaultRouteRemoved:
+			add(mode.RouteRemoved, routeName(ev.Route))
+		}
+	}
+	return out
+}
+
+func routeName(r netcfg.Route) string {
+	s := r.Dst.String()
+	if r.Gateway.IsValid() {
+		s += " via " + r.Gateway.String()
+	}
+	return s
+}
+
+// runMode feeds the mode machine and applies its decisions until ctx ends.
+// The caller owns the goroutine.
+func (a *App) runMode(ctx context.Context) {
+	netCh, unsubNet := a.net.Subscribe(16)
+	defer unsubNet()
+	trCh, unsubTr := a.mode.Subscribe()
+	defer unsubTr()
+	a.mu.Lock()
+	wan := a.doc.WAN.Interface
+	a.mu.Unlock()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case batch, ok := <-netCh:
+			if !ok {
+				return
+			}
+			a.mu.Lock()
+			wan = a.doc.WAN.Interface
+			a.mu.Unlock()
+			for _, ev := range wanEvents(batch, wan, time.Now()) {
+				a.mode.Send(ev)
+			}
+		case _, ok := <-trCh:
+			if !ok {
+				return
+			}
+			// Act on the truth, not on the transition (a slow reader may
+			// miss some); the driver has logged it with its reason.
+			m := a.mode.Mode()
+			a.gw.SetMode(dialplan.Mode(m))
+			a.onModeChange(ctx, m)
+		}
+	}
+}
+
+// reseedWAN tells the machine the state of a (new) WAN interface.
+func (a *App) reseedWAN(wan string) {
+	st := a.net.State()
+	l, ok := st.Link(wan)
+	if wan == "" || !ok {
+		return
+	}
+	batch := []netcfg.Event{{Kind: netcfg.LinkAdded, Link: l}}
+	for _, r := range st.DefaultRoutes() {
+		if r.LinkName == wan {
+			batch = append(batch, netcfg.Event{Kind: netcfg.DefaultRouteAdded, Link: l, Route: r})
+		}
+	}
+	for _, ev := range wanEvents(batch, wan, time.Now()) {
+		a.mode.Send(ev)
+	}
+}
+
+// onModeChange is where upstream registration pauses and resumes.
+func (a *App) onModeChange(context.Context, mode.Mode) {}
