@@ -1,0 +1,53 @@
+package appliance
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/mode"
+	"github.com/outpost/outpost/netcfg"
+)
+
+func TestWANEvents(t *testing.T) {
+	at := time.Unix(1, 0)
+	wan := netcfg.Link{Index: 2, Name: "wan0", Up: true, Carrier: true}
+	lan := netcfg.Link{Index: 3, Name: "lan0", Up: true, Carrier: true}
+	def := netcfg.Route{LinkName: "wan0", Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: netip.MustParseAddr("198.18.1.1")}
+	kinds := func(evs []mode.Event) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Kind.String()+" "+e.Route)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		batch []netcfg.Event
+		wan   string
+		want  []string
+	}{
+		{"no wan configured", []netcfg.Event{{Kind: netcfg.LinkDown, Link: wan}}, "", nil},
+		{"other links ignored", []netcfg.Event{{Kind: netcfg.LinkDown, Link: lan}, {Kind: netcfg.CarrierDown, Link: lan}}, "wan0", nil},
+		{"late join seeds levels", []netcfg.Event{{Kind: netcfg.LinkAdded, Link: wan}, {Kind: netcfg.DefaultRouteAdded, Link: wan, Route: def}}, "wan0",
+			[]string{"LinkUp ", "CarrierUp ", "RouteAdded 0.0.0.0/0 via 198.18.1.1"}},
+		{"cable pulled", []netcfg.Event{{Kind: netcfg.DefaultRouteRemoved, Link: wan, Route: def}, {Kind: netcfg.CarrierDown, Link: wan}}, "wan0",
+			[]string{"RouteRemoved 0.0.0.0/0 via 198.18.1.1", "CarrierDown "}},
+		{"admin down", []netcfg.Event{{Kind: netcfg.LinkDown, Link: wan}}, "wan0", []string{"LinkDown "}},
+		{"removed", []netcfg.Event{{Kind: netcfg.LinkRemoved, Link: wan}}, "wan0", []string{"LinkDown "}},
+		{"renamed away", []netcfg.Event{{Kind: netcfg.LinkChanged, Prev: wan, Link: netcfg.Link{Index: 2, Name: "old0", Up: true}}}, "wan0", []string{"LinkDown "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := wanEvents(tc.batch, tc.wan, at)
+			if got := kinds(evs); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			for _, e := range evs {
+				if !e.At.Equal(at) {
+					t.Fatalf("event %v not stamped with the batch time", e)
+				}
+			}
+		})
+	}
+}
