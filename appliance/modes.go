@@ -134,11 +134,18 @@ func (a *App) runMode(ctx context.Context) {
 	}
 }
 
-// reseedWAN tells the machine the state of a (new) WAN interface.
+// reseedWAN tells the machine that the WAN is now another interface, and
+// that interface's state: the old one's facts (its routes above all) must
+// not keep counting.
 func (a *App) reseedWAN(wan string) {
+	a.mode.Send(mode.Event{Kind: mode.WANReset})
+	if wan == "" {
+		return
+	}
 	st := a.net.State()
 	l, ok := st.Link(wan)
-	if wan == "" || !ok {
+	if !ok {
+		a.mode.Send(mode.Event{Kind: mode.LinkDown}) // configured but absent
 		return
 	}
 	batch := []netcfg.Event{{Kind: netcfg.LinkAdded, Link: l}}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,10 +25,11 @@ import (
 // the probe's timeout is a failure.
 type optionsPinger struct {
 	cli *sipgo.Client
-	// laddr is the UDP listener probes leave from, so HQ sees the box's
-	// SIP address in Via and answers to it (sipgo would otherwise open an
-	// ephemeral socket with Via 0.0.0.0). nil = let sipgo choose.
-	laddr *atomic.Pointer[sip.Addr]
+	// from picks the UDP listener a probe to hostport leaves from, so HQ
+	// sees the box's address on the interface that faces it in Via and
+	// answers there (sipgo would otherwise open an ephemeral socket with
+	// Via 0.0.0.0). nil = let sipgo choose.
+	from func(hostport string) *sip.Addr
 }
 
 func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, error) {
@@ -39,7 +41,7 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 	req.SetTransport(g.transport)
 	req.SetDestination(g.hostport)
 	fromHost := "outpost.invalid"
-	if a := p.laddr.Load(); a != nil && g.transport == "UDP" {
+	if a := p.from(g.hostport); a != nil && g.transport == "UDP" {
 		req.Laddr = sip.Addr{IP: a.IP, Port: a.Port}
 		fromHost = a.IP.String()
 	}
@@ -88,7 +90,8 @@ func parseTarget(s string) (target, error) {
 type prober struct {
 	ctx    context.Context // the Server's Run context; nil = not running
 	cli    *sipgo.Client
-	laddr  atomic.Pointer[sip.Addr]
+	fixed  atomic.Pointer[sip.Addr]   // Calls.LocalAddr, when configured
+	udp    atomic.Pointer[[]sip.Addr] // the UDP listeners, sorted
 	notify atomic.Pointer[func(HQTargetEvent)]
 }
 
@@ -108,31 +111,67 @@ func (p *prober) init(ua *sipgo.UserAgent, cfg Config, ls map[Listen]*listener) 
 	p.setFrom(cfg, ls)
 }
 
-// setFrom picks the listener probes leave from: the B2BUA's LocalAddr when
-// set (the address HQ knows the box by), else the first UDP listener.
+// setFrom records the listeners probes may leave from: the B2BUA's
+// LocalAddr when set (the address HQ knows the box by), else the UDP
+// listener on the interface facing each target (see facing).
 func (p *prober) setFrom(cfg Config, ls map[Listen]*listener) {
+	p.fixed.Store(nil)
 	if a := cfg.Calls.LocalAddr; a != "" {
 		if ap, err := netip.ParseAddrPort(a); err == nil {
-			p.laddr.Store(&sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())})
-			return
+			p.fixed.Store(&sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())})
 		}
 	}
-	var best *sip.Addr
-	bestName := ""
+	var udp []sip.Addr
 	for _, l := range ls {
-		if l.pc == nil {
-			continue
+		if ua, ok := l.pc.(interface{ LocalAddr() net.Addr }); ok && l.pc != nil {
+			if a, ok := ua.LocalAddr().(*net.UDPAddr); ok {
+				udp = append(udp, sip.Addr{IP: a.IP, Port: a.Port})
+			}
 		}
-		ua, ok := l.pc.LocalAddr().(*net.UDPAddr)
-		if !ok || (best != nil && l.bound >= bestName) {
-			continue
-		}
-		best, bestName = &sip.Addr{IP: ua.IP, Port: ua.Port}, l.bound
 	}
-	p.laddr.Store(best)
+	slices.SortFunc(udp, func(x, y sip.Addr) int { return strings.Compare(x.String(), y.String()) })
+	p.udp.Store(&udp)
 }
 
-func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, laddr: &p.laddr} }
+func (p *prober) from(hostport string) *sip.Addr {
+	if a := p.fixed.Load(); a != nil {
+		return a
+	}
+	ls := p.udp.Load()
+	if ls == nil {
+		return nil
+	}
+	return facing(*ls, hostport)
+}
+
+// facing picks, among the UDP listeners, the one a packet to hostport
+// should leave from: the listener bound to the source address the kernel's
+// routing table chooses for that destination (learnt by connecting a UDP
+// socket, which sends nothing), else a wildcard listener, else the first.
+// On a box with a LAN and a WAN listener this keeps requests to HQ on the
+// WAN address, where HQ's answers come back.
+func facing(ls []sip.Addr, hostport string) *sip.Addr {
+	if len(ls) == 0 {
+		return nil
+	}
+	if c, err := net.Dial("udp", hostport); err == nil {
+		src := c.LocalAddr().(*net.UDPAddr).IP
+		c.Close()
+		for i := range ls {
+			if ls[i].IP.Equal(src) {
+				return &ls[i]
+			}
+		}
+	}
+	for i := range ls {
+		if ls[i].IP.IsUnspecified() {
+			return &ls[i]
+		}
+	}
+	return &ls[0]
+}
+
+func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, from: p.from} }
 
 func (p *prober) run(ctx context.Context, hq *hqTrunk, log *slog.Logger) {
 	p.ctx = ctx

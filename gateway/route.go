@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"context"
+	"time"
+
 	"github.com/outpost/outpost/gateway/dialplan"
 )
 
@@ -35,7 +38,40 @@ func (s *Server) Route(number string, mode dialplan.Mode) RouteExplanation {
 			ex.Targets = append(ex.Targets, g.Target+" ("+g.Name+")")
 		}
 	case dialplan.RouteHQ:
-		ex.Targets = append(ex.Targets, cfg.HQ...)
+		ex.Targets = s.hqTargetsNow(cfg)
 	}
 	return ex
+}
+
+// hqTargetsNow lists the HQ targets as a call would try them now (resolved,
+// healthy first, each with its health); without an answer from DNS within a
+// second it falls back to the configured description.
+func (s *Server) hqTargetsNow(cfg Config) []string {
+	s.mu.Lock()
+	hq := s.hq
+	s.mu.Unlock()
+	if hq == nil {
+		return cfg.HQ
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	names, err := hq.Targets(ctx)
+	if err != nil || len(names) == 0 {
+		return cfg.HQ
+	}
+	state := map[string]string{}
+	now := time.Now()
+	for _, t := range hq.Health() {
+		switch {
+		case !t.Up:
+			state[t.Target] = " (DOWN: " + string(t.Reason) + ")"
+		case t.BlockedUntil.After(now):
+			state[t.Target] = " (blocked until " + t.BlockedUntil.Local().Format(time.TimeOnly) + ")"
+		}
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = n + state[n]
+	}
+	return out
 }

@@ -32,8 +32,11 @@
 // nobody has judged yet starts up: a freshly booted box routes normally
 // until evidence says otherwise, and a box without a watched WAN
 // interface (no wan.interface) is judged by the HQ probes alone. The
-// caller seeds the WAN facts from its first netlink snapshot; repeating a
-// fact is harmless (events are applied as levels, not toggles).
+// caller seeds the WAN facts from its first netlink snapshot — including
+// the absent ones: LinkDown for a missing interface, RouteRemoved for "no
+// default route" — and sends WANReset before seeding another interface.
+// Repeating a fact is harmless (events are applied as levels, not
+// toggles).
 //
 // HQ health is what the health prober decided (down_after failed probes in
 // a row take a target down, up_after good ones bring it up): the Machine

@@ -46,13 +46,17 @@ const (
 	AllTargetsDown
 	// Configured: Event.Config is the new configuration.
 	Configured
+	// WANReset forgets the link, carrier and route facts (all unknown
+	// again, hence healthy): send it when wan.interface names another
+	// interface, then seed the new one's state.
+	WANReset
 )
 
 var kindNames = [...]string{
 	LinkUp: "LinkUp", LinkDown: "LinkDown", CarrierUp: "CarrierUp", CarrierDown: "CarrierDown",
 	RouteAdded: "RouteAdded", RouteRemoved: "RouteRemoved",
 	TargetUp: "TargetUp", TargetDown: "TargetDown", TargetGone: "TargetGone",
-	AllTargetsDown: "AllTargetsDown", Configured: "Configured",
+	AllTargetsDown: "AllTargetsDown", Configured: "Configured", WANReset: "WANReset",
 }
 
 func (k Kind) String() string {

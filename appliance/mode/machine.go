@@ -147,6 +147,10 @@ func (m *Machine) Apply(ev Event) []Transition {
 		for t := range m.targets {
 			m.targets[t] = false
 		}
+	case WANReset:
+		m.link, m.carrier = unknown, unknown
+		clear(m.routes)
+		m.routesKnown = false
 	case Configured:
 		return append(out, m.configure(ev.Config, at)...)
 	default:

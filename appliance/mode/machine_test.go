@@ -278,6 +278,19 @@ func TestMachine(t *testing.T) {
 			},
 		},
 		{
+			name: "WANReset forgets the old interface's facts", cfg: hq, start: Normal,
+			steps: []step{
+				{ev: route(RouteAdded, 0, "v4"), mode: Normal},
+				{ev: ev(CarrierDown, 1), want: []string{"normal→survivable:WAN carrier lost@1"}},
+				{ev: ev(WANReset, 2), mode: Survivable},            // unknown = healthy: hold 2..12
+				{ev: route(RouteRemoved, 3, ""), mode: Survivable}, // seed: the new WAN has no default route
+				{ev: ev(CarrierUp, 3), mode: Survivable},
+				{ev: route(RouteAdded, 4, "v4 new"), mode: Survivable}, // hold 4..14
+				tick(13.9),
+				{tick: at(14), want: []string{"survivable→normal:WAN and HQ healthy for the hold time@14"}},
+			},
+		},
+		{
 			name: "unknown event kinds are ignored", cfg: hq, start: Normal,
 			steps: []step{{ev: Event{Kind: Kind(99), At: at(1)}, mode: Normal}},
 		},

@@ -95,13 +95,24 @@ func (b *syncBuffer) String() string {
 // waits until its admin socket answers.
 func startDaemon(t *testing.T, dir, cfg string) *daemon {
 	t.Helper()
+	return startDaemonIn(t, "", dir, cfg)
+}
+
+// startDaemonIn is startDaemon inside the network namespace netns (the
+// kernel name; "" = the test's own). The admin socket is a file, so the
+// test talks to it from outside.
+func startDaemonIn(t *testing.T, netns, dir, cfg string) *daemon {
+	t.Helper()
 	bin := binaries(t)
-	args := []string{"--data", dir, "--log-level", "info"}
+	args := []string{filepath.Join(bin, "outpostd"), "--data", dir, "--log-level", "info"}
 	if cfg != "" {
 		args = append(args, "--config", cfg)
 	}
+	if netns != "" {
+		args = append([]string{"ip", "netns", "exec", netns}, args...)
+	}
 	logBuf := &syncBuffer{}
-	cmd := exec.Command(filepath.Join(bin, "outpostd"), args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logBuf, logBuf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -206,7 +217,6 @@ func (d *daemon) waitFor(what string, within time.Duration, cond func(api.Status
 	}
 }
 
-// benchDoc is a config document with n users userNNNN / pwNNNN in realm bench.local.
 // metrics fetches GET /metrics over the admin socket: the body and its
 // Content-Type.
 func (d *daemon) metrics() (string, string) {
@@ -226,6 +236,7 @@ func (d *daemon) metrics() (string, string) {
 	return string(body), res.Header.Get("Content-Type")
 }
 
+// benchDoc is a config document with n users userNNNN / pwNNNN in realm bench.local.
 func benchDoc(n int, listen []string, extra func(map[string]any)) map[string]any {
 	users := make([]map[string]any, n)
 	for i := range users {
@@ -284,6 +295,12 @@ func needSIPp(t *testing.T) {
 // exit error and output. SIPp exits 0 only when every call succeeded.
 func sipp(t *testing.T, scenario, target, csv string, calls, rate int, extra ...string) (string, error) {
 	t.Helper()
+	return sippIn(t, "", scenario, target, csv, calls, rate, extra...)
+}
+
+// sippIn is sipp inside the network namespace netns ("" = the test's own).
+func sippIn(t *testing.T, netns, scenario, target, csv string, calls, rate int, extra ...string) (string, error) {
+	t.Helper()
 	needSIPp(t)
 	work := t.TempDir()
 	sf, err := filepath.Abs(filepath.Join("testdata", "sipp", scenario))
@@ -304,7 +321,11 @@ func sipp(t *testing.T, scenario, target, csv string, calls, rate int, extra ...
 	args = append(args, extra...)
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sipp", args...)
+	name := "sipp"
+	if netns != "" {
+		name, args = "ip", append([]string{"netns", "exec", netns, "sipp"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = work
 	out, err := cmd.CombinedOutput()
 	errs, _ := os.ReadFile(filepath.Join(work, "err.log"))
