@@ -15,6 +15,7 @@ import (
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/gateway/upstream"
 )
 
 // The App is the API's backend.
@@ -31,7 +32,7 @@ func (a *App) Status(context.Context) api.Status {
 	}
 	s := a.gw.Registrar().Stats()
 	ms := a.mode.Status()
-	return api.Status{
+	st := api.Status{
 		Version:       a.opts.Version,
 		Site:          doc.Site.Name,
 		Mode:          string(ms.Mode),
@@ -55,6 +56,26 @@ func (a *App) Status(context.Context) api.Status {
 		HQ:            a.hqHealth(),
 		CallsActive:   len(a.gw.Calls()),
 	}
+	st.Upstream, st.UpstreamFailed = a.upstreamStatus()
+	return st
+}
+
+// upstreamStatus counts the upstream registrations by state and lists the
+// first few failures.
+func (a *App) upstreamStatus() (map[string]int, []api.UpstreamFailure) {
+	es := a.gw.Upstream()
+	if es == nil {
+		return nil, nil
+	}
+	counts := map[string]int{}
+	var failed []api.UpstreamFailure
+	for _, e := range es {
+		counts[string(e.State)]++
+		if e.State == upstream.StateFailed && len(failed) < 10 {
+			failed = append(failed, api.UpstreamFailure{User: e.User, Code: e.Code, Error: e.Error, Target: e.Target, Retry: e.NextAt.UTC()})
+		}
+	}
+	return counts, failed
 }
 
 // transitions are the newest mode transitions, oldest first.

@@ -54,6 +54,9 @@ func gatewayConfig(d *config.Document, build string, m dialplan.Mode) (gateway.C
 			DNSServers: d.HQ.DNSServers, DownAfter: d.HQ.EffectiveDownAfter(), UpAfter: d.HQ.EffectiveUpAfter(),
 			ProbeInterval: d.HQ.EffectiveOptionsInterval()}
 	}
+	if cfg.HQTrunk != nil && d.HQ.RegisterUpstream {
+		cfg.Upstream = &gateway.UpstreamConfig{Domain: d.Site.Domain, Username: d.HQ.AuthUsername, Password: d.HQ.AuthPassword}
+	}
 	if len(cfg.HQ) == 0 && d.HQ.Domain != "" {
 		cfg.HQ = []string{"domain " + d.HQ.Domain + " (RFC 3263, " + d.HQ.EffectiveTransport() + ")"}
 	}

@@ -217,9 +217,12 @@ func (s *Server) HQHealth() []health.TargetState {
 
 // SetMode makes m the mode new calls are routed in; calls in progress keep
 // the route they took.
+// Upstream registration pauses in survivable mode and resumes, paced, on
+// failback.
 func (s *Server) SetMode(m dialplan.Mode) {
 	s.mu.Lock()
 	s.cfg.Mode = m
 	s.mode.Store(m)
 	s.mu.Unlock()
+	s.up.mode(m)
 }

@@ -50,6 +50,8 @@ type Config struct {
 	Calls b2bua.Config
 	// HQTrunk, when set, is where route "hq" goes.
 	HQTrunk *HQConfig
+	// Upstream, with an HQTrunk, registers local users at HQ too.
+	Upstream *UpstreamConfig
 }
 
 // PSTNGateway is one local PSTN gateway.
@@ -74,6 +76,7 @@ type Server struct {
 	hq   *hqTrunk // nil = no HQ; replaced only when the hq section changes
 	// probe is what the HQ prober needs from the Server (see probe.go).
 	probe prober
+	up    upstreamPart // upstream registration at HQ (upstreamreg.go)
 
 	mu        sync.Mutex
 	cfg       Config
@@ -161,6 +164,15 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.listeners = bound
 	s.fp.setSockets(bound)
 	s.probe.init(ua, cfg, bound)
+	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
+	reg.OnPresence(s.up.presence)
+	if err := s.up.apply(cfg, s.hq, bound, reg.Present(), cfg.Mode); err != nil {
+		for _, l := range bound {
+			l.close()
+		}
+		ua.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -260,9 +272,11 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Info("sip listening", "listener", l.bound)
 	}
 	s.probe.run(ctx, s.hq, s.log)
+	s.up.run(ctx)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		s.up.close()
 		s.probe.stop(s.hq)
 		s.mu.Unlock()
 	}()
@@ -342,6 +356,9 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	s.probe.swap(s.hq, hq, cfg, next, s.log)
 	s.hq = hq
 	s.cfg = cfg
+	if err := s.up.apply(cfg, hq, next, s.reg.Present(), cfg.Mode); err != nil {
+		return err // the appliance restores the previous document
+	}
 	return nil
 }
 

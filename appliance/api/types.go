@@ -43,6 +43,20 @@ type Status struct {
 	HQ []TargetHealth `json:"hq,omitempty"`
 	// CallsActive is the number of calls in progress.
 	CallsActive int `json:"calls_active"`
+	// Upstream counts the users registered at HQ by state (absent when
+	// hq.register_upstream is off).
+	Upstream map[string]int `json:"upstream,omitempty"`
+	// UpstreamFailed shows a few users whose registration at HQ failed last.
+	UpstreamFailed []UpstreamFailure `json:"upstream_failed,omitempty"`
+}
+
+// UpstreamFailure is one user whose registration at HQ failed.
+type UpstreamFailure struct {
+	User   string    `json:"user"`
+	Code   int       `json:"code,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	Target string    `json:"target,omitempty"`
+	Retry  time.Time `json:"retry,omitzero"`
 }
 
 // ModeTransition is one change of operating mode.

@@ -127,6 +127,10 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "registrar\tregistered %d, unregistered %d, expired %d, challenges %d\n", r.Registered, r.Unregistered, r.Expired, r.Challenges)
 			fmt.Fprintf(w, "abuse\tauth failures %d, blocked %d, storm 503s %d, garbage datagrams dropped %d\n", r.AuthFailures, r.AuthBlocked, r.StormRefused, s.SIPDropped)
 			fmt.Fprintf(w, "calls\t%d in progress\n", s.CallsActive)
+			if s.Upstream != nil {
+				fmt.Fprintf(w, "upstream\tregistered %d, pending %d, failed %d (registrations at HQ)\n",
+					s.Upstream["registered"], s.Upstream["pending"]+s.Upstream["registering"], s.Upstream["failed"])
+			}
 			for _, t := range s.HQ {
 				state := "up"
 				switch {

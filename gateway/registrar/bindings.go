@@ -38,10 +38,31 @@ type table struct {
 	mu    sync.Mutex
 	aors  map[string][]*Binding
 	dirty map[BindingKey]*Binding // nil value = deleted
+	// touched are the AORs changed since takeTouched, for the presence
+	// hook (upstream registration follows whether an AOR has a binding).
+	touched map[string]struct{}
 }
 
 func newTable() *table {
-	return &table{aors: map[string][]*Binding{}, dirty: map[BindingKey]*Binding{}}
+	return &table{aors: map[string][]*Binding{}, dirty: map[BindingKey]*Binding{}, touched: map[string]struct{}{}}
+}
+
+// takeTouched returns the AORs changed since the last call, split by
+// whether they have a binding now.
+func (t *table) takeTouched() (present, absent []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for aor := range t.touched {
+		if len(t.aors[aor]) > 0 {
+			present = append(present, aor)
+		} else {
+			absent = append(absent, aor)
+		}
+	}
+	clear(t.touched)
+	slices.Sort(present)
+	slices.Sort(absent)
+	return present, absent
 }
 
 // lookup returns copies of the unexpired bindings of aor.
@@ -95,6 +116,7 @@ func (t *table) load(bs []Binding, now time.Time) {
 }
 
 func (t *table) markLocked(k BindingKey, b *Binding) {
+	t.touched[k.AOR] = struct{}{}
 	if b == nil {
 		t.dirty[k] = nil
 		return

@@ -54,6 +54,39 @@ type Registrar struct {
 	stats struct {
 		registered, unregistered, expired, authFailures, authBlocked, stormRefused, challenges atomic.Uint64
 	}
+
+	presence atomic.Pointer[func(aor string, present bool)]
+}
+
+// OnPresence sets the function told, about once a second from Run, which
+// AORs gained their first binding (present) or lost their last one (by
+// un-registration, expiry or the user's removal). Repeats are possible:
+// an AOR whose bindings were refreshed is reported present again.
+func (r *Registrar) OnPresence(f func(aor string, present bool)) { r.presence.Store(&f) }
+
+// Present returns the AORs that have at least one live binding, sorted.
+func (r *Registrar) Present() []string {
+	var out []string
+	for _, b := range r.Bindings() {
+		if len(out) == 0 || out[len(out)-1] != b.AOR {
+			out = append(out, b.AOR)
+		}
+	}
+	return out
+}
+
+func (r *Registrar) notifyPresence() {
+	f := r.presence.Load()
+	present, absent := r.tbl.takeTouched()
+	if f == nil {
+		return
+	}
+	for _, aor := range absent {
+		(*f)(aor, false)
+	}
+	for _, aor := range present {
+		(*f)(aor, true)
+	}
 }
 
 // Option adjusts a Registrar for tests.
@@ -150,6 +183,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 				r.log.Debug("bindings expired", "count", n)
 			}
 			r.fails.prune()
+			r.notifyPresence()
 		case <-persistTick.C:
 			if err := r.Flush(ctx); err != nil {
 				r.log.Warn("persisting bindings failed; will retry", "err", err)

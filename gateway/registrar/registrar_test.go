@@ -3,6 +3,7 @@ package registrar
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -536,5 +537,44 @@ func TestAuthorizeCall(t *testing.T) {
 	}
 	if st := r.Stats(); st.AuthFailures != 2 {
 		t.Fatalf("auth failures %d, want 2", st.AuthFailures)
+	}
+}
+
+// TestPresence: the hook hears an AOR's first binding, its last going (by
+// un-registration, expiry and the user's removal), and nothing for AORs
+// that did not change.
+func TestPresence(t *testing.T) {
+	r, clk := newTestRegistrar(t, Config{Users: []User{user("1001", "pw1001"), user("1002", "pw1002"), user("1003", "pw1003")}}, nil)
+	var got []string
+	r.OnPresence(func(aor string, present bool) { got = append(got, fmt.Sprintf("%s=%v", aor, present)) })
+	take := func() []string {
+		r.notifyPresence()
+		out := got
+		got = nil
+		return out
+	}
+	register(t, r, msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10>"}, expires: "60"}, "pw1001")
+	register(t, r, msg{aor: "1002", contacts: []string{"<sip:1002@198.18.0.20>"}, expires: "3600"}, "pw1002")
+	register(t, r, msg{aor: "1003", contacts: []string{"<sip:1003@198.18.0.30>"}, expires: "3600"}, "pw1003")
+	if g := take(); !slices.Equal(g, []string{"1001=true", "1002=true", "1003=true"}) {
+		t.Fatalf("after three registrations: %v", g)
+	}
+	if g := take(); len(g) != 0 {
+		t.Fatalf("nothing changed, yet: %v", g)
+	}
+	register(t, r, msg{aor: "1002", callID: "x", contacts: []string{"*"}, expires: "0"}, "pw1002")
+	clk.add(2 * time.Minute)
+	r.tbl.expire(clk.now())
+	if g := take(); !slices.Equal(g, []string{"1001=false", "1002=false"}) {
+		t.Fatalf("after un-registration and expiry: %v", g)
+	}
+	if err := r.Reconfigure(t.Context(), Config{Realm: realm, Users: []User{user("1001", "pw1001")}}); err != nil {
+		t.Fatal(err)
+	}
+	if g := take(); !slices.Equal(g, []string{"1003=false"}) {
+		t.Fatalf("after removing user 1003: %v", g)
+	}
+	if p := r.Present(); len(p) != 0 {
+		t.Fatalf("Present() = %v, want none", p)
 	}
 }

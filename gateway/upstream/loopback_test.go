@@ -1,0 +1,241 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+)
+
+// These tests run the Agent over real UDP on loopback, through sipgo,
+// against in-process sipgo servers standing in for HQ registrars.
+
+// wait bounds every wait for a message in this file.
+const wait = 10 * time.Second
+
+// serveUDP serves srv on a fresh loopback socket until the test ends and
+// returns its address.
+func serveUDP(t *testing.T, ua *sipgo.UserAgent, srv *sipgo.Server) string {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.ServeUDP(conn)
+	}()
+	t.Cleanup(func() {
+		_ = ua.Close()
+		_ = conn.Close()
+		select {
+		case <-done:
+		case <-time.After(wait):
+			t.Error("server did not stop")
+		}
+	})
+	addr := conn.LocalAddr().String()
+	// ServeUDP registers the socket with sipgo's transport from its own
+	// goroutine; a request pinned to it (Laddr) before that fails. Poll
+	// (bounded) for the registration.
+	deadline := time.Now().Add(wait)
+	for {
+		if c, err := ua.TransportLayer().GetConnection("udp", addr); err == nil && c != nil {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("listener never registered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// startHQ runs h as a sipgo registrar on loopback and returns its address.
+func startHQ(t *testing.T, h *hq) string {
+	t.Helper()
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent("hq-" + h.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sipgo.NewServer(ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.OnRegister(func(req *sip.Request, tx sip.ServerTransaction) {
+		if err := tx.Respond(h.handle(req)); err != nil {
+			t.Logf("hq %s: respond: %v", h.name, err)
+		}
+	})
+	return serveUDP(t, ua, srv)
+}
+
+// startBox runs an Agent on a sipgo UA with one loopback listener, whose
+// address becomes ContactHost and LocalAddr.
+func startBox(t *testing.T, cfg Config) (*Agent, string) {
+	t.Helper()
+	ua, err := sipgo.NewUA(sipgo.WithUserAgent("outpost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sipgo.NewServer(ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveUDP(t, ua, srv)
+	cfg.ContactHost, cfg.LocalAddr, cfg.Domain = addr, addr, domain
+	if cfg.Username == "" {
+		cfg.Username, cfg.Password = trunkUser, trunkPass
+	}
+	a, err := New(ua, cfg, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := a.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() }) // before the UA closes (cleanups run last-in first-out)
+	return a, addr
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// next waits (bounded) for the next record of h matching ok.
+func next(t *testing.T, h *hq, what string, ok func(rec) bool) rec {
+	t.Helper()
+	timeout := time.After(wait)
+	for {
+		select {
+		case r := <-h.ch:
+			if ok(r) {
+				return r
+			}
+		case <-timeout:
+			t.Fatalf("hq %s: no %s; saw %s", h.name, what, summary(h.records()))
+		}
+	}
+}
+
+// settled waits (bounded) until the Agent has filed the result of every
+// job: HQ records its answer before the box reads it.
+func settled(t *testing.T, a *Agent, ok func(Entry) bool) []Entry {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		st := a.Status()
+		all := true
+		for _, e := range st {
+			all = all && ok(e)
+		}
+		if all {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never settled: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLoopbackRegisterFailoverRefreshRemove(t *testing.T) {
+	busy := newHQ(t, "busy", time.Hour)
+	busy.status = 503
+	good := newHQ(t, "good", time.Hour)
+	busyAddr, goodAddr := startHQ(t, busy), startHQ(t, good)
+	tr := &trunk{targets: []string{"udp:" + busyAddr, "udp:" + goodAddr}}
+	a, boxAddr := startBox(t, Config{Trunk: tr, Expires: 2 * time.Second, Timeout: 2 * time.Second})
+
+	a.Set("1001")
+	first := next(t, good, "registration", func(r rec) bool { return r.Code == 200 })
+	rs := good.records()
+	if got := summary(rs); got != "1001 401 e=2; 1001 200 e=2 nc=1" {
+		t.Fatalf("good HQ saw %s", got)
+	}
+	if first.Contact != "sip:1001@"+boxAddr || first.Domain != domain || first.Authz != trunkUser {
+		t.Fatalf("registration %+v, want contact sip:1001@%s, AOR domain %s, digest user %s", first, boxAddr, domain, trunkUser)
+	}
+	if first.Source != boxAddr {
+		t.Fatalf("REGISTER came from %s, not the box's listener %s", first.Source, boxAddr)
+	}
+	if got := summary(busy.records()); got != "1001 503 e=2" {
+		t.Fatalf("busy HQ saw %s", got)
+	}
+	st := settled(t, a, func(e Entry) bool { return e.State != StateRegistering })
+	if e := st[0]; e.State != StateRegistered || e.Target != "udp:"+goodAddr || e.Code != 200 {
+		t.Fatalf("status %+v", e)
+	}
+
+	// Granted 2 s: refreshed after 1 s, pre-emptively authorised.
+	refresh := next(t, good, "refresh", func(r rec) bool { return r.Expires > 0 && r.Code == 200 })
+	if refresh.NC != "00000002" || refresh.CallID != first.CallID || refresh.CSeq <= first.CSeq {
+		t.Fatalf("refresh %+v after %+v", refresh, first)
+	}
+
+	a.Remove("1001")
+	gone := next(t, good, "unregister", func(r rec) bool { return r.Expires == 0 })
+	if gone.Code != 200 || gone.Contact != "sip:1001@"+boxAddr || gone.User != "1001" {
+		t.Fatalf("unregister %+v", gone)
+	}
+	if !strings.HasPrefix(tr.got(), fmt.Sprintf("udp:%s 503; udp:%s 200", busyAddr, goodAddr)) {
+		t.Fatalf("trunk reports %q", tr.got())
+	}
+}
+
+func TestLoopbackPauseResume(t *testing.T) {
+	const users = 20
+	h := newHQ(t, "hq", time.Hour)
+	hqAddr := startHQ(t, h)
+	a, _ := startBox(t, Config{Trunk: Static{"udp:" + hqAddr}, ReplayRate: 200})
+	for i := range users {
+		a.Set(fmt.Sprintf("%d", 1000+i))
+	}
+	registered := map[string]bool{}
+	for len(registered) < users {
+		r := next(t, h, "registration", func(r rec) bool { return r.Code == 200 })
+		registered[r.User] = true
+	}
+	settled(t, a, func(e Entry) bool { return e.State == StateRegistered })
+
+	a.Pause()
+	paused := len(h.records())
+	a.Set("2000")
+	a.Remove("1000")
+	if n := len(h.records()); n != paused {
+		t.Fatalf("paused agent sent %s", summary(h.records()[paused:]))
+	}
+	a.Resume()
+
+	replayed := map[string]bool{}
+	for len(replayed) < users+1 {
+		r := next(t, h, "replay", func(r rec) bool { return r.Code == 200 })
+		replayed[r.User+fmt.Sprintf(" e=%d", min(r.Expires, 1))] = true
+	}
+	if !replayed["1000 e=0"] || !replayed["2000 e=1"] || !replayed["1019 e=1"] {
+		t.Fatalf("replay: %v", replayed)
+	}
+	st := settled(t, a, func(e Entry) bool { return e.State != StateRegistering })
+	if len(st) != users {
+		t.Fatalf("after replay: %d users", len(st))
+	}
+	for _, e := range st {
+		if e.State != StateRegistered || e.User == "1000" {
+			t.Fatalf("after replay: %+v", e)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/upstream"
+)
+
+// UpstreamConfig enables upstream registration (hq.register_upstream):
+// every extension with a local binding is also registered at HQ with the
+// box as its Contact. The HQ targets are the HQ trunk's; the Contact and
+// the listener requests leave from are the box's UDP listener facing HQ.
+type UpstreamConfig struct {
+	Domain             string // site.domain: AORs are sip:EXT@Domain
+	Username, Password string // hq.auth_username / auth_password
+	Expires            time.Duration
+	ReplayRate         float64 // registrations per second; 0 = upstream.DefaultReplayRate
+}
+
+// upstreamPart runs the upstream agent on behalf of the Server: built when
+// the document asks for it, reconfigured with the document, paused in
+// survivable mode, fed by the registrar's presence hook. Its methods are
+// called with Server.mu held, except set/remove (from the registrar).
+type upstreamPart struct {
+	ua  *sipgo.UserAgent
+	log *slog.Logger
+
+	mu    sync.Mutex // guards agent for the registrar's hook
+	agent *upstream.Agent
+	stop  func()
+	ctx   context.Context // the Server's Run context; nil = not running
+}
+
+func (u *upstreamPart) current() *upstream.Agent {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.agent
+}
+
+// presence is the registrar's hook: an extension gained its first binding
+// or lost its last one.
+func (u *upstreamPart) presence(aor string, present bool) {
+	a := u.current()
+	switch {
+	case a == nil:
+	case present:
+		a.Set(aor)
+	default:
+		a.Remove(aor)
+	}
+}
+
+// apply makes the agent match cfg: built (and started, if the Server runs)
+// when upstream registration is enabled with an HQ, reconfigured when it
+// changes, stopped when it is disabled. present lists the extensions that
+// have local bindings now, for a new agent.
+func (u *upstreamPart) apply(cfg Config, hq *hqTrunk, ls map[Listen]*listener, present []string, m dialplan.Mode) error {
+	if cfg.Upstream == nil || hq == nil {
+		u.close()
+		return nil
+	}
+	ucfg, err := upstreamSettings(cfg, hq, ls)
+	if err != nil {
+		return err
+	}
+	if a := u.current(); a != nil {
+		if err := a.Reconfigure(context.Background(), ucfg); err != nil {
+			return fmt.Errorf("gateway: upstream registration: %w", err)
+		}
+		return nil
+	}
+	a, err := upstream.New(u.ua, ucfg, u.log)
+	if err != nil {
+		return fmt.Errorf("gateway: upstream registration: %w", err)
+	}
+	if m == dialplan.Mode("survivable") {
+		a.Pause()
+	}
+	a.Sync(present)
+	u.mu.Lock()
+	u.agent = a
+	u.mu.Unlock()
+	if u.ctx != nil {
+		u.start()
+	}
+	return nil
+}
+
+func (u *upstreamPart) run(ctx context.Context) {
+	u.ctx = ctx
+	if u.current() != nil {
+		u.start()
+	}
+}
+
+func (u *upstreamPart) start() {
+	a := u.current()
+	ctx, cancel := context.WithCancel(u.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := a.Run(ctx); err != nil {
+			u.log.Error("upstream registration stopped", "err", err)
+		}
+	}()
+	u.stop = func() { cancel(); <-done }
+}
+
+func (u *upstreamPart) close() {
+	if u.stop != nil {
+		u.stop()
+		u.stop = nil
+	}
+	u.mu.Lock()
+	u.agent = nil
+	u.mu.Unlock()
+}
+
+// mode pauses upstream registration in survivable mode (HQ is unreachable:
+// local registration goes on) and resumes it, paced, on failback.
+func (u *upstreamPart) mode(m dialplan.Mode) {
+	a := u.current()
+	if a == nil {
+		return
+	}
+	if m == dialplan.Mode("survivable") {
+		a.Pause()
+	} else {
+		a.Resume()
+	}
+}
+
+// upstreamSettings builds the agent's Config: the Contact is the UDP
+// listener facing HQ's first target (or Calls.LocalAddr when set), so HQ
+// calls the box back on the address it can reach.
+func upstreamSettings(cfg Config, hq *hqTrunk, ls map[Listen]*listener) (upstream.Config, error) {
+	uc := cfg.Upstream
+	local := cfg.Calls.LocalAddr
+	if local == "" {
+		var udp []sip.Addr
+		for _, l := range ls {
+			if l.pc != nil {
+				if a, ok := l.pc.LocalAddr().(*net.UDPAddr); ok {
+					udp = append(udp, sip.Addr{IP: a.IP, Port: a.Port})
+				}
+			}
+		}
+		dest := ""
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if ts, err := hq.Targets(ctx); err == nil && len(ts) > 0 {
+			if t, err := parseTarget(ts[0]); err == nil {
+				dest = t.hostport
+			}
+		}
+		cancel()
+		if dest == "" && len(udp) > 0 {
+			dest = udp[0].String()
+		}
+		if a := facing(udp, dest); a != nil {
+			ip := a.IP
+			if ip.IsUnspecified() { // a wildcard listener: the source the kernel would use
+				if c, err := net.Dial("udp", dest); err == nil {
+					ip = c.LocalAddr().(*net.UDPAddr).IP
+					c.Close()
+				}
+			}
+			local = net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
+		}
+	}
+	if local == "" {
+		return upstream.Config{}, fmt.Errorf("gateway: upstream registration needs a UDP listener")
+	}
+	return upstream.Config{Trunk: hq, Transport: hq.transport, ContactHost: local, LocalAddr: local,
+		Domain: uc.Domain, Username: uc.Username, Password: uc.Password, Expires: uc.Expires, ReplayRate: uc.ReplayRate}, nil
+}
+
+// Upstream is the state of every upstream registration (nil when off).
+func (s *Server) Upstream() []upstream.Entry {
+	if a := s.up.current(); a != nil {
+		return a.Status()
+	}
+	return nil
+}
