@@ -43,6 +43,7 @@ type App struct {
 	mgmt    *mgmt
 	net     *netcfg.Watcher // the kernel's links, addresses and routes
 	mode    *mode.Driver    // normal / survivable / standalone
+	msr     *msrPart        // MSR registration of the interfaces, media resource table
 	cdr     *cdrWriter
 	started time.Time
 
@@ -84,6 +85,9 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("appliance: %w", err)
 	}
 	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })
+	if a.msr, err = newMSRPart(a.doc, a.net, a.gw.Registrar(), log.With("part", "msr")); err != nil {
+		return fmt.Errorf("appliance: %w", err)
+	}
 
 	sockPath := filepath.Join(opts.DataDir, SocketFile)
 	ln, err := listenUnix(sockPath)
@@ -124,6 +128,11 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	})
 	wg.Go(func() { a.runMode(ctx) })
+	wg.Go(func() {
+		if err := a.msr.run(ctx); err != nil {
+			fail(fmt.Errorf("appliance: msr: %w", err))
+		}
+	})
 	wg.Go(func() {
 		if err := a.cdr.Run(ctx); err != nil {
 			fail(fmt.Errorf("appliance: cdr: %w", err))

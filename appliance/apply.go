@@ -173,12 +173,19 @@ func (a *App) applyLocked(ctx context.Context, doc *config.Document, sealed []by
 				a.log.Error("restoring the gateway after "+why+" failed", "err", rerr)
 			}
 		}
+		if rerr := a.msr.reconfigure(ctx, a.doc); rerr != nil {
+			a.log.Error("restoring msr after "+why+" failed", "err", rerr)
+		}
 		if rerr := a.mgmt.Reconfigure(ctx, a.doc.Management); rerr != nil {
 			a.log.Error("restoring the management api after "+why+" failed", "err", rerr)
 		}
 	}
 	if err := a.gw.Reconfigure(ctx, gcfg); err != nil {
 		return api.ApplyResult{}, fmt.Errorf("applying to gateway: %w", err)
+	}
+	if err := a.msr.reconfigure(ctx, doc); err != nil {
+		restore("a failed msr change")
+		return api.ApplyResult{}, fmt.Errorf("applying to msr: %w", err)
 	}
 	if err := a.mgmt.Reconfigure(ctx, doc.Management); err != nil {
 		restore("a failed management change")

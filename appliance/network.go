@@ -57,6 +57,3 @@ func linkRoles(doc *config.Document, l netcfg.Link, defaultRoute bool) []string 
 	}
 	return roles
 }
-
-// msrStatus is filled in by the MSR agent once it runs.
-func (a *App) msrStatus() ([]api.MSRUA, *api.ControlChannel) { return nil, nil }

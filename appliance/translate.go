@@ -40,6 +40,14 @@ func gatewayConfig(d *config.Document, build string, m dialplan.Mode) (gateway.C
 	for _, u := range d.Users {
 		reg.Users = append(reg.Users, registrar.User{Extension: u.Extension, HA1MD5: u.HA1MD5, HA1SHA256: u.HA1SHA256})
 	}
+	if d.MSR.Enabled {
+		// Other media servers register their resources here with the MSR
+		// credentials (DESIGN §1); a box that takes no part in MSR
+		// refuses them like any unknown user.
+		user, realm, pw := d.MSR.EffectiveUsername(), reg.Realm, d.MSR.EffectivePassword()
+		reg.MSR = &registrar.MSRAccount{HeaderPrefix: d.MSR.EffectiveHeaderPrefix(), User: registrar.User{Extension: user,
+			HA1MD5: digest.HA1(digest.MD5, user, realm, pw), HA1SHA256: digest.HA1(digest.SHA256, user, realm, pw)}}
+	}
 	cfg.Registrar = reg
 	cfg.Dialplan = dialplanConfig(d)
 	cfg.Mode = m

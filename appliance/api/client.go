@@ -175,3 +175,7 @@ func (c *Client) CDRs(ctx context.Context, since time.Time, limit int) (rs []CDR
 	}
 	return rs, c.Do(ctx, http.MethodGet, p, nil, nil, &rs)
 }
+
+func (c *Client) MediaResources(ctx context.Context) (m MediaResources, err error) {
+	return m, c.Do(ctx, http.MethodGet, "/api/v1/media-resources", nil, nil, &m)
+}

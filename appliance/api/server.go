@@ -31,6 +31,7 @@ type Backend interface {
 	// oldest first.
 	CDRs(ctx context.Context, since time.Time, limit int) ([]CDR, error)
 	Interfaces(ctx context.Context) Interfaces
+	MediaResources(ctx context.Context) MediaResources
 }
 
 // Errors the Backend returns, mapped to HTTP statuses.
@@ -79,6 +80,9 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 		writeJSON(w, http.StatusOK, b.Interfaces(r.Context()))
 	})
 	mux.HandleFunc("GET /api/v1/cdr", h.getCDR)
+	mux.HandleFunc("GET /api/v1/media-resources", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.MediaResources(r.Context()))
+	})
 	mux.HandleFunc("GET /api/v1/route/{number}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Route(r.Context(), r.PathValue("number")))
 	})

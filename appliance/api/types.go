@@ -220,10 +220,49 @@ type MSRUA struct {
 	Next       time.Time `json:"next,omitzero"`
 }
 
-// ControlChannel is the state of the MSR control-channel listener.
+// ControlChannel is the state of the MSR control-channel listener
+// (RFC 6230 framing) and the softswitch connections it holds.
 type ControlChannel struct {
-	Listen    string    `json:"listen"`
-	Peer      string    `json:"peer,omitempty"` // connected softswitch, "" = none
-	Since     time.Time `json:"since,omitzero"`
-	LastAlive time.Time `json:"last_alive,omitzero"`
+	Listen   string        `json:"listen,omitempty"`
+	Error    string        `json:"error,omitempty"` // why it does not listen
+	Accepted uint64        `json:"accepted"`
+	Dropped  uint64        `json:"dropped"` // closed for keep-alive timeout, bad framing or overload
+	Peers    []ControlPeer `json:"peers"`
+}
+
+// ControlPeer is one control-channel connection.
+type ControlPeer struct {
+	Remote     string    `json:"remote"`
+	Since      time.Time `json:"since"`
+	Synced     bool      `json:"synced"`
+	KeepAliveS int       `json:"keep_alive_s"`
+	LastRecv   time.Time `json:"last_recv"`
+	Requests   uint64    `json:"requests"`
+}
+
+// MediaResources is GET /api/v1/media-resources.
+type MediaResources struct {
+	Zone        string                    `json:"zone,omitempty"` // this box's
+	Site        string                    `json:"site,omitempty"`
+	Resources   []MediaResource           `json:"resources"`
+	Matrix      map[string]map[string]int `json:"matrix,omitempty"` // site → site → distance; missing = forbidden
+	Performance map[string]float64        `json:"performance,omitempty"`
+}
+
+// MediaResource is one media resource: an interface of this box (Local)
+// or an MSR contact registered here.
+type MediaResource struct {
+	MSR         string    `json:"msr"`
+	AccID       string    `json:"acc_id,omitempty"`
+	Interface   string    `json:"interface"`
+	Addr        string    `json:"addr"`
+	Contact     string    `json:"contact,omitempty"`
+	Zone        string    `json:"zone,omitempty"`
+	Site        string    `json:"site,omitempty"`
+	Load        int       `json:"load"`
+	Coefficient float64   `json:"coefficient"`
+	Registered  bool      `json:"registered"`
+	Active      bool      `json:"active"`
+	Expires     time.Time `json:"expires,omitzero"`
+	Local       bool      `json:"local"`
 }

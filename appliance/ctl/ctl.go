@@ -31,6 +31,7 @@ verbs:
   interfaces                     network interfaces, their roles, MSR registrations
   ` + cdrUsage + `
                                  call detail records (--since 1h: the last hour)
+  media-resources [matrix]       media resources (MSR table) or the site-distance matrix
   config get [--version N]       the running (or a stored) document, secrets redacted
   config apply FILE [--dry-run] [--if-match N]
                                  validate and apply a document ("-" = stdin)
@@ -193,6 +194,8 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		return c.interfaces(ctx)
 	case "cdr":
 		return c.cdr(ctx, args[1:])
+	case "media-resources":
+		return c.mediaResources(ctx, args[1:])
 	case "pki":
 		return c.pki(ctx, args[1:])
 	case "fleet":

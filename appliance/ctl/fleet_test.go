@@ -127,6 +127,7 @@ func (f *fakeBox) Route(context.Context, string) api.RouteResult           { ret
 func (f *fakeBox) Calls(context.Context) []api.Call                        { return nil }
 func (f *fakeBox) CDRs(context.Context, time.Time, int) ([]api.CDR, error) { return nil, nil }
 func (f *fakeBox) Interfaces(context.Context) api.Interfaces               { return api.Interfaces{} }
+func (f *fakeBox) MediaResources(context.Context) api.MediaResources       { return api.MediaResources{} }
 
 // boxHandler is the real API handler over f, without metrics.
 func boxHandler(f *fakeBox) http.Handler {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -78,11 +80,78 @@ func (c *cmd) interfaces(ctx context.Context) error {
 			}
 		}
 		if cc := ifs.ControlChannel; cc != nil {
-			peer := cc.Peer
-			if peer == "" {
-				peer = "(no softswitch connected)"
+			switch {
+			case cc.Error != "":
+				fmt.Fprintf(w, "\ncontrol channel\tnot listening: %s\n", cc.Error)
+			case len(cc.Peers) == 0:
+				fmt.Fprintf(w, "\ncontrol channel\t%s\t(no softswitch connected)\n", cc.Listen)
 			}
-			fmt.Fprintf(w, "\ncontrol channel\t%s\t%s\n", cc.Listen, peer)
+			for _, p := range cc.Peers {
+				fmt.Fprintf(w, "\ncontrol channel\t%s\t%s synced=%v keep-alive %ds, last heard %s\n", cc.Listen, p.Remote, p.Synced,
+					p.KeepAliveS, p.LastRecv.Local().Format(time.TimeOnly))
+			}
 		}
 	})
+}
+
+func (c *cmd) mediaResources(ctx context.Context, args []string) error {
+	if len(args) > 1 || len(args) == 1 && args[0] != "matrix" {
+		return usageError("media-resources [matrix]")
+	}
+	m, err := c.cl.MediaResources(ctx)
+	if err != nil {
+		return err
+	}
+	if len(args) == 1 {
+		return c.print(m.Matrix, func(w *tabwriter.Writer) { printMatrix(w, m.Matrix) })
+	}
+	return c.print(m, func(w *tabwriter.Writer) {
+		fmt.Fprintf(w, "this box: zone %q, site %q\n", m.Zone, m.Site)
+		fmt.Fprintln(w, "MSR\tINTERFACE\tADDRESS\tZONE\tSITE\tLOAD\tCOEFF\tSTATE\tEXPIRES")
+		for _, r := range m.Resources {
+			state := "registered"
+			switch {
+			case r.Local:
+				state = "local"
+			case !r.Registered:
+				state = "unregistered"
+			case !r.Active:
+				state = "inactive"
+			}
+			exp := "-"
+			if !r.Expires.IsZero() {
+				exp = r.Expires.Local().Format(time.TimeOnly)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d%%\t%.2f\t%s\t%s\n", r.MSR, r.Interface, r.Addr, r.Zone, r.Site, r.Load, r.Coefficient, state, exp)
+		}
+	})
+}
+
+// printMatrix prints the site-distance matrix as a square table; "-" is a
+// missing entry (the pair is forbidden).
+func printMatrix(w *tabwriter.Writer, m map[string]map[string]int) {
+	sites := map[string]bool{}
+	for a, row := range m {
+		sites[a] = true
+		for b := range row {
+			sites[b] = true
+		}
+	}
+	names := slices.Sorted(maps.Keys(sites))
+	fmt.Fprint(w, "FROM \\ TO")
+	for _, n := range names {
+		fmt.Fprintf(w, "\t%s", n)
+	}
+	fmt.Fprintln(w)
+	for _, a := range names {
+		fmt.Fprint(w, a)
+		for _, b := range names {
+			if d, ok := m[a][b]; ok {
+				fmt.Fprintf(w, "\t%d", d)
+			} else {
+				fmt.Fprint(w, "\t-")
+			}
+		}
+		fmt.Fprintln(w)
+	}
 }

@@ -40,6 +40,8 @@ type Config struct {
 	PersistInterval time.Duration
 	// MaxContacts bounds the bindings of one AOR. 0 = 16.
 	MaxContacts int
+	// MSR, when set, accepts media servers' REGISTERs (see MSRAccount).
+	MSR *MSRAccount
 }
 
 const defaultExpires = 3600

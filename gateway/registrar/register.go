@@ -35,11 +35,14 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 
 	// §10.3 step 2: authenticate. A request without credentials is a new
 	// registration attempt: it passes the storm guard, then gets challenged.
+	if h.authz == "" && st.storm != nil && !st.storm.allow() {
+		r.stats.stormRefused.Add(1)
+		return r.tooBusy(req, st)
+	}
+	if msr := msrHeaders(req, st.cfg.MSR); msr != nil {
+		return r.handleMSR(req, st, &h, msr)
+	}
 	if h.authz == "" {
-		if st.storm != nil && !st.storm.allow() {
-			r.stats.stormRefused.Add(1)
-			return r.tooBusy(req, st)
-		}
 		return r.challenge(req, st, false, false)
 	}
 	if res := r.verify(req, st, h.authz, aor, false); res != nil {
@@ -88,6 +91,12 @@ func scanHeaders(req *sip.Request) registerHeaders {
 // authenticated, otherwise the answer to send (a fresh or stale challenge,
 // 403, or 400). proxy selects 407/Proxy-Authenticate for calls.
 func (r *Registrar) verify(req *sip.Request, st *state, authz, aor string, proxy bool) *sip.Response {
+	return r.verifyAs(req, st, authz, aor, st.users, proxy)
+}
+
+// verifyAs is verify against the given accounts (the users, or the MSR
+// account).
+func (r *Registrar) verifyAs(req *sip.Request, st *state, authz, aor string, users map[string]User, proxy bool) *sip.Response {
 	srcIP := sourceIP(req)
 	if r.fails.blocked(srcIP) {
 		r.stats.authBlocked.Add(1)
@@ -105,7 +114,7 @@ func (r *Registrar) verify(req *sip.Request, st *state, authz, aor string, proxy
 		return reply(req, sip.StatusForbidden, "Forbidden")
 	}
 	lookup := func(user string, alg digest.Algorithm) (string, bool) {
-		u, ok := st.users[user]
+		u, ok := users[user]
 		if !ok {
 			return "", false
 		}

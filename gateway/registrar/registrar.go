@@ -56,6 +56,7 @@ type Registrar struct {
 	}
 
 	presence atomic.Pointer[func(aor string, present bool)]
+	msr      atomic.Pointer[func(MSRRegistration)]
 }
 
 // OnPresence sets the function told, about once a second from Run, which

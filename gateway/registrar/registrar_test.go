@@ -60,6 +60,7 @@ type msg struct {
 	expires     string // Expires header, "" = none
 	authz       string
 	src         string
+	extra       []string // more header lines
 }
 
 func (m msg) request(t *testing.T) *sip.Request {
@@ -84,6 +85,9 @@ func (m msg) request(t *testing.T) *sip.Request {
 	}
 	if m.authz != "" {
 		b.WriteString("Authorization: " + m.authz + "\r\n")
+	}
+	for _, h := range m.extra {
+		b.WriteString(h + "\r\n")
 	}
 	b.WriteString("User-Agent: test-phone\r\nContent-Length: 0\r\n\r\n")
 	parsed, err := sip.ParseMessage([]byte(b.String()))
@@ -576,5 +580,53 @@ func TestPresence(t *testing.T) {
 	}
 	if p := r.Present(); len(p) != 0 {
 		t.Fatalf("Present() = %v, want none", p)
+	}
+}
+
+// TestMSRRegister: a REGISTER with MSR headers is authenticated against the
+// MSR account (not a user), feeds the hook instead of the bindings, and is
+// refused with the wrong password or a phone's credentials.
+func TestMSRRegister(t *testing.T) {
+	msrUser := user("msr", "mediaserver")
+	r, _ := newTestRegistrar(t, Config{MSR: &MSRAccount{User: msrUser, HeaderPrefix: "P-Eltex-MSR-"}}, nil)
+	var got []MSRRegistration
+	r.OnMSR(func(m MSRRegistration) { got = append(got, m) })
+	m := msg{aor: "eth1;1", contacts: []string{"<sip:eth1;1@198.18.5.2:5060>"}, expires: "300", extra: []string{
+		"P-Eltex-MSR-Name: msr-b", "P-Eltex-MSR-Iface-Name: eth1(198.18.5.2)", "P-Eltex-MSR-Iface-Addr: 198.18.5.2",
+		"P-Eltex-MSR-Acc-Id: 1", "P-Eltex-MSR-Load: 40"}}
+	roundTrip := func(m msg, username, password string) *sip.Response {
+		res := r.HandleRegister(m.request(t), "udp:127.0.0.1:5060")
+		if res.StatusCode != 401 {
+			t.Fatalf("first MSR REGISTER: %d, want a 401 challenge", res.StatusCode)
+		}
+		m.authz = answer(t, res, "MD5", username, password, 1)
+		m.cseq = 2
+		return r.HandleRegister(m.request(t), "udp:127.0.0.1:5060")
+	}
+	if res := roundTrip(m, "msr", "wrong"); res.StatusCode != 403 || len(got) != 0 {
+		t.Fatalf("wrong MSR password: %d, hook called %d times", res.StatusCode, len(got))
+	}
+	m.callID = "phone-creds"
+	if res := roundTrip(m, "1001", "pw1001"); res.StatusCode != 403 || len(got) != 0 {
+		t.Fatalf("a phone's credentials on an MSR REGISTER: %d, hook called %d times", res.StatusCode, len(got))
+	}
+	m.callID = "good"
+	res := roundTrip(m, "msr", "mediaserver")
+	if res.StatusCode != 200 || len(got) != 1 {
+		t.Fatalf("MSR REGISTER: %d, hook called %d times", res.StatusCode, len(got))
+	}
+	if g := got[0]; g.Expires != 300 || g.Headers["P-Eltex-MSR-Name"] != "msr-b" || g.Headers["P-Eltex-MSR-Load"] != "40" ||
+		!strings.Contains(g.Contact, "198.18.5.2") {
+		t.Fatalf("hook got %+v", g)
+	}
+	if cs := contactsOf(res); len(cs) != 1 || !strings.Contains(cs[0], "expires=300") {
+		t.Fatalf("200 contacts %v", cs)
+	}
+	if len(r.Bindings()) != 0 {
+		t.Fatalf("an MSR REGISTER created phone bindings: %v", r.Bindings())
+	}
+	// A phone's REGISTER is unaffected by the MSR account.
+	if res := register(t, r, msg{aor: "1001", callID: "phone", contacts: []string{"<sip:1001@198.18.0.10>"}}, "pw1001"); res.StatusCode != 200 {
+		t.Fatalf("phone REGISTER: %d", res.StatusCode)
 	}
 }

@@ -1,0 +1,153 @@
+package appliance
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/media/msr"
+	"github.com/outpost/outpost/media/selection"
+	"github.com/outpost/outpost/netcfg"
+)
+
+// msrPart is the box's part in distributed media (DESIGN §1): the agent
+// that registers each interface at the HQ softswitch as an MSR UA, and the
+// media resource table that other media servers' MSR REGISTERs fill (the
+// registrar authenticates them and hands them over; see OnMSR).
+type msrPart struct {
+	agent  *msr.Agent
+	table  *selection.Table
+	unsub  func()
+	prefix atomic.Value // string: the header prefix of the active document
+	log    *slog.Logger
+}
+
+func msrConfig(d *config.Document) msr.Config {
+	m := d.MSR
+	return msr.Config{Enabled: m.Enabled, Name: m.Name, Servers: m.Servers,
+		ServiceInterface: m.EffectiveServiceInterface(d.WAN), Interfaces: m.EffectiveInterfaces(),
+		Username: m.EffectiveUsername(), Password: m.EffectivePassword(),
+		RegisterInterval: m.EffectiveRegisterInterval(), RetryInterval: m.EffectiveRetryInterval(),
+		ControlPort: m.EffectiveControlPort(), HeaderPrefix: m.EffectiveHeaderPrefix(),
+		Zone: d.Site.Zone, Site: d.Site.Site}
+}
+
+func selectionPolicy(d *config.Document) selection.Policy {
+	return selection.Policy{Matrix: d.MediaResources.Matrix, Performance: d.MediaResources.Performance}
+}
+
+// newMSRPart builds the agent on the netcfg watcher's events (a fresh
+// subscription replays the whole state first, so the agent starts from an
+// empty one) and connects the registrar's MSR REGISTERs to the table.
+func newMSRPart(d *config.Document, w *netcfg.Watcher, reg *registrar.Registrar, log *slog.Logger) (*msrPart, error) {
+	p := &msrPart{table: selection.NewTable(selectionPolicy(d), time.Now), log: log}
+	p.prefix.Store(d.MSR.EffectiveHeaderPrefix())
+	ch, unsub := w.Subscribe(64)
+	agent, err := msr.New(msrConfig(d), ch, netcfg.State{}, log)
+	if err != nil {
+		unsub()
+		return nil, err
+	}
+	p.agent, p.unsub = agent, unsub
+	reg.OnMSR(p.register)
+	return p, nil
+}
+
+// register is the registrar's hook: an authenticated MSR REGISTER.
+func (p *msrPart) register(m registrar.MSRRegistration) {
+	e, err := selection.ParseRegister(p.prefix.Load().(string), m.Headers, m.Contact, m.Expires, time.Now())
+	if err != nil {
+		p.log.Warn("msr: media resource REGISTER not usable", "contact", m.Contact, "err", err)
+		return
+	}
+	if p.table.Upsert(e) {
+		p.log.Info("msr: media resource", "msr", e.MSR, "interface", e.Interface, "addr", e.Addr, "expires_s", m.Expires)
+	}
+}
+
+// run runs the agent and expires the table until ctx ends.
+func (p *msrPart) run(ctx context.Context) error {
+	defer p.unsub()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.table.Expire()
+			}
+		}
+	}()
+	err := p.agent.Run(ctx)
+	<-done
+	return err
+}
+
+func (p *msrPart) reconfigure(ctx context.Context, d *config.Document) error {
+	if err := p.agent.Reconfigure(ctx, msrConfig(d)); err != nil {
+		return err
+	}
+	p.table.SetPolicy(selectionPolicy(d))
+	p.prefix.Store(d.MSR.EffectiveHeaderPrefix())
+	return nil
+}
+
+// msrStatus is the MSR part of GET /api/v1/interfaces.
+func (a *App) msrStatus() ([]api.MSRUA, *api.ControlChannel) {
+	var uas []api.MSRUA
+	for _, u := range a.msr.agent.Status() {
+		ua := api.MSRUA{Interface: u.Interface, URI: u.URI, Server: u.Server, Registered: u.Registered,
+			LastCode: u.LastStatus, LastError: u.LastError, Next: u.NextRefresh.UTC()}
+		if u.Address.IsValid() {
+			ua.Addr = u.Address.String()
+		}
+		uas = append(uas, ua)
+	}
+	c := a.msr.agent.Control()
+	if !c.Listen.IsValid() && c.Error == "" {
+		return uas, nil
+	}
+	cc := &api.ControlChannel{Error: c.Error, Accepted: c.Accepted, Dropped: c.Dropped}
+	if c.Listen.IsValid() {
+		cc.Listen = c.Listen.String()
+	}
+	for _, ch := range c.Channels {
+		cc.Peers = append(cc.Peers, api.ControlPeer{Remote: ch.Remote.String(), Since: ch.Since.UTC(), Synced: ch.Synced,
+			KeepAliveS: int(ch.KeepAlive / time.Second), LastRecv: ch.LastRecv.UTC(), Requests: ch.Requests})
+	}
+	return uas, cc
+}
+
+// MediaResources is GET /api/v1/media-resources: the table of media
+// resources (this box's interfaces and the MSRs registered here) and the
+// selection policy.
+func (a *App) MediaResources(context.Context) api.MediaResources {
+	a.mu.Lock()
+	doc := a.doc
+	a.mu.Unlock()
+	out := api.MediaResources{Resources: []api.MediaResource{}, Matrix: doc.MediaResources.Matrix, Performance: doc.MediaResources.Performance,
+		Zone: doc.Site.Zone, Site: doc.Site.Site}
+	add := func(e selection.Entry, local bool) {
+		r := api.MediaResource{MSR: e.MSR, AccID: e.AccID, Interface: e.Interface, Contact: e.Contact, Zone: e.Zone, Site: e.Site,
+			Load: e.Load, Coefficient: e.Coefficient, Registered: e.Registered, Active: e.Active, Expires: e.Expires.UTC(), Local: local}
+		if e.Addr.IsValid() {
+			r.Addr = e.Addr.String()
+		}
+		out.Resources = append(out.Resources, r)
+	}
+	for _, e := range a.msr.agent.Resources() {
+		add(e, true)
+	}
+	for _, e := range a.msr.table.Snapshot() {
+		add(e, false)
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+// Package msr makes the box a distributed media server (MSR) of the HQ
+// softswitch, as DESIGN.md §1 "Per-interface MSR UA registration" asks:
+// one SIP UA per announced interface, registered at every address of
+// every configured server, kept in step with the network, plus the
+// RFC 6230 control-channel listener the softswitch connects to.
+//
+// # What is registered
+//
+// An interface is announced when it is administratively up with carrier,
+// not loopback, has a media address (its first IPv4 address, else its
+// first global IPv6 one) and matches Config.Interfaces (path.Match
+// globs). VLAN sub-interfaces, macvlans and veths are ordinary links.
+// Decision: the service interface is always announced when usable,
+// whatever the globs say, because its UA carries the control-channel
+// fields the softswitch needs.
+//
+// Every REGISTER leaves from one UDP socket bound to the service
+// interface's address (a sipgo client pinned to that socket; LIBRARIES.md
+// on Laddr). For interface lan0 with address 198.18.1.1, MSR name
+// msr-kazan and contact id 1 it says:
+//
+//	REGISTER sip:msr-kazan SIP/2.0
+//	From: "lan0(198.18.1.1)" <sip:lan0;1@msr-kazan>;tag=…
+//	To: "lan0(198.18.1.1)" <sip:lan0;1@msr-kazan>
+//	Contact: "lan0(198.18.1.1)" <sip:lan0;1@SERVICE-IP:PORT>
+//	Expires: 600
+//	P-Eltex-MSR-Iface-Name: lan0
+//	P-Eltex-MSR-Iface-Addr: 198.18.1.1
+//	P-Eltex-MSR-Acc-Id: 1
+//	P-Eltex-MSR-Name: msr-kazan
+//	P-Eltex-MSR-Load: 37
+//
+// and, on the service UA only, P-Eltex-MSR-CC-Addr and P-Eltex-MSR-CC-Port
+// (the control listener). The prefix is Config.HeaderPrefix. The URI is
+// {interface-name};{msr-contact-id}@{msr-name}; the announced form
+// interface-name(MEDIA-IP) is the display name. {prefix}Load is the
+// box's CPU load since the previous REGISTER (/proc/stat deltas), read by
+// media/selection on the receiving side; {prefix}Zone and {prefix}Site
+// are added when configured. The Request-URI is the MSR name's domain
+// (RFC 3261 §10.2: the domain of the AOR); the destination is each
+// resolved server address. Digest challenges (401/407) are answered once
+// with Config.Username/Password.
+//
+// # Timing
+//
+// A UA is registered at once when it appears; refreshed every
+// RegisterInterval (sooner if the registrar grants a shorter expiry);
+// an unconfirmed one (no answer within Timeout, an error response, a
+// rejected password) is retried at RetryInterval, which DESIGN.md makes
+// long on purpose. Expires asks for twice RegisterInterval.
+//
+// # Following the network
+//
+// The Agent is driven by netcfg event batches (a Watcher subscription),
+// not by polling. It rebuilds the link/address picture from the batches,
+// and after a cool-down (Config.Debounce, so a burst costs one pass and
+// the final state wins) compares the wanted registrations with the
+// running ones: a new interface is registered, a vanished, down or
+// address-less one unREGISTERed (Expires: 0), one whose address changed
+// re-registered with the new address. A new address of the service
+// interface rebinds the SIP socket and the control listener (new before
+// old is closed) and every UA re-registers from it, after an unREGISTER
+// of its old contact. When the service interface is unusable nothing can
+// be sent: registrations are forgotten without unREGISTER (they lapse).
+// Each registration (UA × server address) is one goroutine with its own
+// Call-ID and CSeq; a new wish interrupts a REGISTER in flight. Names are
+// resolved again every RegisterInterval; the last good answer is kept
+// when DNS fails.
+//
+// # Control channel (RFC 6230)
+//
+// A TCP listener on the service address (Config.ControlPort, default
+// 5700) accepts the softswitch's control connection: frames
+// "CFW <trans-id> <method>" + headers + Content-Length body (ReadFrame,
+// fuzzed); SYNC (needs Dialog-ID; Keep-Alive echoed) and K-ALIVE are
+// answered 200; a channel silent for its keep-alive interval, or with
+// broken framing, is closed. No control package (msc-ivr, msc-mixer) is
+// implemented: CONTROL gets 420.
+//
+// # What it does not do
+//
+// No SIP over TCP/TLS to the servers (UDP only); no RFC 3263 SRV/NAPTR
+// lookup of the servers (A/AAAA through the Resolver); no media, no
+// control packages; it never changes the kernel's configuration. It
+// imports netcfg and media/selection only.
+package msr
