@@ -42,8 +42,10 @@ type App struct {
 	gw      *gateway.Server
 	mgmt    *mgmt
 	net     *netcfg.Watcher // the kernel's links, addresses and routes
-	mode    *mode.Driver    // normal / survivable / standalone
-	msr     *msrPart        // MSR registration of the interfaces, media resource table
+	net0    netcfg.State    // the state at start, until the watcher has one
+	netSrc  netcfg.Source
+	mode    *mode.Driver // normal / survivable / standalone
+	msr     *msrPart     // MSR registration of the interfaces, media resource table
 	cdr     *cdrWriter
 	started time.Time
 
@@ -70,13 +72,15 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer st.Close()
 	a := &App{opts: opts, log: log, st: st, started: time.Now(),
-		net: netcfg.NewWatcher(netcfg.NetlinkSource(0), netcfg.Config{}, log.With("part", "netcfg")),
-		cdr: newCDRWriter(st, log.With("part", "cdr"))}
+		netSrc: netcfg.NetlinkSource(0),
+		cdr:    newCDRWriter(st, log.With("part", "cdr"))}
 	if err := a.loadInitial(ctx); err != nil {
 		return err
 	}
 	a.mode = mode.NewDriver(modeConfig(a.doc), log.With("part", "mode"))
-	gcfg, err := gatewayConfig(a.doc, opts.Version, a.routingMode(a.doc))
+	a.net = netcfg.NewWatcher(a.netSrc, netcfg.Config{}, log.With("part", "netcfg"))
+	a.net0 = a.firstSnapshot(ctx)
+	gcfg, err := a.gatewayConfig(a.doc)
 	if err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}

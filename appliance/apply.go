@@ -161,14 +161,14 @@ func (a *App) Rollback(ctx context.Context, version int64) (api.ApplyResult, err
 // applyLocked reconfigures the parts, then commits. If the commit fails the
 // parts go back to the running document.
 func (a *App) applyLocked(ctx context.Context, doc *config.Document, sealed []byte, source string) (api.ApplyResult, error) {
-	gcfg, err := gatewayConfig(doc, a.opts.Version, a.routingMode(doc))
+	gcfg, err := a.gatewayConfig(doc)
 	if err != nil {
 		return api.ApplyResult{}, validationError(err)
 	}
 	// Parts in a fixed order; on the first failure the parts already
 	// changed go back to the running document.
 	restore := func(why string) {
-		if old, oerr := gatewayConfig(a.doc, a.opts.Version, a.routingMode(a.doc)); oerr == nil {
+		if old, oerr := a.gatewayConfig(a.doc); oerr == nil {
 			if rerr := a.gw.Reconfigure(ctx, old); rerr != nil {
 				a.log.Error("restoring the gateway after "+why+" failed", "err", rerr)
 			}

@@ -121,6 +121,7 @@ func (a *App) runMode(ctx context.Context) {
 			for _, ev := range wanEvents(batch, wan, time.Now()) {
 				a.mode.Send(ev)
 			}
+			a.followAddresses(ctx, batch)
 		case _, ok := <-trCh:
 			if !ok {
 				return

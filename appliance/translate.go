@@ -8,18 +8,18 @@ import (
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/digest"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/netcfg"
 )
 
 // gatewayConfig is the gateway's section of a (validated, sealed) document.
-func gatewayConfig(d *config.Document, build string, m dialplan.Mode) (gateway.Config, error) {
+// Listen specs that name interfaces become one listener per address the
+// interface has in st.
+func gatewayConfig(d *config.Document, build string, m dialplan.Mode, st netcfg.State) (gateway.Config, error) {
 	ls, err := d.SIP.Listeners()
 	if err != nil {
 		return gateway.Config{}, config.Errors{{Path: "sip.listen", Message: err.Error()}}
 	}
-	cfg := gateway.Config{ServerName: "outpost/" + build}
-	for _, l := range ls {
-		cfg.Listen = append(cfg.Listen, gateway.Listen{Transport: l.Transport, Addr: l.Addr()})
-	}
+	cfg := gateway.Config{ServerName: "outpost/" + build, Listen: listeners(ls, st)}
 	algs := d.SIP.DigestAlgorithms()
 	reg := registrar.Config{
 		Realm:           d.SIP.EffectiveRealm(d.Site),

@@ -261,6 +261,9 @@ func (s *Server) serve(l *listener) {
 			s.log.Error("sip listener stopped", "listener", l.bound, "err", err)
 		}
 	})
+	if l.pc != nil {
+		s.awaitServed(l.pc)
+	}
 }
 
 // Run serves every listener and runs the registrar until ctx ends, then

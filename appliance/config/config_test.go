@@ -16,17 +16,22 @@ func TestParseListen(t *testing.T) {
 		want Listen
 		err  string
 	}{
-		{in: "udp:0.0.0.0:5060", want: Listen{"udp", "0.0.0.0", 5060}},
-		{in: "tcp:[::1]:5060", want: Listen{"tcp", "::1", 5060}},
-		{in: "udp:127.0.0.1:0", want: Listen{"udp", "127.0.0.1", 0}},
-		{in: "udp:10.0.0.1", want: Listen{"udp", "10.0.0.1", 5060}},
-		{in: "tls:[2001:db8::1]", want: Listen{"tls", "2001:db8::1", 5060}},
-		{in: "tls:[fe80::1%lan0]:5061", want: Listen{"tls", "fe80::1%lan0", 5061}},
+		{in: "udp:0.0.0.0:5060", want: Listen{Transport: "udp", Host: "0.0.0.0", Port: 5060}},
+		{in: "tcp:[::1]:5060", want: Listen{Transport: "tcp", Host: "::1", Port: 5060}},
+		{in: "udp:127.0.0.1:0", want: Listen{Transport: "udp", Host: "127.0.0.1", Port: 0}},
+		{in: "udp:10.0.0.1", want: Listen{Transport: "udp", Host: "10.0.0.1", Port: 5060}},
+		{in: "tls:[2001:db8::1]", want: Listen{Transport: "tls", Host: "2001:db8::1", Port: 5060}},
+		{in: "tls:[fe80::1%lan0]:5061", want: Listen{Transport: "tls", Host: "fe80::1%lan0", Port: 5061}},
 		{in: "udp:1.2.3:99999", err: `bad listen spec "udp:1.2.3:99999": port out of range`},
 		{in: "udp:1.2.3.4:99999999999999999999", err: `bad listen spec "udp:1.2.3.4:99999999999999999999": port out of range`},
 		{in: "udp:1.2.3.4:-1", err: `bad listen spec "udp:1.2.3.4:-1": bad port "-1"`},
 		{in: "udp:1.2.3.4:+1", err: `bad listen spec "udp:1.2.3.4:+1": bad port "+1"`},
-		{in: "udp:1.2.3:5060", err: `bad listen spec "udp:1.2.3:5060": host "1.2.3" is not an IP address`},
+		{in: "udp:1.2.3:5060", err: `bad listen spec "udp:1.2.3:5060": host "1.2.3" is neither an IP address nor an interface name`},
+		{in: "udp:wan0:5060", want: Listen{Transport: "udp", Port: 5060, Interface: "wan0"}},
+		{in: "tcp:*", want: Listen{Transport: "tcp", Port: 5060, Interface: "*"}},
+		{in: "udp:eth0.100", want: Listen{Transport: "udp", Port: 5060, Interface: "eth0.100"}},
+		{in: "udp:a/b:5060", err: `bad listen spec "udp:a/b:5060": host "a/b" is neither an IP address nor an interface name`},
+		{in: "udp:averyveryverylongname:5060", err: `bad listen spec "udp:averyveryverylongname:5060": host "averyveryverylongname" is neither an IP address nor an interface name`},
 		{in: "ws:0.0.0.0:80", err: `bad listen spec "ws:0.0.0.0:80": unknown transport "ws" (want udp, tcp or tls)`},
 		{in: "udp:::1", err: `bad listen spec "udp:::1": IPv6 address must be in brackets, e.g. udp:[::1]:5060`},
 		{in: "udp:[::1]x", err: `bad listen spec "udp:[::1]x": unexpected "x" after ']'`},
@@ -50,7 +55,7 @@ func TestParseListen(t *testing.T) {
 			t.Errorf("ParseListen(%q) = %+v, %v", got.String(), again, err)
 		}
 	}
-	if got := (Listen{"tcp", "::1", 5060}).String(); got != "tcp:[::1]:5060" {
+	if got := (Listen{Transport: "tcp", Host: "::1", Port: 5060}).String(); got != "tcp:[::1]:5060" {
 		t.Errorf("String = %q", got)
 	}
 }

@@ -14,20 +14,31 @@ const DefaultSIPPort = 5060
 // Listen is one parsed sip.listen spec.
 type Listen struct {
 	Transport string // udp, tcp or tls
-	Host      string // IP literal, IPv6 without brackets
+	Host      string // IP literal, IPv6 without brackets; "" with Interface
 	Port      int    // 0 = ephemeral
+	// Interface, instead of Host, names a network interface ("wan0") or
+	// every interface ("*", loopback excluded): the box listens on the
+	// interface's addresses as they come and go (DHCP, PPPoE), which a
+	// factory document written before the box knows its addresses needs.
+	Interface string
 }
 
-// String formats l back into a spec, e.g. "tcp:[::1]:5060".
-func (l Listen) String() string { return l.Transport + ":" + l.Addr() }
+// String formats l back into a spec, e.g. "tcp:[::1]:5060", "udp:wan0:5060".
+func (l Listen) String() string {
+	if l.Interface != "" {
+		return l.Transport + ":" + l.Interface + ":" + strconv.Itoa(l.Port)
+	}
+	return l.Transport + ":" + l.Addr()
+}
 
 // Addr is "host:port" for net.Listen.
 func (l Listen) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
 
 // ParseListen parses "TRANSPORT:HOST[:PORT]": transport udp, tcp or tls; HOST
-// an IP literal (IPv6 in brackets); PORT 0..65535, 0 meaning ephemeral,
-// 5060 when omitted. Examples: "udp:0.0.0.0:5060", "tcp:[::1]:5060",
-// "udp:127.0.0.1:0", "udp:10.0.0.1".
+// an IP literal (IPv6 in brackets), an interface name, or "*" for every
+// interface but loopback; PORT 0..65535, 0 meaning ephemeral, 5060 when
+// omitted. Examples: "udp:0.0.0.0:5060", "tcp:[::1]:5060",
+// "udp:127.0.0.1:0", "udp:10.0.0.1", "udp:wan0:5060", "tcp:*".
 func ParseListen(s string) (Listen, error) {
 	bad := func(format string, args ...any) (Listen, error) {
 		return Listen{}, fmt.Errorf("bad listen spec %q: %s", s, fmt.Sprintf(format, args...))
@@ -88,9 +99,42 @@ func ParseListen(s string) (Listen, error) {
 		return bad("missing host (use 0.0.0.0 or [::] for all addresses)")
 	}
 	if _, err := netip.ParseAddr(host); err != nil {
-		return bad("host %q is not an IP address", host)
+		if host == "*" || isIfName(host) {
+			return Listen{Transport: transport, Port: p, Interface: host}, nil
+		}
+		return bad("host %q is neither an IP address nor an interface name", host)
 	}
 	return Listen{Transport: transport, Host: host, Port: p}, nil
+}
+
+// isIfName reports whether s can be a Linux interface name (IFNAMSIZ-1
+// bytes, no '/', ':' or white space) that is not mistaken for an address.
+func isIfName(s string) bool {
+	if s == "" || len(s) > 15 || s == "." || s == ".." || isDigits(strings.ReplaceAll(s, ".", "")) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '@') {
+			return false
+		}
+	}
+	return true
+}
+
+// ifaceOverlap reports whether two specs of the same protocol and port,
+// one or both naming interfaces, may try to bind the same address.
+func ifaceOverlap(a, b Listen) bool {
+	switch {
+	case a.Interface == "*" || b.Interface == "*":
+		return true
+	case a.Interface != "" && b.Interface != "":
+		return a.Interface == b.Interface
+	case a.Interface != "":
+		return b.addr().IsUnspecified()
+	default:
+		return a.addr().IsUnspecified()
+	}
 }
 
 // addr is the parsed host, unmapped.

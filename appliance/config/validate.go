@@ -112,6 +112,12 @@ func (v *validator) sip() {
 		for _, o := range v.listens {
 			switch {
 			case l.Port == 0 || o.Port == 0:
+			case l.Interface != "" || o.Interface != "":
+				if protoOf(l.Transport) != protoOf(o.Transport) || l.Port != o.Port || !ifaceOverlap(l, o.Listen) {
+					continue
+				}
+				v.add(p, "%q conflicts with %q (sip.listen[%d]): both may bind the same %s port %d",
+					spec, s.Listen[o.i], o.i, strings.ToUpper(protoOf(l.Transport)), l.Port)
 			case l.Transport == o.Transport && l.addr() == o.addr() && l.Port == o.Port:
 				v.add(p, "duplicate listen spec %q (also sip.listen[%d])", spec, o.i)
 			case protoOf(l.Transport) == protoOf(o.Transport) && l.Port == o.Port && overlaps(l.addr(), o.addr()):

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -408,5 +409,100 @@ func TestSurvivableInNamespaces(t *testing.T) {
 	if s, err := d.api.Status(ctx); err == nil && s.AORs != users {
 		t.Errorf("(e) %d users registered after the cuts, want %d", s.AORs, users)
 	}
+	d.stop()
+}
+
+// TestWANAddressChange is scenario (f): the WAN address changes (a DHCP or
+// PPPoE renewal) while an intra-branch call and a PSTN call are up. The
+// listen specs name interfaces, so the box binds the new address and closes
+// the old; neither call drops (each SIPp caller hangs up normally after
+// the change), and HQ-side state follows: upstream registrations and MSR
+// registrations are renewed with the new address.
+func TestWANAddressChange(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	hq := startSIPpServer(t, b.tp, "hq", nsHQ, "hq.xml", "-deadcall_wait", "1000")
+	pstn := startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer.xml")
+	const newWAN = "198.18.1.2"
+	doc := benchDoc(2, []string{"udp:lan0:5060", "udp:wan0:5060", "udp:pstn0:5060"}, func(m map[string]any) {
+		m["wan"] = map[string]any{"interface": "wan0"}
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"},
+			{"name": "pstn", "match": `^9(\d+)$`, "route": "pstn", "strip": 1}}
+		// The renewal takes the default route away for a moment: the box is
+		// briefly survivable (upstream registration paused) and fails back
+		// after the 1 s hold.
+		m["hq"] = map[string]any{"targets": []string{nsHQ + ":5060"}, "options_interval_ms": 300, "hold_s": 1,
+			"register_upstream": true, "auth_username": "branch1", "auth_password": "trunk-secret"}
+		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": nsPSTN + ":5060"}}}
+		m["msr"] = map[string]any{"enabled": true, "name": "branch1-msr", "servers": []string{nsHQ + ":5060"},
+			"interfaces": []string{"wan0"}, "register_interval_s": 60, "retry_interval_s": 60}
+	})
+	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	s := d.status()
+	for _, want := range []string{"udp:" + nsBoxLAN + ":5060", "udp:" + nsBoxWAN + ":5060", "udp:" + nsBoxPSTN + ":5060"} {
+		if !slices.Contains(s.Listeners, want) {
+			t.Fatalf("listeners %v lack %s (from the interface listen specs)", s.Listeners, want)
+		}
+	}
+
+	// user0001 answers in the phone namespace on port 5070; user0000 calls it.
+	phone := b.tp.NS("phone")
+	csv := filepath.Join(t.TempDir(), "callee.csv")
+	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
+	if out, err := sippIn(t, phone, "reg_auth.xml", nsBoxLAN+":5060", csv, 1, 10, "-i", nsPhone, "-p", "5070"); err != nil {
+		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+	}
+	callee := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer.xml", "-p", "5070")
+	hq.waitMessage("upstream registration of user0001", "Contact: <sip:user0001@"+nsBoxWAN+":5060>", 10*time.Second)
+	hq.waitMessage("MSR registration from the old WAN address", "P-Eltex-MSR-Iface-Addr: "+nsBoxWAN, 10*time.Second)
+
+	longCall := func(number string, done chan<- error) {
+		caller := filepath.Join(t.TempDir(), "caller-"+number+".csv")
+		os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;"+number+"\n"), 0o600)
+		out, err := sippIn(t, phone, "uac_call_long.xml", nsBoxLAN+":5060", caller, 1, 1, "-i", nsPhone, "-d", "6000")
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		done <- err
+	}
+	local, pstnCall := make(chan error, 1), make(chan error, 1)
+	go longCall("user0001", local)
+	go longCall("978435550000", pstnCall)
+	if !waitStatus(d, 10*time.Second, func(s api.Status) bool { return s.CallsActive == 2 }) {
+		select {
+		case err := <-local:
+			t.Fatalf("intra-branch call: %v", err)
+		case err := <-pstnCall:
+			t.Fatalf("pstn call: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("calls not up: %d", d.status().CallsActive)
+		}
+	}
+
+	// The renewal: the old address goes, a new one comes, the default route
+	// is put back.
+	b.tp.IP("box", "addr", "del", nsBoxWAN+"/24", "dev", "wan0")
+	b.tp.Addr("box", "wan0", newWAN+"/24")
+	b.tp.Route("box", "replace", "default", "via", nsHQ)
+	d.waitFor("a listener on the new WAN address", 10*time.Second, func(s api.Status) bool {
+		return slices.Contains(s.Listeners, "udp:"+newWAN+":5060") && !slices.Contains(s.Listeners, "udp:"+nsBoxWAN+":5060")
+	})
+	for name, ch := range map[string]chan error{"intra-branch": local, "PSTN": pstnCall} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Errorf("(f) the %s call did not survive the WAN address change: %v", name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("(f) the %s call did not end", name)
+		}
+	}
+	pstn.waitMessage("PSTN call", "INVITE sip:78435550000@", time.Second)
+	callee.waitMessage("intra-branch call", "INVITE sip:user0001@", time.Second)
+	if !waitStatus(d, 15*time.Second, func(api.Status) bool { return strings.Contains(hq.messages(), "Contact: <sip:user0001@"+newWAN+":5060>") }) {
+		st := d.status()
+		t.Fatalf("no upstream REGISTER with the new address: upstream %v %+v transitions %+v listeners %v", st.Upstream, st.UpstreamFailed, st.Transitions, st.Listeners)
+	}
+	hq.waitMessage("MSR registration with the new address", "P-Eltex-MSR-Iface-Addr: "+newWAN, 15*time.Second)
 	d.stop()
 }
