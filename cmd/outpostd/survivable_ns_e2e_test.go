@@ -499,7 +499,9 @@ func TestWANAddressChange(t *testing.T) {
 	}
 	pstn.waitMessage("PSTN call", "INVITE sip:78435550000@", time.Second)
 	callee.waitMessage("intra-branch call", "INVITE sip:user0001@", time.Second)
-	if !waitStatus(d, 15*time.Second, func(api.Status) bool { return strings.Contains(hq.messages(), "Contact: <sip:user0001@"+newWAN+":5060>") }) {
+	if !waitStatus(d, 15*time.Second, func(api.Status) bool {
+		return strings.Contains(hq.messages(), "Contact: <sip:user0001@"+newWAN+":5060>")
+	}) {
 		st := d.status()
 		t.Fatalf("no upstream REGISTER with the new address: upstream %v %+v transitions %+v listeners %v", st.Upstream, st.UpstreamFailed, st.Transitions, st.Listeners)
 	}
