@@ -26,6 +26,7 @@ type Options struct {
 	ConfigFile string // optional document to apply at start
 	Version    string // build version, reported in status
 	Logger     *slog.Logger
+	Firmware   api.Firmware // A/B updater served at /api/v1/firmware; nil without an A/B layout
 }
 
 // Names of the files in the data directory.
@@ -46,6 +47,7 @@ type App struct {
 	netSrc  netcfg.Source
 	mode    *mode.Driver // normal / survivable / standalone
 	msr     *msrPart     // MSR registration of the interfaces, media resource table
+	media   *mediaPart   // the RTP relay that anchors calls' media
 	cdr     *cdrWriter
 	started time.Time
 
@@ -78,6 +80,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	a.mode = mode.NewDriver(modeConfig(a.doc), log.With("part", "mode"))
+	if a.media, err = newMediaPart(a.doc, log.With("part", "media")); err != nil {
+		return fmt.Errorf("appliance: %w", err)
+	}
 	a.net = netcfg.NewWatcher(a.netSrc, netcfg.Config{}, log.With("part", "netcfg"))
 	a.net0 = a.firstSnapshot(ctx)
 	gcfg, err := a.gatewayConfig(a.doc)
@@ -132,6 +137,11 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	})
 	wg.Go(func() { a.runMode(ctx) })
+	wg.Go(func() {
+		if err := a.media.run(ctx); err != nil {
+			fail(fmt.Errorf("appliance: media: %w", err))
+		}
+	})
 	wg.Go(func() {
 		if err := a.msr.run(ctx); err != nil {
 			fail(fmt.Errorf("appliance: msr: %w", err))

@@ -173,6 +173,9 @@ func (a *App) applyLocked(ctx context.Context, doc *config.Document, sealed []by
 				a.log.Error("restoring the gateway after "+why+" failed", "err", rerr)
 			}
 		}
+		if rerr := a.media.reconfigure(a.doc); rerr != nil {
+			a.log.Error("restoring the media relay after "+why+" failed", "err", rerr)
+		}
 		if rerr := a.msr.reconfigure(ctx, a.doc); rerr != nil {
 			a.log.Error("restoring msr after "+why+" failed", "err", rerr)
 		}
@@ -182,6 +185,10 @@ func (a *App) applyLocked(ctx context.Context, doc *config.Document, sealed []by
 	}
 	if err := a.gw.Reconfigure(ctx, gcfg); err != nil {
 		return api.ApplyResult{}, fmt.Errorf("applying to gateway: %w", err)
+	}
+	if err := a.media.reconfigure(doc); err != nil {
+		restore("a failed media change")
+		return api.ApplyResult{}, fmt.Errorf("applying to media: %w", err)
 	}
 	if err := a.msr.reconfigure(ctx, doc); err != nil {
 		restore("a failed msr change")

@@ -207,7 +207,7 @@ func (a *App) Calls(context.Context) []api.Call {
 	out := make([]api.Call, 0, len(calls))
 	for _, c := range calls {
 		out = append(out, api.Call{ID: c.ID, From: c.From, To: c.To, Target: c.Target, Route: string(c.Route),
-			State: c.State, Started: c.Started.UTC(), Answered: c.Answered.UTC()})
+			State: c.State, Started: c.Started.UTC(), Answered: c.Answered.UTC(), Media: a.media.liveStats(c.ID)})
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/store"
+	"github.com/outpost/outpost/gateway/b2bua"
 )
 
 // CDR retention and batching. A record is written within cdrFlush of the
@@ -126,4 +127,19 @@ func (a *App) CDRs(ctx context.Context, since time.Time, limit int) ([]api.CDR, 
 			Mode: r.Mode, Code: r.Code, Disposition: r.Disposition, Hangup: r.Hangup, Media: r.Media}
 	}
 	return out, nil
+}
+
+// recordCDR is the B2BUA's OnEnd: the call's record, in the mode the box
+// is in when it ends.
+func (a *App) recordCDR(c b2bua.CDR) {
+	peer := c.Peer
+	if c.ForwardedFrom != "" {
+		peer += " (voicemail of " + c.ForwardedFrom + ")"
+	}
+	if c.TransferOf != "" {
+		peer += " (transfer of " + c.TransferOf + ")"
+	}
+	a.cdr.Add(store.CDR{CallID: c.CallID, Started: c.Start, Answered: c.Answer, Ended: c.End, Caller: c.Caller,
+		Dialled: c.Dialled, Routed: c.Target, Route: string(c.Route), Target: peer, Mode: string(a.mode.Mode()),
+		Code: c.Status, Disposition: string(c.Disposition), Hangup: c.HangupBy, Media: a.media.takeStats(c.CallID)})
 }

@@ -65,7 +65,10 @@ func interfacesFor(spec string, st netcfg.State) []string {
 // gatewayConfig is the gateway's section of doc in the current mode and
 // network state.
 func (a *App) gatewayConfig(doc *config.Document) (gateway.Config, error) {
-	return gatewayConfig(doc, a.opts.Version, a.routingMode(doc), a.netState())
+	cfg, err := gatewayConfig(doc, a.opts.Version, a.routingMode(doc), a.netState())
+	cfg.Calls.OnEnd = a.recordCDR
+	cfg.Calls.Media = a.media.anchor
+	return cfg, err
 }
 
 // netState is the newest network state: the watcher's once it has one,

@@ -70,6 +70,11 @@ func (a *App) metricsHandler() http.Handler {
 	counter("cdr_dropped_total", "Call detail records lost (writer backlog full or store error).", func() float64 {
 		return float64(a.cdr.dropped.Load() + a.cdr.failed.Load())
 	})
+	gauge("relay_sessions", "Calls whose media the relay anchors now.", func() float64 { return float64(a.media.r.Stats().Sessions) })
+	gauge("relay_ports_in_use", "RTP/RTCP ports the relay holds.", func() float64 { return float64(a.media.r.Stats().PortsInUse) })
+	counter("relay_refused_total", "RTP packets refused by the latching policy (not from the signalled source).", func() float64 {
+		return float64(a.media.r.Stats().Refused)
+	})
 	reg.MustRegister(labelled{a})
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
@@ -82,17 +87,29 @@ var (
 	callsTotalDesc = prometheus.NewDesc("outpost_calls_total", "Ended calls by route and disposition.", []string{"route", "disposition"}, nil)
 	targetUpDesc   = prometheus.NewDesc("outpost_hq_target_up", "1 if the HQ target is up (OPTIONS probes) and not blocked by call failures.", []string{"target"}, nil)
 	targetRTTDesc  = prometheus.NewDesc("outpost_hq_target_probe_rtt_seconds", "Round-trip time of the last successful OPTIONS probe.", []string{"target"}, nil)
+	relayPktDesc   = prometheus.NewDesc("outpost_relay_packets_total", "RTP packets received by the relay, by the leg they came from (a = caller).", []string{"from"}, nil)
+	relayByteDesc  = prometheus.NewDesc("outpost_relay_bytes_total", "RTP bytes received by the relay, by the leg they came from.", []string{"from"}, nil)
+	relayLostDesc  = prometheus.NewDesc("outpost_relay_lost_total", "RTP packets lost before reaching the relay (RFC 3550), by leg.", []string{"from"}, nil)
 )
 
 func (l labelled) Describe(ch chan<- *prometheus.Desc) {
 	ch <- callsTotalDesc
 	ch <- targetUpDesc
 	ch <- targetRTTDesc
+	ch <- relayPktDesc
+	ch <- relayByteDesc
+	ch <- relayLostDesc
 }
 
 func (l labelled) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range l.a.cdr.Totals() {
 		ch <- prometheus.MustNewConstMetric(callsTotalDesc, prometheus.CounterValue, float64(n), k.route, k.disposition)
+	}
+	rs := l.a.media.r.Stats()
+	for i, leg := range []string{"a", "b"} {
+		ch <- prometheus.MustNewConstMetric(relayPktDesc, prometheus.CounterValue, float64(rs.Packets[i]), leg)
+		ch <- prometheus.MustNewConstMetric(relayByteDesc, prometheus.CounterValue, float64(rs.Bytes[i]), leg)
+		ch <- prometheus.MustNewConstMetric(relayLostDesc, prometheus.CounterValue, float64(max(rs.Lost[i], 0)), leg)
 	}
 	now := time.Now()
 	for _, t := range l.a.gw.HQHealth() {

@@ -49,6 +49,14 @@ func gatewayConfig(d *config.Document, build string, m dialplan.Mode, st netcfg.
 			HA1MD5: digest.HA1(digest.MD5, user, realm, pw), HA1SHA256: digest.HA1(digest.SHA256, user, realm, pw)}}
 	}
 	cfg.Registrar = reg
+	if d.HQ.VoicemailPilot != "" {
+		cfg.Voicemail.Pilot = d.HQ.VoicemailPilot
+		for _, u := range d.Users {
+			if u.Voicemail {
+				cfg.Voicemail.Users = append(cfg.Voicemail.Users, u.Extension)
+			}
+		}
+	}
 	cfg.Dialplan = dialplanConfig(d)
 	cfg.Mode = m
 	for _, g := range d.PSTN.Gateways {

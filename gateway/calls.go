@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/emiago/sipgo/sip"
@@ -19,7 +20,11 @@ import (
 // INVITE would be toll fraud); its call is routed by the dial plan.
 func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	if to := req.To(); to != nil && to.Params.Has("tag") {
-		s.b2b.OnInvite(req, tx) // in-dialog: the B2BUA answers (re-INVITE not yet supported)
+		s.b2b.OnInvite(req, tx) // in-dialog (re-INVITE): the dialog authorises it
+		return
+	}
+	if s.b2b.Looped(req) {
+		s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusLoopDetected, "Loop Detected", nil))
 		return
 	}
 	if s.fromPSTN(req) {
@@ -43,8 +48,10 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // Calls returns the calls in progress.
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
-func (c Config) b2buaConfig(hq *hqTrunk) b2bua.Config {
+// localFor picks the listener facing a B leg's destination (see facing).
+func (c Config) b2buaConfig(hq *hqTrunk, localFor func(dest string) *sip.Addr) b2bua.Config {
 	bc := c.Calls
+	bc.LocalFor = localFor
 	bc.PSTNGateways = nil
 	for _, g := range c.PSTN {
 		bc.PSTNGateways = append(bc.PSTNGateways, g.Target)
@@ -85,12 +92,39 @@ func (l locator) Contacts(ext string) []b2bua.Contact {
 	return out
 }
 
+// Voicemail is the voicemail forwarding of local users (DESIGN.md §1:
+// calls a user does not take go to the HQ voicemail pilot).
+type Voicemail struct {
+	// Pilot is the voicemail pilot number (hq.voicemail_pilot). It is
+	// routed by the dial plan of the current mode like a dialled number,
+	// so the plan needs a rule for it (hq, with a survivable pstn
+	// alternative or the pstn_prefix fallback). "" = no forwarding.
+	Pilot string
+	// Users are the extensions with voicemail (users[].voicemail).
+	Users []string
+}
+
 // router routes with the current plan in the current mode.
 type router struct{ s *Server }
 
 func (r router) Outbound(number string) (dialplan.Decision, bool) {
 	mode, _ := r.s.mode.Load().(dialplan.Mode)
 	return r.s.plan.Load().Outbound(number, mode)
+}
+
+// Voicemail routes the pilot for ext when ext has voicemail.
+func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
+	r.s.mu.Lock()
+	vm := r.s.cfg.Voicemail
+	r.s.mu.Unlock()
+	if vm.Pilot == "" || !slices.Contains(vm.Users, ext) {
+		return dialplan.Decision{}, false
+	}
+	d, ok := r.Outbound(vm.Pilot)
+	if !ok || d.Route == "" || d.Route == dialplan.RouteLocal && d.Target == ext {
+		return dialplan.Decision{}, false // no route, or back to the same phone
+	}
+	return d, true
 }
 
 // fromPSTN reports whether req came from the address of a configured PSTN

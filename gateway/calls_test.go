@@ -1,6 +1,10 @@
 package gateway
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/outpost/outpost/gateway/dialplan"
+)
 
 func TestContactURI(t *testing.T) {
 	for in, want := range map[string]string{
@@ -12,5 +16,47 @@ func TestContactURI(t *testing.T) {
 		if got := contactURI(in); got != want {
 			t.Errorf("contactURI(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The voicemail pilot is routed by the dial plan of the current mode: to
+// HQ in normal mode, to the PSTN (survivable alternative) in survivable
+// mode; users without voicemail, and a pilot without a route, get none.
+func TestRouterVoicemailFollowsMode(t *testing.T) {
+	cfg := testConfig(Listen{"udp", "127.0.0.1:0"})
+	cfg.Dialplan = dialplan.Config{Rules: []dialplan.Rule{
+		{Name: "vm", Match: `^5000$`, Route: dialplan.RouteHQ,
+			Survivable: &dialplan.Alt{Route: dialplan.RoutePSTN, Prepend: "+7843555"}},
+		{Name: "local", Match: `^1\d{3}$`, Route: dialplan.RouteLocal},
+	}}
+	cfg.Voicemail = Voicemail{Pilot: "5000", Users: []string{"1001"}}
+	s, err := New(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := router{s}
+	if d, ok := r.Voicemail("1001"); !ok || d.Route != dialplan.RouteHQ || d.Target != "5000" {
+		t.Errorf("normal mode: %+v %v", d, ok)
+	}
+	if _, ok := r.Voicemail("1002"); ok {
+		t.Error("a user without voicemail is forwarded")
+	}
+	cfg.Mode = dialplan.ModeSurvivable
+	if err := s.Reconfigure(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := r.Voicemail("1001"); !ok || d.Route != dialplan.RoutePSTN || d.Target != "+78435555000" {
+		t.Errorf("survivable mode: %+v %v", d, ok)
+	}
+	cfg.Voicemail.Pilot = "6000" // no rule matches
+	if err := s.Reconfigure(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := r.Voicemail("1001"); ok {
+		t.Errorf("unroutable pilot: %+v", d)
+	}
+	s.ua.Close()
+	for _, l := range s.listeners {
+		l.close()
 	}
 }

@@ -52,6 +52,9 @@ type Config struct {
 	HQTrunk *HQConfig
 	// Upstream, with an HQTrunk, registers local users at HQ too.
 	Upstream *UpstreamConfig
+	// Voicemail is where calls to users with voicemail go when they are
+	// not taken (no answer, busy, unreachable).
+	Voicemail Voicemail
 }
 
 // PSTNGateway is one local PSTN gateway.
@@ -61,7 +64,7 @@ type PSTNGateway struct {
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.
-const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER"
+const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, UPDATE, REFER"
 
 // Server is the running SIP side.
 type Server struct {
@@ -145,7 +148,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, err
 	}
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.probe.from), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -154,6 +157,8 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnInvite(s.onInvite)
 	srv.OnAck(s.b2b.OnAck)
 	srv.OnBye(s.b2b.OnBye)
+	srv.OnRefer(s.b2b.OnRefer)
+	srv.OnUpdate(s.b2b.OnUpdate)
 	srv.OnNoRoute(s.onNoRoute)
 
 	bound, err := bindAll(cfg, nil)
@@ -325,7 +330,7 @@ func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := s.b2b.Reconfigure(cfg.b2buaConfig(hq)); err != nil {
+	if err := s.b2b.Reconfigure(cfg.b2buaConfig(hq, s.probe.from)); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	next, err := bindAll(cfg, s.listeners)
@@ -396,6 +401,10 @@ func (s *Server) onRegister(req *sip.Request, tx sip.ServerTransaction) {
 }
 
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
+	if to := req.To(); to != nil && to.Params.Has("tag") {
+		s.b2b.OnOptions(req, tx) // in-dialog: 481 once the call is gone
+		return
+	}
 	s.respond(tx, optionsAnswer(req))
 }
 

@@ -130,6 +130,9 @@ func (f *fastPath) filter(info sip.TransportReadProps, data []byte) ([]byte, err
 	if !ok || req.Via() == nil || req.CSeq() == nil || req.CallID() == nil {
 		return data, nil
 	}
+	if to := req.To(); !register && to != nil && to.Params.Has("tag") {
+		return data, nil // in-dialog OPTIONS: the B2BUA answers for its calls (481 when gone)
+	}
 	src := info.RemoteAddr.String()
 	branch, _ := req.Via().Params.Get("branch")
 	key := branch + "|" + src + "|" + strconv.FormatUint(uint64(req.CSeq().SeqNo), 10) + string(req.Method)

@@ -149,6 +149,17 @@ type RouteResult struct {
 	Targets    []string `json:"targets"` // where it would go, in order of trial
 }
 
+// MediaLeg is the RTP received from one leg of a relayed call (RFC 3550
+// statistics) and what was sent on.
+type MediaLeg struct {
+	Packets  uint64  `json:"packets"`
+	Bytes    uint64  `json:"bytes"`
+	Lost     int64   `json:"lost"`
+	JitterMs float64 `json:"jitter_ms"`
+	Relayed  uint64  `json:"relayed"`
+	Port     int     `json:"port,omitempty"` // the box's RTP port facing the leg
+}
+
 // Call is one call in progress, GET /api/v1/calls.
 type Call struct {
 	ID       string    `json:"id"`
@@ -159,6 +170,9 @@ type Call struct {
 	State    string    `json:"state"`
 	Started  time.Time `json:"started"`
 	Answered time.Time `json:"answered,omitzero"`
+	// Media is the relayed RTP per leg (A = caller); absent when the
+	// media does not pass through the box.
+	Media *[2]MediaLeg `json:"media,omitempty"`
 }
 
 // CDR is one call detail record, GET /api/v1/cdr.

@@ -41,6 +41,7 @@ verbs:
                                  push one document to many boxes (mutual TLS), a result per box
   ` + pkiUsage + `
                                  a lab CA and certificates for the management API
+  ` + firmwareUsage + `
 The socket defaults to $OUTPOST_SOCKET or ` + DefaultSocket + `; --server, --cert, --key
 and --ca default to $OUTPOST_SERVER, $OUTPOST_CERT, $OUTPOST_KEY and $OUTPOST_CA.
 `
@@ -161,9 +162,15 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			return err
 		}
 		return c.print(cs, func(w *tabwriter.Writer) {
-			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED")
+			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED\tMEDIA A (pkts/lost/jitter)\tMEDIA B")
 			for _, x := range cs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.From, x.To, x.Route, x.Target, x.State, x.Started.Local().Format(time.TimeOnly))
+				ma, mb := "-", "-"
+				if m := x.Media; m != nil {
+					ma = fmt.Sprintf("%d/%d/%.1fms", m[0].Packets, m[0].Lost, m[0].JitterMs)
+					mb = fmt.Sprintf("%d/%d/%.1fms", m[1].Packets, m[1].Lost, m[1].JitterMs)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.From, x.To, x.Route, x.Target, x.State,
+					x.Started.Local().Format(time.TimeOnly), ma, mb)
 			}
 		})
 	case "route":
@@ -198,6 +205,8 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		return c.mediaResources(ctx, args[1:])
 	case "pki":
 		return c.pki(ctx, args[1:])
+	case "firmware":
+		return c.firmware(ctx, args[1:])
 	case "fleet":
 		return c.fleet(ctx, args[1:])
 	case "config":

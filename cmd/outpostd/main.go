@@ -24,6 +24,7 @@ func main() {
 	logFormat := flag.String("log-format", "text", "text or json")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	showVersion := flag.Bool("version", false, "print the version and exit")
+	fwFlags := firmwareFlags() // firmware.go: --boot-env, --bundle-key, --ready-file
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(version)
@@ -58,7 +59,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := appliance.Run(ctx, appliance.Options{DataDir: *data, ConfigFile: *cfgFile, Version: version, Logger: log})
+	opts := appliance.Options{DataDir: *data, ConfigFile: *cfgFile, Version: version, Logger: log}
+	stopFirmware := fwFlags.start(ctx, &opts, log)
+	err := appliance.Run(ctx, opts)
+	stopFirmware()
 	if err != nil {
 		log.Error("outpostd failed", "err", err)
 		os.Exit(1)

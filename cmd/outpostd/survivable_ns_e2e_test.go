@@ -236,16 +236,22 @@ func figure(t *testing.T, name string, d time.Duration) {
 }
 
 // fallbackFigure records the time from detection to the PSTN gateway's
-// 200 OK for the first fallback call (an upper bound: it includes the
-// test's status polling and SIPp's start-up before the call is placed).
-func fallbackFigure(t *testing.T, pstn *sippServer, name string, detected time.Time) {
+// 200 OK for the first fallback call, and how it splits: the test noticing
+// the mode change and starting SIPp (polling, process start-up), then the
+// call itself from the phone's first INVITE (digest round trip included)
+// to the answer at the PSTN gateway.
+func fallbackFigure(t *testing.T, caller, pstn *sippServer, name string, detected time.Time) {
 	t.Helper()
 	ok, found := pstn.sentAt("SIP/2.0 200 OK")
-	if !found {
-		t.Errorf("%s: no 200 OK in the PSTN gateway's trace:\n%s", name, tail(pstn.messages(), 2000))
+	invite, sent := caller.sentAt("INVITE ")
+	if !found || !sent {
+		t.Errorf("%s: no INVITE in the caller's trace or no 200 OK in the PSTN gateway's:\n%s\n%s", name,
+			tail(caller.messages(), 1000), tail(pstn.messages(), 1000))
 		return
 	}
 	figure(t, name, ok.Sub(detected))
+	figure(t, name+"_test_overhead", invite.Sub(detected))
+	figure(t, name+"_setup", ok.Sub(invite))
 }
 
 // TestSurvivableInNamespaces: scenarios (a) carrier loss, (b) silent loss
@@ -289,18 +295,23 @@ func TestSurvivableInNamespaces(t *testing.T) {
 		refresh <- err
 	}()
 
-	// call places one call from user0000 in the phone namespace to number.
-	call := func(number string) error {
-		caller := filepath.Join(t.TempDir(), "caller.csv")
+	// call places one call from user0000 in the phone namespace to number;
+	// SIPp's message trace goes to the returned caller's trace file. (Rate
+	// 100/s: SIPp places the first call one period after it starts.)
+	call := func(number string) (*sippServer, error) {
+		dir := t.TempDir()
+		caller := filepath.Join(dir, "caller.csv")
 		line := fmt.Sprintf("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;%s\n", number)
 		if err := os.WriteFile(caller, []byte(line), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		out, err := sippIn(t, b.tp.NS("phone"), "uac_call.xml", nsBoxLAN+":5060", caller, 1, 1, "-i", nsPhone)
+		trace := &sippServer{t: t, trace: filepath.Join(dir, "messages.log")}
+		out, err := sippIn(t, b.tp.NS("phone"), "uac_call.xml", nsBoxLAN+":5060", caller, 1, 100, "-i", nsPhone,
+			"-trace_msg", "-message_file", trace.trace)
 		if err != nil {
-			return fmt.Errorf("%w\n%s", err, tail(out, 3000))
+			return trace, fmt.Errorf("%w\n%s", err, tail(out, 3000))
 		}
-		return nil
+		return trace, nil
 	}
 	lastTransition := func(s api.Status) api.ModeTransition { return s.Transitions[len(s.Transitions)-1] }
 	survivable := func(s api.Status) bool { return s.Mode == "survivable" }
@@ -316,11 +327,12 @@ func TestSurvivableInNamespaces(t *testing.T) {
 	}
 	figure(t, "carrier_loss_detect", tr.At.Sub(cut))
 	pstn := startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer.xml")
-	if err := call("2001"); err != nil {
+	caller, err := call("2001")
+	if err != nil {
 		t.Fatalf("(a) HQ-extension call in survivable mode: %v", err)
 	}
 	pstn.waitMessage("(a) PSTN gateway INVITE", "INVITE sip:+78435552001@", 5*time.Second)
-	fallbackFigure(t, pstn, "carrier_loss_first_fallback_call", tr.At)
+	fallbackFigure(t, caller, pstn, "carrier_loss_first_fallback_call", tr.At)
 	pstn.stop()
 
 	// (c) failback after carrier returns: only after the hold.
@@ -346,11 +358,12 @@ func TestSurvivableInNamespaces(t *testing.T) {
 	}
 	figure(t, "silent_loss_detect", tr.At.Sub(cut))
 	pstn = startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer.xml")
-	if err := call("2002"); err != nil {
+	caller, err = call("2002")
+	if err != nil {
 		t.Fatalf("(b) HQ-extension call after silent loss: %v", err)
 	}
 	pstn.waitMessage("(b) PSTN gateway INVITE", "INVITE sip:+78435552002@", 5*time.Second)
-	fallbackFigure(t, pstn, "silent_loss_first_fallback_call", tr.At)
+	fallbackFigure(t, caller, pstn, "silent_loss_first_fallback_call", tr.At)
 	pstn.stop()
 
 	up = time.Now()
@@ -361,7 +374,7 @@ func TestSurvivableInNamespaces(t *testing.T) {
 	upFinal := lastTransition(s).At
 
 	// A call to HQ goes to HQ again.
-	if err := call("2003"); err != nil {
+	if _, err := call("2003"); err != nil {
 		t.Fatalf("call to HQ after failback: %v", err)
 	}
 	hq.waitMessage("HQ INVITE after failback", "INVITE sip:2003@", 5*time.Second)

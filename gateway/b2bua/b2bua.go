@@ -35,10 +35,14 @@ type Locator interface {
 // current mode).
 type Router interface {
 	Outbound(number string) (dialplan.Decision, bool)
+	// Voicemail routes the voicemail pilot for a local extension whose
+	// call was not taken (no answer, busy, unreachable); ok is false when
+	// the extension has no voicemail or no pilot is configured. The
+	// implementation routes the pilot through the dial plan of the current
+	// mode (in survivable mode that is the PSTN).
+	Voicemail(extension string) (dialplan.Decision, bool)
 }
 
-// Config is the B2BUA's configuration; the zero value is usable for
-// everything but PSTN calls.
 // Trunk is the HQ pool: the targets to try for a call, in order (RFC 3263
 // resolution and health ordering are the trunk's business), and the
 // outcome of each attempt (passive health).
@@ -47,6 +51,8 @@ type Trunk interface {
 	Report(target string, status int, err error)   // status 0 = no final response
 }
 
+// Config is the B2BUA's configuration; the zero value is usable for
+// everything but PSTN and HQ calls.
 type Config struct {
 	// PSTNGateways are tried in order: "udp:198.18.3.2:5060",
 	// "tcp:host:port" or plain "host:port" (udp).
@@ -57,6 +63,13 @@ type Config struct {
 	// AttemptTimeout bounds the wait for the first response from one
 	// target (no response = move on / give up). 0 = 4 s.
 	AttemptTimeout time.Duration
+	// VoicemailAfter is the ring time of a local user with voicemail
+	// (Router.Voicemail) before the call goes to the pilot. 0 = 20 s.
+	VoicemailAfter time.Duration
+	// KeepAlive is the interval of the in-dialog OPTIONS sent to both legs
+	// of an answered call; 408, 481 or no answer (within the interval,
+	// at most 32 s) ends the call as Dead. 0 = 90 s; negative = off.
+	KeepAlive time.Duration
 	// ContactHost is host:port for our Contact header on both legs.
 	// "" = the address of the listener the A-leg INVITE arrived on.
 	ContactHost string
@@ -65,13 +78,30 @@ type Config struct {
 	LocalAddr string
 	// HQ is the HQ pool for route "hq"; nil = calls to HQ get 503.
 	HQ Trunk
+	// Media makes the Anchor of each bridge; nil = SDP passes through
+	// untouched (apart from the o= line after a transfer, see
+	// party.outSDP).
+	Media MediaFunc
+	// LocalFor, when set, picks the UDP listener a B leg to dest
+	// ("ip:port") leaves from — the one on the interface facing it — and
+	// the Anchor's address facing that leg; nil = LocalAddr, else the
+	// listener the A leg arrived on.
+	LocalFor func(dest string) *sip.Addr
+	// OnEnd receives the CDR of every call, once, when it ends. It runs on
+	// the goroutine that ended the call: keep it short.
+	OnEnd func(CDR)
 }
 
 const (
 	defaultRingTimeout    = 60 * time.Second
 	defaultAttemptTimeout = 4 * time.Second
-	// byeTimeout bounds one BYE sent by the B2BUA.
+	defaultVoicemailAfter = 20 * time.Second
+	defaultKeepAlive      = 90 * time.Second
+	// byeTimeout bounds one BYE (or NOTIFY) sent by the B2BUA.
 	byeTimeout = 5 * time.Second
+	// loopHeader carries a per-call token on every INVITE we send; an
+	// INVITE that comes back with the token of a live call is a loop (482).
+	loopHeader = "X-Outpost-Loop"
 )
 
 // Call states reported by Calls.
@@ -83,7 +113,7 @@ const (
 
 // CallInfo describes one active call.
 type CallInfo struct {
-	ID       string // A-leg Call-ID
+	ID       string // A-leg Call-ID (a generated one for a transfer bridge)
 	From     string // caller (A-leg From user)
 	To       string // the dialled number (A-leg Request-URI user)
 	Target   string // the number after the dial plan
@@ -111,11 +141,13 @@ type B2BUA struct {
 	// started with, so Reconfigure never changes a call in progress.
 	set atomic.Pointer[settings]
 
-	inflight atomic.Int64 // handlers running (tests wait for 0 before closing sockets)
+	inflight atomic.Int64 // handlers and call goroutines running (tests wait for 0)
 
-	mu     sync.Mutex
-	calls  map[string]*call // by A-leg dialog ID
-	bCalls map[string]*call // by B-leg dialog ID (the winner)
+	mu      sync.Mutex
+	calls   map[string]*call  // active calls: initial calls by A-leg dialog ID, transfer bridges by "xfer:ID"
+	parties map[string]*party // answered dialogs by (Call-ID, our tag, their tag)
+	loops   map[string]*call  // loop tokens of active calls
+	merged  map[string]*call  // mergeKey of initial INVITEs being set up
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.
@@ -128,8 +160,10 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 	}
 	b := &B2BUA{
 		loc: loc, router: r, log: log,
-		calls:  map[string]*call{},
-		bCalls: map[string]*call{},
+		calls:   map[string]*call{},
+		parties: map[string]*party{},
+		loops:   map[string]*call{},
+		merged:  map[string]*call{},
 	}
 	if err := b.Reconfigure(cfg); err != nil {
 		return nil, err
@@ -158,6 +192,15 @@ func (b *B2BUA) Reconfigure(cfg Config) error {
 	}
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = defaultAttemptTimeout
+	}
+	if cfg.VoicemailAfter <= 0 {
+		cfg.VoicemailAfter = defaultVoicemailAfter
+	}
+	switch {
+	case cfg.KeepAlive == 0:
+		cfg.KeepAlive = defaultKeepAlive
+	case cfg.KeepAlive < 0:
+		cfg.KeepAlive = 0
 	}
 	s := &settings{cfg: cfg}
 	for i, g := range cfg.PSTNGateways {
@@ -229,40 +272,183 @@ func (b *B2BUA) Calls() []CallInfo {
 	return out
 }
 
-func (b *B2BUA) remove(c *call) {
+// addCall lists a call and its loop token.
+func (b *B2BUA) addCall(c *call) {
 	b.mu.Lock()
-	if b.calls[c.aID] == c {
-		delete(b.calls, c.aID)
+	b.calls[c.key] = c
+	b.loops[c.token] = c
+	b.mu.Unlock()
+}
+
+// removeCall forgets a call; its parties are forgotten as they leave.
+func (b *B2BUA) removeCall(c *call) {
+	b.mu.Lock()
+	if b.calls[c.key] == c {
+		delete(b.calls, c.key)
 	}
-	if c.bID != "" && b.bCalls[c.bID] == c {
-		delete(b.bCalls, c.bID)
+	if b.loops[c.token] == c {
+		delete(b.loops, c.token)
 	}
 	b.mu.Unlock()
 }
 
+// register makes answered dialogs reachable by in-dialog requests.
+func (b *B2BUA) register(ps ...*party) {
+	b.mu.Lock()
+	for _, p := range ps {
+		b.parties[p.key] = p
+	}
+	b.mu.Unlock()
+}
+
+func (b *B2BUA) forget(p *party) {
+	b.mu.Lock()
+	if b.parties[p.key] == p {
+		delete(b.parties, p.key)
+	}
+	b.mu.Unlock()
+}
+
+// partyOf finds the dialog an in-dialog request belongs to: its To tag is
+// ours, its From tag the party's.
+func (b *B2BUA) partyOf(req *sip.Request) *party {
+	id, err := sip.DialogIDFromRequestUAS(req)
+	if err != nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.parties[id]
+}
+
+// partyByDialog finds a dialog by Call-ID and its two tags in either
+// order (RFC 3891 names them from the transferor's side of the dialog).
+func (b *B2BUA) partyByDialog(callID, tag1, tag2 string) *party {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p := b.parties[sip.DialogIDMake(callID, tag1, tag2)]; p != nil {
+		return p
+	}
+	return b.parties[sip.DialogIDMake(callID, tag2, tag1)]
+}
+
 func respond(tx sip.ServerTransaction, req *sip.Request, code int, reason string) {
+	if reason == "" {
+		reason = reasonPhrase(code)
+	}
 	_ = tx.Respond(sip.NewResponseFromRequest(req, code, reason, nil))
 }
 
-// OnInvite handles an initial INVITE (the A leg). It blocks until the A
-// leg has its final response (and, for a 2xx, its ACK) and every B leg of
-// the call has ended or been answered. Re-INVITEs are refused with 488.
+// reasonPhrase is the RFC 3261 §21 phrase of the codes this package sends.
+func reasonPhrase(code int) string {
+	switch code {
+	case 100:
+		return "Trying"
+	case 200:
+		return "OK"
+	case 202:
+		return "Accepted"
+	case 400:
+		return "Bad Request"
+	case 403:
+		return "Forbidden"
+	case 404:
+		return "Not Found"
+	case 408:
+		return "Request Timeout"
+	case 480:
+		return "Temporarily Unavailable"
+	case 481:
+		return "Call/Transaction Does Not Exist"
+	case 482:
+		return "Loop Detected"
+	case 483:
+		return "Too Many Hops"
+	case 486:
+		return "Busy Here"
+	case 487:
+		return "Request Terminated"
+	case 488:
+		return "Not Acceptable Here"
+	case 491:
+		return "Request Pending"
+	case 500:
+		return "Server Internal Error"
+	case 503:
+		return "Service Unavailable"
+	case 600:
+		return "Busy Everywhere"
+	case 603:
+		return "Decline"
+	}
+	return "Status " + strconv.Itoa(code)
+}
+
+// mergeKey identifies an INVITE across the branches a forking proxy may
+// send it on (RFC 3261 §8.2.2.2).
+func mergeKey(req *sip.Request) string {
+	f, cid, cs := req.From(), req.CallID(), req.CSeq()
+	if f == nil || cid == nil || cs == nil {
+		return ""
+	}
+	tag, _ := f.Params.Get("tag")
+	return cid.Value() + "|" + tag + "|" + strconv.FormatUint(uint64(cs.SeqNo), 10)
+}
+
+func branchOf(req *sip.Request) string {
+	if v := req.Via(); v != nil {
+		b, _ := v.Params.Get("branch")
+		return b
+	}
+	return ""
+}
+
+// Looped reports whether an initial INVITE is a loop: it carries the loop
+// marker of one of our live calls (our own INVITE came back), or it is a
+// merged request (RFC 3261 §8.2.2.2: Call-ID, From tag and CSeq of an
+// INVITE being set up, on another branch). Both get 482.
+func (b *B2BUA) Looped(req *sip.Request) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, h := range req.GetHeaders(loopHeader) {
+		if b.loops[strings.TrimSpace(h.Value())] != nil {
+			return true
+		}
+	}
+	if k := mergeKey(req); k != "" {
+		if c := b.merged[k]; c != nil && branchOf(c.aReq) != branchOf(req) {
+			return true
+		}
+	}
+	return false
+}
+
+// OnInvite handles an INVITE: an initial one is routed with the Router
+// and blocks until the A leg has its final response (and, for a 2xx, its
+// ACK); an in-dialog one (re-INVITE) is relayed to the other party.
 func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
-	b.handleInvite(req, tx, b.router.Outbound)
+	b.handleInvite(req, tx, b.router.Outbound, true)
 }
 
 // OnInboundInvite handles an initial INVITE that the gateway has already
 // routed: a call from a PSTN gateway to a DID, resolved to an extension by
 // the inbound rules. Otherwise it behaves as OnInvite.
 func (b *B2BUA) OnInboundInvite(req *sip.Request, tx sip.ServerTransaction, d dialplan.Decision) {
-	b.handleInvite(req, tx, func(string) (dialplan.Decision, bool) { return d, true })
+	b.handleInvite(req, tx, func(string) (dialplan.Decision, bool) { return d, true }, false)
 }
 
-func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route func(number string) (dialplan.Decision, bool)) {
+// handleInvite runs an INVITE; trusted says the caller is a local user
+// (authenticated by the gateway), whose transfers may go anywhere the
+// dial plan goes.
+func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route func(number string) (dialplan.Decision, bool), trusted bool) {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	if to := req.To(); to != nil && to.Params.Has("tag") {
-		respond(tx, req, 488, "Not Acceptable Here") // re-INVITE: not yet supported
+		b.onReinvite(req, tx)
+		return
+	}
+	if b.Looped(req) {
+		respond(tx, req, 482, "Loop Detected")
 		return
 	}
 	respond(tx, req, 100, "Trying")
@@ -288,24 +474,82 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		_ = a.Respond(483, "Too Many Hops", nil)
 		return
 	}
+	if req.GetHeader("Replaces") != nil {
+		b.onReplaces(req, a, arrived, contact, trusted)
+		return
+	}
 	number := req.Recipient.User
 	d, ok := route(number)
-	if !ok || d.Route == "" {
-		_ = a.Respond(404, "Not Found", nil)
-		return
-	}
 
-	if d.Route == dialplan.RouteHQ && set.cfg.HQ == nil || d.Route == dialplan.RoutePSTN && len(set.gateways) == 0 {
-		_ = a.Respond(503, "Service Unavailable", nil) // no trunk for this route
+	c := newCall(b, set)
+	c.a, c.aTx, c.aReq, c.d, c.arrived, c.laddr, c.contact, c.key = a, tx, req, d, arrived, laddr, contact, a.ID
+	c.trusted = trusted
+	now := time.Now()
+	c.info = CallInfo{To: number, Target: d.Target, Route: d.Route, State: StateRouting, Started: now}
+	if h := req.CallID(); h != nil {
+		c.info.ID = h.Value()
+	}
+	if f := req.From(); f != nil {
+		c.info.From = f.Address.User
+	}
+	c.cdr = CDR{CallID: c.info.ID, Start: now, Caller: c.info.From, Dialled: number, Target: d.Target, Route: d.Route, Rule: d.Rule}
+
+	body, ct := req.Body(), contentTypeOf(req)
+	switch {
+	case !ok || d.Route == "":
+		c.respondA(404, "Not Found")
+		c.end(Failed, BySystem)
+		return
+	case d.Route == dialplan.RouteHQ && set.cfg.HQ == nil || d.Route == dialplan.RoutePSTN && len(set.gateways) == 0:
+		c.respondA(503, "Service Unavailable") // no trunk for this route
+		c.end(Failed, BySystem)
+		return
+	case len(body) > 0 && !isSDP(ct):
+		c.recordStatus(488)
+		_ = a.Respond(488, "Not Acceptable Here", nil, acceptSDP)
+		c.end(Failed, BySystem)
 		return
 	}
-	c := newCall(b, set, dua, a, req, d, arrived, laddr, contact)
-	b.mu.Lock()
-	b.calls[c.aID] = c
-	b.mu.Unlock()
-	if !c.run() {
-		b.remove(c)
+	if set.cfg.Media != nil {
+		// The media faces the B side where the first target is (forks to
+		// contacts on several interfaces share the first one's).
+		bSide := addrOf(laddr, contact)
+		if set.cfg.LocalFor != nil {
+			if ts, err := b.targets(c.ring, set, d); err == nil && len(ts) > 0 && ts[0].laddr != nil {
+				bSide = addrOf(ts[0].laddr, contact)
+			}
+		}
+		an, err := set.cfg.Media(c.info.ID, addrOf(arrived, contact), bSide, c.onMediaDead)
+		if err == nil {
+			c.anchor = an
+			if len(body) > 0 && an != nil {
+				body, err = an.Offer(LegA, body)
+			}
+		}
+		if err != nil {
+			b.log.Info("b2bua: media cannot be bridged", "call", c.info.ID, "err", err)
+			c.respondA(488, "Not Acceptable Here")
+			c.end(Failed, BySystem)
+			return
+		}
 	}
+	c.offer = body
+	mk := mergeKey(req)
+	b.mu.Lock()
+	b.calls[c.key] = c
+	b.loops[c.token] = c
+	if mk != "" {
+		b.merged[mk] = c
+	}
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		if b.merged[mk] == c {
+			delete(b.merged, mk)
+		}
+		b.mu.Unlock()
+	}()
+	c.run()
 }
 
 // localFor returns the listener the A leg arrived on, the listener B legs
@@ -341,48 +585,74 @@ func (b *B2BUA) localFor(set *settings, tx sip.ServerTransaction) (arrived, ladd
 	return arrived, laddr, sip.Uri{Scheme: "sip", Host: src.IP.String(), Port: src.Port}, nil
 }
 
-// OnAck handles an ACK outside any transaction: the A leg's ACK for our
-// 2xx, which is forwarded to the winning B leg.
+// OnAck handles an ACK outside any transaction: the caller's ACK for our
+// 2xx (forwarded as the ACK of the answering B leg), or the ACK for the
+// 2xx to a party's re-INVITE (absorbed).
 func (b *B2BUA) OnAck(req *sip.Request, tx sip.ServerTransaction) {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
-	id, err := sip.DialogIDFromRequestUAS(req)
-	if err != nil {
+	p := b.partyOf(req)
+	if p == nil {
 		return
 	}
-	b.mu.Lock()
-	c := b.calls[id]
-	b.mu.Unlock()
-	if c == nil {
-		return
+	if c, _ := p.bridge(); c != nil {
+		c.onAck(p, req, tx)
 	}
-	c.onAck(req, tx)
 }
 
-// OnBye handles a BYE from either leg: 200 to the sender, BYE to the other
-// leg, and the call is removed.
+// OnBye handles a BYE from either party: 200 to the sender, BYE to the
+// other party, and the call ends. A BYE from the caller on the early
+// dialog (RFC 3261 §15) stops the ringing; its INVITE gets 487.
 func (b *B2BUA) OnBye(req *sip.Request, tx sip.ServerTransaction) {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
-	var c *call
-	var fromA bool
-	if id, err := sip.DialogIDFromRequestUAS(req); err == nil {
-		b.mu.Lock()
-		c, fromA = b.calls[id], true
-		b.mu.Unlock()
-	}
-	if c == nil {
-		if id, err := sip.DialogIDFromRequestUAC(req); err == nil {
+	p := b.partyOf(req)
+	if p == nil {
+		if id, err := sip.DialogIDFromRequestUAS(req); err == nil {
 			b.mu.Lock()
-			c, fromA = b.bCalls[id], false
+			c := b.calls[id]
 			b.mu.Unlock()
+			if c != nil && c.a != nil {
+				c.abort(errCallerBye)
+				respond(tx, req, 200, "OK")
+				return
+			}
 		}
-	}
-	if c == nil {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist")
 		return
 	}
-	c.onBye(req, tx, fromA)
+	c, _ := p.bridge()
+	p.leave()
+	if c != nil && c.transferor() != p {
+		b.removeCall(c) // gone from Calls before the sender hears 200
+	}
+	respond(tx, req, 200, "OK")
+	if c != nil {
+		c.hangup(p)
+	}
+}
+
+// OnUpdate handles an UPDATE (RFC 3311) in an answered call: an offer is
+// relayed to the other party; one without a body is answered here.
+func (b *B2BUA) OnUpdate(req *sip.Request, tx sip.ServerTransaction) {
+	b.inflight.Add(1)
+	defer b.inflight.Add(-1)
+	b.onUpdate(req, tx)
+}
+
+// OnOptions answers an in-dialog OPTIONS: 200 for a dialog of ours, 481
+// for one we do not know (a peer's keep-alive learns the call is gone).
+func (b *B2BUA) OnOptions(req *sip.Request, tx sip.ServerTransaction) {
+	b.inflight.Add(1)
+	defer b.inflight.Add(-1)
+	if b.partyOf(req) == nil {
+		respond(tx, req, 481, "Call/Transaction Does Not Exist")
+		return
+	}
+	res := sip.NewResponseFromRequest(req, 200, "OK", nil)
+	res.AppendHeader(sip.NewHeader("Allow", allowInDialog))
+	res.AppendHeader(acceptSDP)
+	_ = tx.Respond(res)
 }
 
 // errorStatus returns the status of a failed B leg; 0 = no final response.

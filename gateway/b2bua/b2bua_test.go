@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,10 +45,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type planRouter struct{ p *dialplan.Plan }
+type planRouter struct {
+	p *dialplan.Plan
+	// vm maps extensions with voicemail to the pilot number.
+	vm map[string]string
+}
 
 func (r planRouter) Outbound(n string) (dialplan.Decision, bool) {
 	return r.p.Outbound(n, dialplan.ModeNormal)
+}
+
+func (r planRouter) Voicemail(ext string) (dialplan.Decision, bool) {
+	pilot, ok := r.vm[ext]
+	if !ok {
+		return dialplan.Decision{}, false
+	}
+	return r.p.Outbound(pilot, dialplan.ModeNormal)
 }
 
 type fakeLocator struct {
@@ -84,16 +97,40 @@ func listenUDP(t *testing.T) net.PacketConn {
 	return conn
 }
 
+// newUA makes a test UA whose sockets stop delivering messages once
+// closing is set (see serve).
+func newUA(closing *atomic.Bool, opts ...sipgo.UserAgentOption) (*sipgo.UserAgent, error) {
+	quiet := func(_ sip.TransportReadProps, b []byte) ([]byte, error) {
+		if closing.Load() {
+			return nil, nil
+		}
+		return b, nil
+	}
+	return sipgo.NewUA(append(opts, sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerReadFilter(quiet)))...)
+}
+
 // serve runs srv on conn until cleanup, which closes ua and waits.
-func serve(t *testing.T, ua *sipgo.UserAgent, srv *sipgo.Server, conn net.PacketConn) {
+// closing (the UA's read filter, newUA) is set first: a message that
+// arrives while the UA closes (a late ACK from the other side) would
+// otherwise find no listener in sipgo's pool and get a fresh socket, with
+// a reader goroutine nobody stops, for its answer.
+//
+// busy, when set, counts the UA's handlers still running: cleanup waits
+// (bounded) for it to reach 0 first, so that an exchange still under way
+// (the ACK of a 487 after a CANCEL) ends inside its transaction.
+func serve(t *testing.T, ua *sipgo.UserAgent, srv *sipgo.Server, conn net.PacketConn, closing *atomic.Bool, busy *atomic.Int64) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = srv.ServeUDP(conn)
 	}()
 	t.Cleanup(func() {
-		_ = ua.Close()
+		for deadline := time.Now().Add(wait); busy != nil && busy.Load() != 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond) // polling a counter the handlers keep; bounded
+		}
+		closing.Store(true)
 		_ = conn.Close()
+		_ = ua.Close()
 		select {
 		case <-done:
 		case <-time.After(wait):
@@ -117,6 +154,12 @@ func serve(t *testing.T, ua *sipgo.UserAgent, srv *sipgo.Server, conn net.Packet
 
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
+	return newEnvVM(t, cfg, nil)
+}
+
+// newEnvVM is newEnv with voicemail: vm maps extensions to the pilot.
+func newEnvVM(t *testing.T, cfg Config, vm map[string]string) *env {
+	t.Helper()
 	base := runtime.NumGoroutine()
 	t.Cleanup(func() { checkGoroutines(t, base) })
 
@@ -127,7 +170,8 @@ func newEnv(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ua, err := sipgo.NewUA(sipgo.WithUserAgent("outpost"), sipgo.WithUserAgentHostname("127.0.0.1"))
+	closing := new(atomic.Bool)
+	ua, err := newUA(closing, sipgo.WithUserAgent("outpost"), sipgo.WithUserAgentHostname("127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,14 +181,17 @@ func newEnv(t *testing.T, cfg Config) *env {
 	}
 	conn := listenUDP(t)
 	loc := &fakeLocator{m: map[string][]Contact{}}
-	b, err := New(ua, cfg, loc, planRouter{plan}, testLogger())
+	b, err := New(ua, cfg, loc, planRouter{p: plan, vm: vm}, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.OnInvite(b.OnInvite)
 	srv.OnAck(b.OnAck)
 	srv.OnBye(b.OnBye)
-	serve(t, ua, srv, conn)
+	srv.OnRefer(b.OnRefer)
+	srv.OnUpdate(b.OnUpdate)
+	srv.OnOptions(b.OnOptions)
+	serve(t, ua, srv, conn, closing, nil)
 	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String()}
 	t.Logf("box at %s", e.box)
 	t.Cleanup(func() { e.noCalls() })
@@ -196,7 +243,20 @@ type phone struct {
 
 	mu     sync.Mutex
 	script script
+	// onReinvite answers an in-dialog INVITE or UPDATE (nil = answerMirror).
+	onReinvite func(p *phone, req *sip.Request) (int, []byte)
+	// optionsCode answers in-dialog OPTIONS; 0 = no answer at all.
+	optionsCode atomic.Int32
+	busy        atomic.Int64 // INVITE handlers running (serve waits for 0)
+	// o= of answerMirror's answers (under mu): the phone's own session
+	sdpUser string
+	sdpSess int
+	ver     int
 
+	reinvites chan *sip.Request               // in-dialog INVITEs received
+	updates   chan *sip.Request               // UPDATEs received
+	notifies  chan *sip.Request               // NOTIFYs received (answered 200)
+	options   chan *sip.Request               // in-dialog OPTIONS received
 	invites   chan *sip.Request               // INVITEs received
 	cancelled chan error                      // cause when a ringing INVITE ended unanswered
 	acks      chan *sip.Request               // ACKs received
@@ -206,7 +266,8 @@ type phone struct {
 
 func newPhone(t *testing.T, user string, sc script) *phone {
 	t.Helper()
-	ua, err := sipgo.NewUA(sipgo.WithUserAgent("phone-" + user))
+	closing := new(atomic.Bool)
+	ua, err := newUA(closing, sipgo.WithUserAgent("phone-"+user))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +284,12 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		acks:      make(chan *sip.Request, 16),
 		byes:      make(chan *sip.Request, 16),
 		answered:  make(chan *sipgo.DialogServerSession, 16),
+		reinvites: make(chan *sip.Request, 16),
+		updates:   make(chan *sip.Request, 16),
+		notifies:  make(chan *sip.Request, 16),
+		options:   make(chan *sip.Request, 64),
 	}
+	p.optionsCode.Store(200)
 	p.cli, err = sipgo.NewClient(ua, sipgo.WithClientConnectionAddr(p.addr))
 	if err != nil {
 		t.Fatal(err)
@@ -232,8 +298,28 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 	p.dsc = sipgo.NewDialogServerCache(p.cli, contact)
 	p.dcc = sipgo.NewDialogClientCache(p.cli, contact)
 	srv.OnInvite(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.busy.Add(1)
+		defer p.busy.Add(-1)
+		if req.To().Params.Has("tag") {
+			p.reinvites <- req
+			p.answerInDialog(req, tx)
+			return
+		}
 		p.invites <- req
 		d, err := p.dsc.ReadInvite(req, tx)
+		if err == nil {
+			// A CANCELled INVITE is answered 487 by sipgo; stay until the
+			// box ACKs it (see serve).
+			defer func() {
+				if errors.Is(context.Cause(d.Context()), sip.ErrTransactionCanceled) {
+					select {
+					case <-tx.Acks():
+					case <-tx.Done():
+					case <-time.After(wait):
+					}
+				}
+			}()
+		}
 		if err != nil {
 			t.Errorf("%s: read invite: %v", user, err)
 			return
@@ -263,9 +349,48 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		t.Errorf("%s: BYE outside any dialog: %s", user, req.StartLine())
 		_ = tx.Respond(sip.NewResponseFromRequest(req, 481, "No Dialog", nil))
 	})
-	serve(t, ua, srv, conn)
+	srv.OnUpdate(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.updates <- req
+		p.answerInDialog(req, tx)
+	})
+	srv.OnNotify(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.notifies <- req
+		_ = tx.Respond(sip.NewResponseFromRequest(req, 200, "OK", nil))
+	})
+	srv.OnOptions(func(req *sip.Request, tx sip.ServerTransaction) {
+		select {
+		case p.options <- req:
+		default:
+		}
+		if code := int(p.optionsCode.Load()); code != 0 {
+			_ = tx.Respond(sip.NewResponseFromRequest(req, code, "", nil))
+		}
+	})
+	serve(t, ua, srv, conn, closing, &p.busy)
 	t.Logf("phone %s at %s", user, p.addr)
 	return p
+}
+
+// answerInDialog answers a re-INVITE or UPDATE with p.onReinvite, or
+// with answerMirror.
+func (p *phone) answerInDialog(req *sip.Request, tx sip.ServerTransaction) {
+	p.mu.Lock()
+	f := p.onReinvite
+	p.mu.Unlock()
+	if f == nil {
+		f = answerMirror
+	}
+	code, body := f(p, req)
+	res := sip.NewResponseFromRequest(req, code, "", body)
+	if len(body) > 0 {
+		res.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
+	}
+	if code < 300 {
+		res.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: p.user, Host: p.host, Port: p.port}})
+	}
+	if err := tx.Respond(res); err != nil {
+		p.t.Errorf("%s: answer %s: %v", p.user, req.Method, err)
+	}
 }
 
 func (p *phone) contact() Contact {
@@ -300,12 +425,20 @@ func ringUntil(release <-chan struct{}) script {
 			p.t.Errorf("%s: never released", p.user)
 			return
 		}
+		p.answeredWithB()
 		if err := d.Respond(200, "OK", sdpB, sip.NewHeader("Content-Type", "application/sdp")); err != nil {
 			p.t.Errorf("%s: 200: %v", p.user, err)
 			return
 		}
 		p.answered <- d
 	}
+}
+
+// answeredWithB records that the phone's session is sdpB (o=b 2 2).
+func (p *phone) answeredWithB() {
+	p.mu.Lock()
+	p.sdpUser, p.sdpSess, p.ver = "b", 2, 2
+	p.mu.Unlock()
 }
 
 func ringForever(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
@@ -325,6 +458,7 @@ func reject(code int) script {
 }
 
 func answerNow(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+	p.answeredWithB()
 	if err := d.Respond(200, "OK", sdpB, sip.NewHeader("Content-Type", "application/sdp")); err != nil {
 		p.t.Errorf("%s: 200: %v", p.user, err)
 		return
@@ -344,6 +478,12 @@ type outcall struct {
 // (in the WaitAnswer goroutine).
 func (p *phone) dial(ctx context.Context, box, number string, onResp func(*sip.Response)) *outcall {
 	p.t.Helper()
+	return p.dialWith(ctx, box, number, nil, onResp)
+}
+
+// dialWith is dial with extra headers on the INVITE.
+func (p *phone) dialWith(ctx context.Context, box, number string, hdrs []sip.Header, onResp func(*sip.Response)) *outcall {
+	p.t.Helper()
 	host, port, _ := sip.ParseAddr(box)
 	req := sip.NewRequest(sip.INVITE, sip.Uri{Scheme: "sip", User: number, Host: host, Port: port})
 	from := &sip.FromHeader{DisplayName: "Caller " + p.user, Address: sip.Uri{Scheme: "sip", User: p.user, Host: p.host}}
@@ -351,6 +491,9 @@ func (p *phone) dial(ctx context.Context, box, number string, onResp func(*sip.R
 	req.AppendHeader(from)
 	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: number, Host: host}})
 	req.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
+	for _, h := range hdrs {
+		req.AppendHeader(h)
+	}
 	req.SetBody(sdpA)
 	oc := &outcall{codes: make(chan int, 32)}
 	sess, err := p.dcc.WriteInvite(ctx, req)
@@ -731,11 +874,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{LocalAddr: "example.com:5060"},
 		{ContactHost: "::bad::"},
 	} {
-		if _, err := New(ua, cfg, loc, planRouter{plan}, nil); err == nil {
+		if _, err := New(ua, cfg, loc, planRouter{p: plan}, nil); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
 	}
-	if _, err := New(ua, Config{}, nil, planRouter{plan}, nil); err == nil {
+	if _, err := New(ua, Config{}, nil, planRouter{p: plan}, nil); err == nil {
 		t.Error("New without a locator accepted")
 	}
 }

@@ -2,113 +2,59 @@ package b2bua
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/dialplan"
-	"github.com/outpost/outpost/gateway/health"
 )
 
-var (
-	errRingTimeout = errors.New("b2bua: ring timeout")
-	errCallerGone  = errors.New("b2bua: caller cancelled")
-	errCallerBye   = errors.New("b2bua: caller sent BYE before the answer")
-	errLostRace    = errors.New("b2bua: another leg answered first")
-)
-
-// maxEventsPerLeg bounds the events one B leg sends: WaitAnswer gives up
-// after 11 responses, plus the final event.
-const maxEventsPerLeg = 12
-
-// target is where one B leg goes.
-type target struct {
-	uri       sip.Uri // Request-URI
-	user      string  // To user
-	transport string  // "UDP" / "TCP"
-	dest      string  // host:port to send to; "" = from the URI
-	trunk     string  // the HQ target name to report outcomes for; "" = none
-}
-
-// leg is one B leg (one INVITE client transaction and its dialog).
-type leg struct {
-	t         target
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	timer     *time.Timer
-	responded atomic.Bool // any response, 100 included, was received
-	timedOut  atomic.Bool // AttemptTimeout fired before any response
-	stopped   atomic.Bool // stop was called
-	sess      *sipgo.DialogClientSession
-}
-
-// stop ends the leg while it has no final response. A CANCEL may only
-// follow a response (RFC 3261 §9.1): with one seen, WaitAnswer sends the
-// CANCEL now; otherwise the first response triggers it (see runLeg), and
-// the attempt timer drops a target that never answers.
-func (l *leg) stop() {
-	l.stopped.Store(true)
-	if l.responded.Load() {
-		l.cancel(context.Canceled)
-	}
-}
-
-type legEvent struct {
-	leg    *leg
-	prov   *sip.Response // a 101-199 response to relay
-	won    bool          // this leg's 2xx is the call's answer
-	status int           // final status; 0 = none
-	res    *sip.Response // the final response, if any
-	err    error
-}
-
-// call is one A leg and its B legs.
+// call is one call: the A leg's INVITE until it has its final response,
+// then, once answered, a bridge of two parties until it ends. A bridge
+// made by a transfer is a call without an A-leg INVITE (a == nil).
 type call struct {
-	b       *B2BUA
-	set     *settings // the configuration this call started with
-	dua     *sipgo.DialogUA
+	b     *B2BUA
+	set   *settings // the configuration this call started with
+	key   string    // key in b.calls
+	token string    // loop marker on our INVITEs (loopHeader)
+	// trusted: the caller is a local user (see party.trusted)
+	trusted bool
+
+	// The A leg's INVITE; nil for bridges made by a transfer.
 	a       *sipgo.DialogServerSession
+	aTx     sip.ServerTransaction
 	aReq    *sip.Request
 	d       dialplan.Decision
-	arrived *sip.Addr // the listener A's INVITE arrived on (for BYE to A)
+	offer   []byte    // the offer sent to B legs (A's SDP through the Anchor)
+	arrived *sip.Addr // the listener A's INVITE arrived on (for requests to A)
 	laddr   *sip.Addr // the listener B legs leave from
 	contact sip.Uri
-	aID     string
+	ring    context.Context         // the ringing phase: until answer or failure
+	abort   context.CancelCauseFunc // ends ring with a cause
 
 	// guarded by b.mu
-	bID  string
 	info CallInfo
 
-	events chan legEvent
-	ring   context.Context         // the ringing phase: until answer or failure
-	abort  context.CancelCauseFunc // ends ring with a cause
+	mu        sync.Mutex
+	parties   [2]*party // LegA, LegB once answered
+	anchor    Anchor    // nil = SDP passes through
+	confirmed bool      // the answer was ACKed: in-dialog exchanges may start
+	ended     bool
+	ex        *exchange   // the offer/answer exchange in progress, if any
+	acking    []*exchange // exchanges that only wait for their ACK
+	xfer      *party      // the transferor while a transfer of this call runs
+	cdr       CDR
 
-	mu       sync.Mutex
-	legs     []*leg
-	winner   *leg
-	stopping bool // no new winner is accepted
-	bAcked   bool
-	ended    bool // BYE seen or sent
+	life context.Context    // ends with the call
+	kill context.CancelFunc // ends life
 }
 
-func newCall(b *B2BUA, set *settings, dua *sipgo.DialogUA, a *sipgo.DialogServerSession, req *sip.Request,
-	d dialplan.Decision, arrived, laddr *sip.Addr, contact sip.Uri) *call {
-	c := &call{b: b, set: set, dua: dua, a: a, aReq: req, d: d, arrived: arrived, laddr: laddr, contact: contact, aID: a.ID}
+func newCall(b *B2BUA, set *settings) *call {
+	c := &call{b: b, set: set, token: sip.GenerateTagN(16)}
 	c.ring, c.abort = context.WithCancelCause(context.Background())
-	c.info = CallInfo{To: d.Number, Target: d.Target, Route: d.Route, State: StateRouting, Started: time.Now()}
-	if h := req.CallID(); h != nil {
-		c.info.ID = h.Value()
-	}
-	if f := req.From(); f != nil {
-		c.info.From = f.Address.User
-	}
+	c.life, c.kill = context.WithCancel(context.Background())
 	return c
 }
 
@@ -121,303 +67,190 @@ func (c *call) setState(s string) {
 	c.b.mu.Unlock()
 }
 
-func (c *call) targets() ([]target, error) {
-	switch c.d.Route {
-	case dialplan.RouteLocal:
-		var ts []target
-		for _, ct := range c.b.loc.Contacts(c.d.Target) {
-			var u sip.Uri
-			if err := sip.ParseUri(ct.URI, &u); err != nil {
-				c.b.log.Warn("b2bua: bad contact", "uri", ct.URI, "err", err)
-				continue
-			}
-			tr := strings.ToUpper(ct.Transport)
-			if tr == "" {
-				tr = "UDP"
-			}
-			ts = append(ts, target{uri: u, user: c.d.Target, transport: tr, dest: ct.Addr})
-		}
-		return ts, nil
-	case dialplan.RoutePSTN:
-		ts := make([]target, 0, len(c.set.gateways))
-		for _, g := range c.set.gateways {
-			u := sip.Uri{Scheme: "sip", User: c.d.Target, Host: g.host, Port: g.port}
-			ts = append(ts, target{uri: u, user: c.d.Target, transport: g.transport, dest: g.hostport})
-		}
-		return ts, nil
-	case dialplan.RouteHQ:
-		ctx, cancel := context.WithTimeout(c.ring, c.set.cfg.AttemptTimeout)
-		defer cancel()
-		names, err := c.set.cfg.HQ.Targets(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("hq targets: %w", err)
-		}
-		ts := make([]target, 0, len(names))
-		for _, n := range names {
-			g, err := parseGateway(n)
-			if err != nil {
-				c.b.log.Warn("b2bua: bad hq target", "target", n, "err", err)
-				continue
-			}
-			u := sip.Uri{Scheme: "sip", User: c.d.Target, Host: g.host, Port: g.port}
-			ts = append(ts, target{uri: u, user: c.d.Target, transport: g.transport, dest: g.hostport, trunk: n})
-		}
-		return ts, nil
-	}
-	return nil, fmt.Errorf("route %q not supported", c.d.Route)
+// respondA answers the A leg's INVITE with a final non-2xx status and
+// records it for the CDR.
+//
+// It writes to the INVITE's server transaction rather than through
+// DialogServerSession.Respond, which waits for the ACK of a non-2xx final
+// (up to Timer H, 32 s): a caller that never ACKs would hold the call's end,
+// and its CDR, that long. The transaction outlives the handler (sipgo
+// retains it for its timers), so it still retransmits the answer and
+// absorbs the ACK.
+func (c *call) respondA(code int, reason string) {
+	c.mu.Lock()
+	c.cdr.Status = code
+	c.mu.Unlock()
+	res := sip.NewResponseFromRequest(c.a.InviteRequest, code, reason, nil)
+	c.a.InviteResponse = res
+	_ = c.aTx.Respond(res)
 }
 
-// run drives the call until the A leg has a final response and every B
-// leg is finished or answered. It reports whether the call is up.
-func (c *call) run() bool {
-	ts, err := c.targets()
-	if err != nil {
-		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
-		_ = c.a.Respond(503, "Service Unavailable", nil)
-		return false
-	}
-	if len(ts) == 0 {
-		_ = c.a.Respond(480, "Temporarily Unavailable", nil)
-		return false
-	}
-	sequential := c.d.Route != dialplan.RouteLocal // gateways and HQ targets: one after another
-
-	ctx, cancel := c.ring, c.abort
-	defer cancel(nil)
-	ringTimer := time.AfterFunc(c.set.cfg.RingTimeout, func() { cancel(errRingTimeout) })
-	defer ringTimer.Stop()
-	stopWatch := context.AfterFunc(c.a.Context(), func() { cancel(errCallerGone) })
+// run drives an initial call: it rings the dial-plan decision, forwards
+// to voicemail when that applies, and answers the A leg. It returns once
+// the A leg has its final response (and, for a 2xx, its ACK).
+func (c *call) run() {
+	defer c.abort(nil)
+	stopWatch := context.AfterFunc(c.a.Context(), func() { c.abort(errCallerGone) })
 	defer stopWatch()
 
-	c.events = make(chan legEvent, len(ts)*maxEventsPerLeg)
-	pending, next := 0, 0
-	start := func() {
-		l := c.newLeg(ts[next])
-		next++
-		pending++
-		go c.runLeg(l)
+	vm, hasVM := dialplan.Decision{}, false
+	if c.d.Route == dialplan.RouteLocal {
+		vm, hasVM = c.b.router.Voicemail(c.d.Target)
 	}
-	if sequential {
-		start()
-	} else {
-		for next < len(ts) {
-			start()
-		}
-	}
-
-	final, up := false, false
-	var best *legEvent
-	done := ctx.Done()
-	for pending > 0 {
-		select {
-		case ev := <-c.events:
-			if ev.prov != nil {
-				if !final {
-					c.relayProvisional(ev.prov)
-				}
-				continue
-			}
-			pending--
-			if t := ev.leg.t.trunk; t != "" {
-				status := ev.status
-				if ev.won {
-					status = 200
-				}
-				c.set.cfg.HQ.Report(t, status, ev.err)
-			}
-			if ev.won {
-				final = true
-				ringTimer.Stop()
-				c.stopLegs(ev.leg)
-				up = c.answer(ev.leg)
-				continue
-			}
-			if final {
-				continue
-			}
-			c.b.log.Debug("b2bua: leg failed", "call", c.info.ID, "target", ev.leg.t.uri.String(), "status", ev.status, "err", ev.err)
-			if sequential || best == nil || rank(ev.status) > rank(best.status) {
-				e := ev
-				best = &e
-			}
-			if ev.status >= 600 {
-				final = true
-				c.stopLegs(nil)
-				c.respondFinal(best)
-				continue
-			}
-			if sequential && next < len(ts) && ctx.Err() == nil && health.Retryable(ev.status, ev.err) {
-				start()
-			}
-		case <-done:
-			done = nil
-			if final {
-				continue
-			}
-			final = true
-			c.stopLegs(nil)
-			switch context.Cause(ctx) {
-			case errRingTimeout:
-				_ = c.a.Respond(480, "Temporarily Unavailable", nil)
-			case errCallerBye:
-				_ = c.a.Respond(487, "Request Terminated", nil)
-			}
-			// errCallerGone: sipgo already answered the CANCEL and the INVITE (487).
-		}
-	}
-	if !final {
-		c.respondFinal(best)
-	}
-	return up
-}
-
-func (c *call) newLeg(t target) *leg {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	l := &leg{t: t, ctx: ctx, cancel: cancel}
-	l.timer = time.AfterFunc(c.set.cfg.AttemptTimeout, func() {
-		if !l.responded.Load() {
-			l.timedOut.Store(true)
-			l.cancel(sipgo.WaitAnswerForceCancelErr)
-		}
-	})
-	c.mu.Lock()
-	c.legs = append(c.legs, l)
-	c.mu.Unlock()
-	return l
-}
-
-// stopLegs stops every B leg but keep (nil = all) and refuses later winners.
-func (c *call) stopLegs(keep *leg) {
-	c.mu.Lock()
-	c.stopping = true
-	legs := c.legs
-	c.mu.Unlock()
-	for _, l := range legs {
-		if l != keep {
-			l.stop()
-		}
-	}
-}
-
-// claim makes l the winner unless the call already has one or gave up.
-func (c *call) claim(l *leg) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.winner != nil || c.stopping {
-		return false
-	}
-	c.winner = l
-	return true
-}
-
-// runLeg sends one B-leg INVITE and reports to c.events: any provisional
-// responses, then exactly one final event.
-func (c *call) runLeg(l *leg) {
-	ev := legEvent{leg: l}
-	defer func() {
-		l.timer.Stop()
-		l.cancel(nil)
-		c.events <- ev
-	}()
-	sess, err := c.dua.WriteInvite(l.ctx, c.legRequest(l.t))
+	spec, err := c.spec(c.d)
 	if err != nil {
-		ev.err = err
+		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
+		c.respondA(503, "Service Unavailable")
+		c.end(Failed, BySystem)
 		return
 	}
-	l.sess = sess
-	err = sess.WaitAnswer(l.ctx, sipgo.AnswerOptions{OnResponse: func(r *sip.Response) error {
-		// Store responded before loading stopped (stop does the reverse):
-		// one side or both see the other, so a stopped leg is cancelled.
-		l.responded.Store(true)
-		if l.stopped.Load() {
-			l.cancel(context.Canceled)
+	if hasVM {
+		spec.timeout, spec.cause = c.set.cfg.VoicemailAfter, errNoAnswer
+	}
+	res := c.b.dial(c.ring, c.set, spec)
+	c.notePeer(res)
+	if res.answered {
+		if !res.up {
+			c.end(Failed, BySystem)
 		}
-		if r.IsProvisional() && r.StatusCode > 100 {
-			c.events <- legEvent{leg: l, prov: r}
-		}
-		return nil
-	}})
+		return
+	}
 	switch {
-	case err == nil:
-		if c.claim(l) {
-			ev.won, ev.status, ev.res = true, sess.InviteResponse.StatusCode, sess.InviteResponse
+	case res.cause == errCallerGone:
+		c.recordStatus(487) // sipgo answered the CANCEL and the INVITE
+		c.end(Cancelled, ByCaller)
+		return
+	case res.cause == errCallerBye:
+		c.respondA(487, "Request Terminated")
+		c.end(Cancelled, ByCaller)
+		return
+	}
+	disp, reason := failure(res)
+	if hasVM && reason != "" {
+		if c.forward(vm, reason) {
 			return
 		}
-		ev.err = errLostRace // status stays 0: this is not an answer for the caller
-		c.discard(l)
-	case errorStatus(err) != 0:
-		var de *sipgo.ErrDialogResponse
-		errors.As(err, &de)
-		ev.status, ev.res, ev.err = de.Res.StatusCode, de.Res, err
-	case sess.InviteResponse != nil && sess.InviteResponse.IsSuccess():
-		// The 2xx crossed our CANCEL: the dialog exists, end it.
-		ev.err = err
-		c.discard(l)
-	case l.timedOut.Load():
-		ev.err = fmt.Errorf("b2bua: no response from %s within %v: %w", l.t.uri.String(), c.set.cfg.AttemptTimeout, context.DeadlineExceeded)
+	}
+	c.respondFailure(res)
+	c.end(disp, BySystem)
+}
+
+// failure classifies a ringing phase nobody answered: the disposition and
+// the voicemail forwarding reason (RFC 5806 §4: "user-busy", "no-answer",
+// "unavailable"); "" = not a reason to forward.
+func failure(res dialResult) (Disposition, string) {
+	switch {
+	case res.cause == errNoAnswer || res.cause == errRingTimeout:
+		return NoAnswer, "no-answer"
+	case res.best != nil && (res.best.status == 486 || res.best.status == 600):
+		return Busy, "user-busy"
+	case res.best == nil || res.best.status == 0 || res.best.status == 408 || res.best.status == 480 ||
+		res.best.status >= 500 && res.best.status < 600 || res.best.status >= 300 && res.best.status < 400:
+		return Unreachable, "unavailable"
+	}
+	return Failed, ""
+}
+
+// respondFailure answers the A leg after nobody answered.
+func (c *call) respondFailure(res dialResult) {
+	best := res.best
+	switch {
+	case res.cause == errNoAnswer || res.cause == errRingTimeout:
+		c.respondA(480, "Temporarily Unavailable")
+	case best != nil && best.status >= 300 && best.status < 400:
+		// Redirects are not followed yet, and relaying one with our own
+		// Contact would point the caller back at us.
+		c.respondA(480, "Temporarily Unavailable")
+	case best != nil && best.res != nil:
+		c.respondA(best.res.StatusCode, best.res.Reason)
+	case best != nil && best.status >= 300:
+		c.respondA(best.status, "")
+	case c.d.Route == dialplan.RoutePSTN:
+		c.respondA(503, "Service Unavailable")
 	default:
-		ev.err = err
+		c.respondA(480, "Temporarily Unavailable")
 	}
 }
 
-// discard ACKs and BYEs a B leg that answered but is not wanted.
-func (c *call) discard(l *leg) {
-	ctx, cancel := withTimeout(byeTimeout)
-	defer cancel()
-	if err := l.sess.Ack(ctx); err != nil {
-		c.b.log.Debug("b2bua: ack of unwanted leg", "err", err)
+// spec is the ringing phase for decision d, carrying the A leg's offer.
+func (c *call) spec(d dialplan.Decision) (dialSpec, error) {
+	ts, err := c.b.targets(c.ring, c.set, d)
+	if err != nil {
+		return dialSpec{}, err
 	}
-	if err := l.sess.WriteBye(ctx, c.byeToB(l)); err != nil {
-		c.b.log.Debug("b2bua: bye of unwanted leg", "err", err)
-	}
-}
-
-func (c *call) legRequest(t target) *sip.Request {
-	req := sip.NewRequest(sip.INVITE, t.uri)
-	req.SetTransport(t.transport)
-	if t.dest != "" {
-		req.SetDestination(t.dest)
-	}
-	c.setLaddr(req, t.transport, c.laddr)
-
-	af := c.aReq.From()
-	from := &sip.FromHeader{Address: sip.Uri{Scheme: "sip", Host: c.contact.Host}}
-	if af != nil {
-		from.DisplayName = af.DisplayName
-		from.Address.User = af.Address.User
-	}
-	from.Params.Add("tag", sip.GenerateTagN(16))
-	to := &sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: t.user, Host: t.uri.Host}}
-	callID := sip.CallIDHeader(sip.GenerateTagN(32))
-	cseq := &sip.CSeqHeader{SeqNo: 1, MethodName: sip.INVITE}
-	mf := sip.MaxForwardsHeader(70)
-	if h := c.aReq.MaxForwards(); h != nil {
-		mf = sip.MaxForwardsHeader(h.Val() - 1)
-	}
-	contact := &sip.ContactHeader{Address: c.contact}
-	req.AppendHeader(from)
-	req.AppendHeader(to)
-	req.AppendHeader(&callID)
-	req.AppendHeader(cseq)
-	req.AppendHeader(&mf)
-	req.AppendHeader(contact)
+	s := dialSpec{d: d, targets: ts, body: c.offer, timeout: c.set.cfg.RingTimeout,
+		laddr: c.laddr, contact: c.contact, onProv: c.relayProvisional, onAnswer: c.answer}
 	if h := c.aReq.ContentType(); h != nil {
-		ct := sip.ContentTypeHeader(h.Value())
-		req.AppendHeader(&ct)
+		s.ctype = h.Value()
 	}
-	if body := c.aReq.Body(); len(body) > 0 {
-		req.SetBody(append([]byte(nil), body...))
+	if f := c.aReq.From(); f != nil {
+		s.from = *f
 	}
-	return req
+	s.maxFwd = 70
+	if h := c.aReq.MaxForwards(); h != nil {
+		s.maxFwd = h.Val() - 1
+	}
+	s.headers = []sip.Header{sip.NewHeader(loopHeader, c.token)}
+	return s, nil
 }
 
-// setLaddr pins a UDP request to the listener at a (sipgo otherwise picks
-// a socket by peer, or opens an ephemeral one).
-func (c *call) setLaddr(req *sip.Request, transport string, a *sip.Addr) {
-	if a == nil || !strings.EqualFold(transport, "UDP") {
+// forward sends the call to the voicemail pilot (decision vm) after the
+// callee did not take it, with Diversion naming the extension. It reports
+// whether the A leg got its final response here.
+func (c *call) forward(vm dialplan.Decision, reason string) bool {
+	spec, err := c.spec(vm)
+	if err != nil || len(spec.targets) == 0 {
+		c.b.log.Warn("b2bua: voicemail pilot unreachable", "call", c.info.ID, "pilot", vm.Number, "err", err)
+		return false
+	}
+	ext := c.d.Target
+	// RFC 5806 §3: the diverting user, why, and how many times.
+	div := "<sip:" + ext + "@" + c.contact.Host + ">;reason=" + reason + ";counter=1"
+	spec.headers = append(spec.headers, sip.NewHeader("Diversion", div))
+	// RFC 3261 §21.1.3: 181 Call Is Being Forwarded.
+	_ = c.a.Respond(181, "Call Is Being Forwarded", nil)
+	c.mu.Lock()
+	c.cdr.ForwardedFrom = ext
+	c.cdr.Target, c.cdr.Route, c.cdr.Rule = vm.Target, vm.Route, vm.Rule
+	c.mu.Unlock()
+	c.b.mu.Lock()
+	c.info.Target, c.info.Route = vm.Target, vm.Route
+	c.b.mu.Unlock()
+	c.b.log.Info("b2bua: forwarding to voicemail", "call", c.info.ID, "extension", ext, "reason", reason, "pilot", vm.Target)
+	res := c.b.dial(c.ring, c.set, spec)
+	c.notePeer(res)
+	if res.answered {
+		if !res.up {
+			c.end(Failed, BySystem)
+		}
+		return true
+	}
+	switch res.cause {
+	case errCallerGone:
+		c.recordStatus(487)
+		c.end(Cancelled, ByCaller)
+		return true
+	case errCallerBye:
+		c.respondA(487, "Request Terminated")
+		c.end(Cancelled, ByCaller)
+		return true
+	}
+	return false
+}
+
+func (c *call) notePeer(res dialResult) {
+	if !res.tried {
 		return
 	}
-	req.Laddr = sip.Addr{IP: append(net.IP(nil), a.IP...), Port: a.Port}
+	c.mu.Lock()
+	c.cdr.Peer = res.last.name()
+	c.mu.Unlock()
+}
+
+func (c *call) recordStatus(code int) {
+	c.mu.Lock()
+	c.cdr.Status = code
+	c.mu.Unlock()
 }
 
 func contentType(res *sip.Response) []sip.Header {
@@ -428,167 +261,283 @@ func contentType(res *sip.Response) []sip.Header {
 	return nil
 }
 
+func contentTypeOf(m interface{ ContentType() *sip.ContentTypeHeader }) string {
+	if h := m.ContentType(); h != nil {
+		return h.Value()
+	}
+	return ""
+}
+
+// relayProvisional sends a B leg's 18x to the A leg (its SDP, early media,
+// through the Anchor as an answer).
 func (c *call) relayProvisional(r *sip.Response) {
-	if err := c.a.Respond(r.StatusCode, r.Reason, r.Body(), contentType(r)...); err != nil {
+	body := r.Body()
+	if an := c.media(); len(body) > 0 && an != nil && len(c.offer) > 0 {
+		out, err := an.Answer(LegB, body)
+		if err != nil {
+			c.b.log.Debug("b2bua: early media not bridged", "call", c.info.ID, "err", err)
+			body = nil
+		} else {
+			body = out
+		}
+	}
+	var hdrs []sip.Header
+	if len(body) > 0 {
+		ct := sip.ContentTypeHeader(contentTypeOf(r))
+		hdrs = append(hdrs, &ct)
+	}
+	if err := c.a.Respond(r.StatusCode, r.Reason, body, hdrs...); err != nil {
 		c.b.log.Debug("b2bua: relay provisional", "call", c.info.ID, "err", err)
 		return
 	}
 	c.setState(StateRinging)
 }
 
-// respondFinal answers the A leg after every B leg failed.
-func (c *call) respondFinal(best *legEvent) {
-	switch {
-	case best != nil && best.status >= 300 && best.status < 400:
-		// Redirects are not followed yet, and relaying one with our own
-		// Contact would point the caller back at us.
-		_ = c.a.Respond(480, "Temporarily Unavailable", nil)
-	case best != nil && best.res != nil:
-		_ = c.a.Respond(best.res.StatusCode, best.res.Reason, nil)
-	case best != nil && best.status >= 300:
-		_ = c.a.Respond(best.status, "", nil)
-	case c.d.Route == dialplan.RoutePSTN:
-		_ = c.a.Respond(503, "Service Unavailable", nil)
-	default:
-		_ = c.a.Respond(480, "Temporarily Unavailable", nil)
-	}
-}
-
-// rank orders failed legs for the A leg's answer: busy first, then other
-// definite answers, then unavailability, server errors and no answer.
-func rank(status int) int {
-	switch {
-	case status >= 600:
-		return 7
-	case status == 486:
-		return 6
-	case status == 480:
-		return 4
-	case status == 408:
-		return 2
-	case status >= 400 && status < 500:
-		return 5
-	case status >= 300 && status < 400:
-		return 4 // answered as 480
-	case status >= 500:
-		return 3
-	}
-	return 1
-}
-
-// answer sends the winner's 2xx to the A leg and waits for A's ACK (which
-// OnAck forwards to the B leg). It reports whether the call is up.
+// answer sends the winner's 2xx to the A leg and waits for A's ACK (OnAck
+// then ACKs the B leg). It reports whether the call is up.
 func (c *call) answer(l *leg) bool {
 	res := l.sess.InviteResponse
-	c.b.mu.Lock()
-	c.bID = l.sess.ID
-	c.b.bCalls[c.bID] = c
-	c.info.State = StateAnswered
-	c.info.Answered = time.Now()
-	c.b.mu.Unlock()
-	err := c.a.Respond(res.StatusCode, res.Reason, res.Body(), contentType(res)...)
-	if err == nil {
-		return true
+	body := res.Body()
+	late := len(c.offer) == 0 // A sent no offer: B's 2xx carries it, A's ACK the answer
+	if an := c.media(); an != nil && len(body) > 0 {
+		var err error
+		if late {
+			body, err = an.Offer(LegB, body)
+		} else {
+			body, err = an.Answer(LegB, body)
+		}
+		if err != nil {
+			c.b.log.Info("b2bua: media cannot be bridged", "call", c.info.ID, "err", err)
+			discardLeg(c.b, l, c.laddr)
+			c.respondA(488, "Not Acceptable Here")
+			return false
+		}
 	}
-	c.b.log.Info("b2bua: caller did not confirm the answer", "call", c.info.ID, "err", err)
+	pa := newCallerParty(c.b, c.aReq, c.a, c.arrived, c.contact)
+	pb := newCalleeParty(c.b, l, l.localAddr(c.laddr), l.contact(c.contact))
+	pa.trusted = c.trusted
+	pa.noteIn(c.aReq.Body(), contentTypeOf(c.aReq))
+	pb.noteIn(res.Body(), contentTypeOf(res))
+	pb.outSDP(c.offer)
+	body = pa.outSDP(body)
+	pa.attach(c, LegA)
+	pb.attach(c, LegB)
 	c.mu.Lock()
-	c.ended = true
-	c.ackB()
+	c.parties = [2]*party{pa, pb}
+	c.cdr.Answer = time.Now()
+	c.cdr.Status = res.StatusCode
+	c.cdr.Peer = l.t.name()
+	if c.cdr.ForwardedFrom != "" {
+		c.cdr.Disposition = Voicemail
+	} else {
+		c.cdr.Disposition = Answered
+	}
 	c.mu.Unlock()
-	c.b.remove(c)
-	ctx, cancel := withTimeout(byeTimeout)
-	defer cancel()
-	_ = l.sess.WriteBye(ctx, c.byeToB(l))
-	_ = c.a.WriteBye(ctx, c.byeToA())
-	return false
+	c.b.register(pa, pb)
+	c.setState(StateAnswered)
+
+	var hdrs []sip.Header
+	if len(body) > 0 {
+		ct := sip.ContentTypeHeader(contentTypeOf(res))
+		hdrs = append(hdrs, &ct)
+	}
+	if err := c.a.Respond(res.StatusCode, res.Reason, body, hdrs...); err != nil {
+		c.b.log.Info("b2bua: caller did not confirm the answer", "call", c.info.ID, "err", err)
+		pa.confirm()
+		c.ackCallee(pb, nil)
+		c.end(Failed, BySystem)
+		return false
+	}
+	c.mu.Lock()
+	c.confirmed = true
+	ended := c.ended
+	c.mu.Unlock()
+	if !ended && c.set.cfg.KeepAlive > 0 {
+		c.b.inflight.Add(1)
+		go c.keepalive()
+	}
+	return true
 }
 
-// ackB sends the ACK for the winner's 2xx once. c.mu is held.
-func (c *call) ackB() {
-	if c.bAcked || c.winner == nil || c.winner.sess == nil {
+// ackCallee sends the ACK for the callee's 2xx once, with the A leg's
+// late answer when there is one. The first ACK to that 2xx must belong to
+// the INVITE transaction (sipgo re-sends it when the 2xx is retransmitted).
+func (c *call) ackCallee(pb *party, body []byte) {
+	if pb.confirm() {
 		return
 	}
-	c.bAcked = true
-	if err := c.winner.sess.Ack(context.Background()); err != nil {
+	ack := sip.NewRequest(sip.ACK, pb.remoteTarget())
+	if len(body) > 0 && c.aReq != nil {
+		if an := c.media(); an != nil {
+			out, err := an.Answer(LegA, body)
+			if err != nil {
+				c.b.log.Info("b2bua: late answer not bridged", "call", c.info.ID, "err", err)
+			} else {
+				body = out
+			}
+		}
+		body = pb.outSDP(body)
+		ct := sip.ContentTypeHeader(contentTypeOf(c.aReq))
+		if c.aReq.ContentType() == nil {
+			ct = "application/sdp"
+		}
+		ack.AppendHeader(&ct)
+		ack.SetBody(body)
+	}
+	setLaddr(ack, pb.transport, pb.laddr)
+	ctx, cancel := withTimeout(byeTimeout)
+	defer cancel()
+	if err := pb.cli.WriteAck(ctx, ack); err != nil {
 		c.b.log.Warn("b2bua: ack to callee", "call", c.info.ID, "err", err)
 	}
 }
 
-func (c *call) onAck(req *sip.Request, tx sip.ServerTransaction) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.a.ReadAck(req, tx); err != nil {
-		c.b.log.Debug("b2bua: ack", "call", c.info.ID, "err", err)
+// onAck handles an ACK from party p of this call: the ACK for the 2xx
+// that answered p's INVITE (for the caller of an initial call, forwarded
+// as the callee's ACK), or the ACK that ends p's re-INVITE exchange.
+func (c *call) onAck(p *party, req *sip.Request, tx sip.ServerTransaction) {
+	cs := req.CSeq()
+	if cs == nil {
 		return
 	}
-	c.ackB()
+	if p.srv != nil && !p.isConfirmed() && cs.SeqNo == p.inviteCSeq {
+		if err := p.srv.ReadAck(req, tx); err != nil {
+			c.b.log.Debug("b2bua: ack", "call", c.info.ID, "err", err)
+			return
+		}
+		p.confirm()
+		p.noteIn(req.Body(), contentTypeOf(req))
+		c.mu.Lock()
+		initial := c.a != nil && c.parties[LegA] == p
+		pb := c.parties[LegB]
+		c.confirmed = true // before the callee's ACK: it may send a request at once
+		c.mu.Unlock()
+		if initial && pb != nil {
+			c.ackCallee(pb, req.Body())
+		}
+		return
+	}
+	if ex := c.ackFor(p, cs.SeqNo); ex != nil {
+		ex.ackOnce(req)
+	}
 }
 
-func (c *call) onBye(req *sip.Request, tx sip.ServerTransaction, fromA bool) {
+// end ends the call once: the parties still in it get a BYE (a party that
+// sent BYE is already gone), the Anchor is closed and the CDR goes out.
+// disp "" keeps the disposition set at the answer.
+func (c *call) end(disp Disposition, by string) {
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
-		respond(tx, req, 200, "OK")
-		return
-	}
-	w := c.winner
-	if w == nil {
-		// BYE on the early dialog (RFC 3261 §15): end the ringing phase;
-		// run answers the INVITE with 487 and removes the call.
-		c.mu.Unlock()
-		c.abort(errCallerBye)
-		respond(tx, req, 200, "OK")
 		return
 	}
 	c.ended = true
-	c.ackB() // a BYE before the ACK still needs the B leg confirmed
+	c.kill()
+	parties := c.parties
+	anchor := c.anchor
+	c.anchor = nil
+	if disp != "" {
+		c.cdr.Disposition = disp
+	}
+	if c.cdr.Disposition == "" {
+		c.cdr.Disposition = Failed
+	}
+	c.cdr.HangupBy = by
+	c.cdr.End = time.Now()
+	cdr := c.cdr
 	c.mu.Unlock()
-	c.b.remove(c)
+	c.b.removeCall(c)
+	if anchor != nil {
+		anchor.Close()
+	}
+	var wg sync.WaitGroup
+	for _, p := range parties {
+		if p == nil || !p.in(c) {
+			continue
+		}
+		if p.cli != nil && !p.isConfirmed() {
+			c.ackCallee(p, nil) // its 2xx still waits for the caller's ACK: ACK it so that it can be ended
+		}
+		wg.Go(p.bye)
+	}
+	wg.Wait()
+	if c.set.cfg.OnEnd != nil {
+		c.set.cfg.OnEnd(cdr)
+	}
+}
 
-	ctx, cancel := withTimeout(byeTimeout)
-	defer cancel()
-	if fromA {
-		if err := c.a.ReadBye(req, tx); err != nil {
-			respond(tx, req, 200, "OK")
-		}
-		if err := w.sess.WriteBye(ctx, c.byeToB(w)); err != nil {
-			c.b.log.Info("b2bua: bye to callee", "call", c.info.ID, "err", err)
-		}
+// hangup handles a BYE from party p (already answered with 200).
+func (c *call) hangup(p *party) {
+	c.mu.Lock()
+	leg := p.legOf()
+	if c.xfer == p {
+		// The transferor leaves while its transfer runs (RFC 5589 allows
+		// it to hang up after the 202): the transferee stays.
+		c.mu.Unlock()
 		return
 	}
-	if err := w.sess.ReadBye(req, tx); err != nil {
-		respond(tx, req, 200, "OK")
+	c.mu.Unlock()
+	by := ByCaller
+	if leg == LegB {
+		by = ByCallee
 	}
-	if err := c.a.WriteBye(ctx, c.byeToA()); err != nil {
-		c.b.log.Info("b2bua: bye to caller", "call", c.info.ID, "err", err)
-	}
+	c.end("", by)
 }
 
-// byeToB builds a BYE for a B leg that leaves from the B legs' listener
-// (DialogClientSession.Bye would not set Laddr).
-func (c *call) byeToB(l *leg) *sip.Request {
-	recipient := l.sess.InviteRequest.Recipient
-	if res := l.sess.InviteResponse; res != nil {
-		if ct := res.Contact(); ct != nil {
-			recipient = ct.Address
+// media returns the call's Anchor (nil once the call ended).
+func (c *call) media() Anchor {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.anchor
+}
+
+// keepalive probes both parties with in-dialog OPTIONS every
+// Config.KeepAlive; 408, 481 or no response ends the call as dead.
+// RFC 4028 session timers were not chosen: as a B2BUA they mean refreshing
+// each leg on its own, answering refreshes locally, 422 retries in the
+// forking code, and phones that do not support them still need a probe.
+// An in-dialog OPTIONS (RFC 3261 §11) works with any UA.
+func (c *call) keepalive() {
+	defer c.b.inflight.Add(-1)
+	iv := c.set.cfg.KeepAlive
+	timeout := min(iv, 64*sip.T1)
+	t := time.NewTicker(iv)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.life.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		parties := c.parties
+		c.mu.Unlock()
+		dead := make(chan string, len(parties))
+		var wg sync.WaitGroup
+		for _, p := range parties {
+			if p == nil || !p.in(c) {
+				continue
+			}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(c.life, timeout)
+				defer cancel()
+				res, err := p.do(ctx, p.newRequest(sip.OPTIONS))
+				switch {
+				case c.life.Err() != nil:
+				case err != nil:
+					dead <- p.name + ": no response"
+				case res.StatusCode == 408 || res.StatusCode == 481:
+					dead <- p.name + ": " + res.StartLine()
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case why := <-dead:
+			c.b.log.Info("b2bua: dead call ended", "call", c.info.ID, "why", why)
+			c.end(Dead, BySystem)
+			return
+		default:
 		}
 	}
-	bye := sip.NewRequest(sip.BYE, *recipient.Clone())
-	bye.SetTransport(l.t.transport)
-	c.setLaddr(bye, l.t.transport, c.laddr)
-	return bye
-}
-
-// byeToA builds a BYE for the A leg that leaves from the listener A's
-// INVITE arrived on.
-func (c *call) byeToA() *sip.Request {
-	recipient := c.aReq.Recipient
-	if ct := c.aReq.Contact(); ct != nil {
-		recipient = ct.Address
-	}
-	bye := sip.NewRequest(sip.BYE, *recipient.Clone())
-	tr := c.aReq.Transport()
-	bye.SetTransport(tr)
-	c.setLaddr(bye, tr, c.arrived)
-	return bye
 }

@@ -1,14 +1,26 @@
 // Package b2bua is the back-to-back user agent of outpostd: it terminates
 // the caller's INVITE (the A leg, sipgo's server-side dialog) and places
 // one or more new calls (B legs, client-side dialogs with their own
-// From/To/Call-ID/Contact), relaying the session between them.
+// From/To/Call-ID/Contact), relaying the session between them. An answered
+// call is a bridge of two parties (dialogs); in-dialog requests are built
+// by this package (CSeq, route set, target refresh, Laddr), not by sipgo's
+// dialog sessions.
 //
-// The gateway registers OnInvite, OnAck and OnBye with its sipgo.Server.
-// Per call:
+// The gateway registers OnInvite, OnAck, OnBye, OnRefer, OnUpdate and (for
+// in-dialog OPTIONS) OnOptions with its sipgo.Server, and calls Looped
+// before it authenticates an INVITE.
+//
+// Call set-up:
 //
 //   - The A leg gets 100 Trying at once. Max-Forwards 0 is refused with
 //     483; B legs carry Max-Forwards decremented by one. The Request-URI
 //     user is routed with the Router (the dial plan): no route gives 404.
+//     A body other than application/sdp gives 488.
+//   - Loops get 482: every INVITE we send carries a per-call token
+//     (X-Outpost-Loop); an INVITE that arrives with the token of a live
+//     call is our own come back. A merged request (RFC 3261 §8.2.2.2: the
+//     Call-ID, From tag and CSeq of an INVITE being set up, on another
+//     branch) is refused the same way.
 //   - Route "local": the callee's live contacts come from the Locator (none
 //     gives 480). Every contact is called at once (forking) with the A
 //     leg's SDP and Content-Type; 180/183 (with SDP) are relayed to the A
@@ -26,46 +38,101 @@
 //     gateways fail the last answer is relayed (503 when none answered).
 //   - Config.RingTimeout without an answer CANCELs every B leg and answers
 //     the A leg with 480. A CANCEL from the caller (answered by sipgo with
-//     200 and 487) CANCELs every B leg.
+//     200 and 487) CANCELs every B leg; so does a BYE on the early dialog
+//     (the INVITE then gets 487).
+//   - Voicemail: for a local extension with voicemail (Router.Voicemail),
+//     no answer within Config.VoicemailAfter, busy (486, 600) or
+//     unreachable (no contact, 480, 408, 5xx, 3xx, no response) CANCELs the
+//     forks, sends 181 to the caller and calls the pilot's decision with
+//     Diversion (RFC 5806: the extension, reason no-answer / user-busy /
+//     unavailable, counter=1). If the pilot fails too, the caller gets the
+//     extension's own answer.
 //   - The A leg's ACK for the 2xx is forwarded as the ACK of the winning B
-//     leg. A BYE from either side is answered with 200 and sent to the
-//     other side; the call is then removed.
-//   - A BYE from the caller on the early dialog CANCELs every B leg and
-//     answers the INVITE with 487.
-//   - A B leg that answers after the call already has a winner (or was
-//     abandoned) is ACKed and sent a BYE.
-//   - A B leg stopped before it said anything is CANCELled on its first
-//     response (RFC 3261 §9.1 forbids CANCEL before one) and dropped if
-//     none comes within Config.AttemptTimeout.
+//     leg (with the A leg's answer when the INVITE had no offer). A B leg
+//     that answers after the call already has a winner (or was abandoned)
+//     is ACKed and sent a BYE. A B leg stopped before it said anything is
+//     CANCELled on its first response (RFC 3261 §9.1 forbids CANCEL before
+//     one) and dropped if none comes within Config.AttemptTimeout.
+//
+// Answered calls:
+//
+//   - BYE from either party is answered 200 and sent to the other party.
+//   - re-INVITE from either party is relayed as a re-INVITE in the other
+//     party's dialog; the other party's answer comes back in our 2xx. The
+//     relayed leg's 2xx is ACKed by the B2BUA (the sender's ACK is absorbed,
+//     or, for an offerless re-INVITE, carries the answer on). A re-INVITE
+//     repeating the sender's last SDP byte for byte (a session refresh) is
+//     answered here with what the sender last got. One offer/answer
+//     exchange at a time per call: another gets 491; an unknown dialog 481,
+//     a lower CSeq 500, a non-SDP body 488. The other party's refusal is
+//     relayed; its 481, 408 or silence ends the call (Dead). A CANCEL of
+//     the sender's re-INVITE CANCELs ours.
+//   - UPDATE (RFC 3311) with an offer is relayed the same way; without a
+//     body it is a refresh, answered here.
+//   - Media hook: every SDP offer and answer (initial INVITE, 18x, 2xx,
+//     re-INVITE and UPDATE both ways, transfers) passes through the call's
+//     Anchor (Config.Media; nil = untouched) and the Anchor is closed on
+//     every path that ends the bridge. Apart from that, SDP is relayed as
+//     is, except that after a transfer the o= line a party sees keeps its
+//     origin with the version raised (RFC 3264 §8).
+//   - REFER (RFC 3515) from a party, answered 202, with NOTIFYs
+//     (message/sipfrag) "100 Trying" and the final status. Blind (Refer-To
+//     without Replaces): the Refer-To user is routed like a dialled number
+//     (a party that is not a local user may only transfer to local users)
+//     and called from the transferee with the transferee's last SDP made
+//     sendrecv and Referred-By; the answer is given to the transferee in a
+//     re-INVITE. Attended (Replaces naming another answered dialog of ours):
+//     the other party of that call is re-INVITEd with the transferee's SDP
+//     and the transferee with its answer. On success the transferor's legs
+//     get a BYE (it may also hang up first); on failure the call goes on. A
+//     Replaces naming a dialog that is not ours is passed on in a blind
+//     transfer's INVITE.
+//   - INVITE with Replaces (RFC 3891) naming an answered dialog of ours:
+//     the new caller takes the named party's place (the other party is
+//     re-INVITEd with its offer); the replaced party gets a BYE. Unknown
+//     dialog 481, early-only 486, no offer 488.
+//   - Dead calls: every Config.KeepAlive both parties get an in-dialog
+//     OPTIONS; 408, 481 or no answer ends the call (BYE to both, Dead).
+//     RFC 4028 session timers were not done: as a B2BUA they mean
+//     independent timers and refreshes per leg and 422 retries in the
+//     forking code, and phones without timer support still need a probe,
+//     which OPTIONS gives with any UA. In-dialog OPTIONS to us get 200 for
+//     a live dialog and 481 otherwise (over UDP only once the gateway's
+//     stateless OPTIONS fast path lets in-dialog OPTIONS through).
+//   - CDR: Config.OnEnd gets one CDR per call (a bridge made by a transfer
+//     is a call of its own) on every end path.
 //
 // Ownership: OnInvite's goroutine (a sipgo handler) owns the call until
-// the A leg has its final response and every B-leg goroutine has sent its
-// last event; an answered call then lives only in the B2BUA's maps and is
-// ended by OnBye's goroutine. No goroutine outlives its call.
+// the A leg has its final response; B legs still owing their last event
+// (a CANCEL waiting for its 487) are drained by a goroutine of their own.
+// An answered call then lives in the B2BUA's maps, with one keep-alive
+// goroutine, and is ended by whichever handler or timer ends it (end runs
+// once). Every goroutine is counted in inflight and ends with its call.
 //
 // Socket choice: B-leg UDP requests are pinned (sip.Request.Laddr) to
-// Config.LocalAddr, or to the listener the A-leg INVITE arrived on; BYEs
-// are built here with Laddr set because sipgo's in-dialog helpers do not
-// copy it. Requests go to the binding's source address (NAT) and in-dialog
-// requests to the source of the peer's response (DialogUA.RewriteContact).
+// Config.LocalAddr, or to the listener the A-leg INVITE arrived on;
+// requests to the caller leave from the listener its INVITE arrived on.
+// Requests go to the binding's source address (NAT) and in-dialog
+// requests to the source of the party's INVITE or 2xx, unless a route set
+// says otherwise.
 //
 // Authentication is the gateway's: it only hands this package INVITEs from
-// local users who answered a 407 challenge (registrar.AuthorizeCall).
-// Reconfigure applies to the next call; calls in progress keep theirs.
+// local users who answered a 407 challenge (registrar.AuthorizeCall), or
+// calls from the PSTN gateways (OnInboundInvite). Reconfigure applies to
+// the next call; calls in progress keep their configuration.
 //
-// Calls from the PSTN gateways arrive already routed (OnInboundInvite):
-// the gateway resolves the DID to an extension with the inbound rules.
-//
-// Not yet done in this slice:
-//   - survivable-mode voicemail forwarding on no answer / unreachable;
-//   - following 3xx redirects (a fork's 3xx counts as 480),
-//   - re-INVITE (refused with 488), UPDATE, REFER/transfer, INFO, PRACK
-//     (100rel), session timers, late-offer SDP (ACK with SDP);
-//   - media anchoring (SDP rewrite to the RTP relay), CDR records;
+// Not yet done:
+//   - following 3xx redirects (a fork's 3xx counts as 480);
+//   - INFO, PRACK (100rel), early-dialog UPDATE, offerless INVITE with
+//     Replaces; a transfer target does not get voicemail forwarding;
+//   - Refer-Sub: false (RFC 4488) and REFERs to other methods than INVITE;
+//   - after a transfer, the transferee's answer to the re-INVITE carrying
+//     the new party's session is not passed on (the new party already has
+//     the transferee's last SDP);
 //   - a drain/Close that ends active calls on shutdown or reconfiguration;
 //   - TCP legs are untested (only UDP requests are pinned to a listener);
 //     a target dropped after AttemptTimeout that answers later anyway is
 //     not ACKed (sipgo has already ended that transaction);
-//   - health.Tracker feedback (ClassifyForHealth) from real B-leg traffic
-//     and blocking of failed PSTN gateways.
+//   - health.Tracker feedback (ClassifyForHealth) from PSTN gateway
+//     traffic and blocking of failed PSTN gateways.
 package b2bua

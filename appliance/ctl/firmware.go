@@ -1,0 +1,86 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/outpost/outpost/images/layout"
+)
+
+// firmwareUsage is what outpostctl firmware takes.
+const firmwareUsage = `firmware push BUNDLE [--no-reboot] [--upload-timeout D]
+                                 install a signed update bundle into the box's inactive slot
+  firmware status                booted, committed and pending slots (A/B update)`
+
+// firmware pushes update bundles (images/layout) and shows the A/B state.
+func (c *cmd) firmware(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError("firmware needs a verb: push, status\n  " + firmwareUsage)
+	}
+	switch args[0] {
+	case "status":
+		st, err := c.cl.FirmwareStatus(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(st, func(w *tabwriter.Writer) {
+			trial := ""
+			if st.Trial {
+				trial = " (trial boot, not committed yet)"
+			}
+			fmt.Fprintf(w, "build\t%s (%s)\n", st.Version, st.Arch)
+			fmt.Fprintf(w, "booted\tslot %s%s\n", st.Slot, trial)
+			fmt.Fprintf(w, "committed\tslot %s\n", st.Committed)
+			if st.Pending != "" {
+				fmt.Fprintf(w, "pending\tslot %s is tried once at the next boot\n", st.Pending)
+			}
+			if st.Failed != "" {
+				fmt.Fprintf(w, "last update\tslot %s never became healthy on its trial boot: rolled back\n", st.Failed)
+			}
+			fmt.Fprintf(w, "healthy\t%v\n", st.Healthy)
+		})
+	case "push":
+		const use = "firmware push BUNDLE [--no-reboot] [--upload-timeout D]"
+		fs := flag.NewFlagSet("firmware push", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		noReboot := fs.Bool("no-reboot", false, "")
+		uploadTimeout := fs.Duration("upload-timeout", 10*time.Minute, "")
+		file, err := parseOne(fs, args[1:], "BUNDLE")
+		if err != nil {
+			return usageError(use + ": " + err.Error())
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		// What is being sent, for the person at the console; the box is
+		// the one that verifies it.
+		if m, err := layout.ReadManifest(bytes.NewReader(data), nil); err == nil && c.errOut != nil && !c.json {
+			fmt.Fprintf(c.errOut, "pushing %s: version %s, %s, %.1f MiB\n", file, m.Version, m.Arch, float64(m.Payload.Size)/(1<<20))
+		}
+		// A slot image over a branch WAN takes longer than the global
+		// --timeout suits for API calls: the upload has its own bound.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *uploadTimeout)
+		defer cancel()
+		res, err := c.cl.PushFirmware(uctx, data, !*noReboot)
+		if err != nil {
+			return err
+		}
+		return c.print(res, func(w *tabwriter.Writer) {
+			fmt.Fprintf(w, "installed\tversion %s (%s) in slot %s, sha256 %s\n", res.Version, res.Arch, res.Slot, res.SHA256)
+			if res.Reboot {
+				fmt.Fprintf(w, "next\tthe box reboots now for one trial boot of slot %s; it commits the slot once healthy, otherwise the next boot returns to the current slot\n", res.Slot)
+			} else {
+				fmt.Fprintf(w, "next\tslot %s is tried once at the next reboot\n", res.Slot)
+			}
+		})
+	default:
+		return usageError(fmt.Sprintf("unknown firmware verb %q\n  %s", args[0], firmwareUsage))
+	}
+}

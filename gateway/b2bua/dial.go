@@ -1,0 +1,520 @@
+package b2bua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/health"
+)
+
+var (
+	errRingTimeout = errors.New("b2bua: ring timeout")
+	errNoAnswer    = errors.New("b2bua: no answer, forwarding to voicemail")
+	errCallerGone  = errors.New("b2bua: caller cancelled")
+	errCallerBye   = errors.New("b2bua: caller sent BYE before the answer")
+	errLostRace    = errors.New("b2bua: another leg answered first")
+)
+
+// maxEventsPerLeg bounds the events one B leg sends: WaitAnswer gives up
+// after 11 responses, plus the final event.
+const maxEventsPerLeg = 12
+
+// target is where one B leg goes.
+type target struct {
+	uri       sip.Uri // Request-URI
+	user      string  // To user
+	transport string  // "UDP" / "TCP"
+	dest      string  // host:port to send to; "" = from the URI
+	trunk     string  // the HQ target name to report outcomes for; "" = none
+	contact   bool    // a registered contact (named by its URI in CDRs)
+	// laddr is the UDP listener facing dest (Config.LocalFor); nil = the
+	// call's default (Config.LocalAddr or the A leg's listener).
+	laddr *sip.Addr
+}
+
+// name is the target as a CDR names it.
+func (t target) name() string {
+	if t.contact || t.dest == "" {
+		return t.uri.String()
+	}
+	return strings.ToLower(t.transport) + ":" + t.dest
+}
+
+// leg is one B leg (one INVITE client transaction and its dialog).
+type leg struct {
+	t         target
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	timer     *time.Timer
+	responded atomic.Bool // any response, 100 included, was received
+	timedOut  atomic.Bool // AttemptTimeout fired before any response
+	stopped   atomic.Bool // stop was called
+	sess      *sipgo.DialogClientSession
+}
+
+// localAddr is the listener the leg's requests leave from.
+func (l *leg) localAddr(def *sip.Addr) *sip.Addr {
+	if l.t.laddr != nil {
+		return l.t.laddr
+	}
+	return def
+}
+
+// contact is our Contact URI in the leg's dialog.
+func (l *leg) contact(def sip.Uri) sip.Uri {
+	if a := l.t.laddr; a != nil {
+		return sip.Uri{Scheme: "sip", Host: a.IP.String(), Port: a.Port}
+	}
+	return def
+}
+
+// stop ends the leg while it has no final response. A CANCEL may only
+// follow a response (RFC 3261 §9.1): with one seen, WaitAnswer sends the
+// CANCEL now; otherwise the first response triggers it (see runLeg), and
+// the attempt timer drops a target that never answers.
+func (l *leg) stop() {
+	l.stopped.Store(true)
+	if l.responded.Load() {
+		l.cancel(context.Canceled)
+	}
+}
+
+type legEvent struct {
+	leg    *leg
+	prov   *sip.Response // a 101-199 response to relay
+	won    bool          // this leg's 2xx is the call's answer
+	status int           // final status; 0 = none
+	res    *sip.Response // the final response, if any
+	err    error
+}
+
+// dialSpec is one ringing phase: where to call and with what.
+type dialSpec struct {
+	d       dialplan.Decision
+	targets []target
+	body    []byte // the offer (already through the Anchor)
+	ctype   string
+	from    sip.FromHeader // caller identity; the tag is made per leg
+	maxFwd  uint32
+	headers []sip.Header // extra headers on every INVITE
+	timeout time.Duration
+	// cause is the context cause when timeout fires (errRingTimeout, or
+	// errNoAnswer when voicemail takes over).
+	cause   error
+	laddr   *sip.Addr
+	contact sip.Uri
+	// onProv relays a provisional response (may be nil); onAnswer takes
+	// the winning leg (its 2xx not yet ACKed) and reports whether the
+	// call is up.
+	onProv   func(*sip.Response)
+	onAnswer func(*leg) bool
+}
+
+// dialResult is how a ringing phase ended.
+type dialResult struct {
+	answered bool      // a leg won and onAnswer ran
+	up       bool      // onAnswer's result
+	best     *legEvent // the failure to report when nobody answered
+	cause    error     // the context cause when the phase was cut short (nil: every target failed)
+	last     target    // the target that answered, or the last one tried
+	tried    bool      // last is set
+}
+
+// ringer runs one dialSpec.
+type ringer struct {
+	b    *B2BUA
+	set  *settings
+	spec dialSpec
+	dua  *sipgo.DialogUA
+
+	events chan legEvent
+
+	mu       sync.Mutex
+	legs     []*leg
+	winner   *leg
+	stopping bool // no new winner is accepted
+}
+
+// targets lists where a decision goes: the live contacts (local), the
+// PSTN gateways or the HQ targets, in the order to try.
+func (b *B2BUA) targets(ctx context.Context, set *settings, d dialplan.Decision) ([]target, error) {
+	ts, err := b.targetsOf(ctx, set, d)
+	if f := set.cfg.LocalFor; f != nil {
+		for i := range ts {
+			if ts[i].dest != "" {
+				ts[i].laddr = f(ts[i].dest)
+			}
+		}
+	}
+	return ts, err
+}
+
+func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decision) ([]target, error) {
+	switch d.Route {
+	case dialplan.RouteLocal:
+		var ts []target
+		for _, ct := range b.loc.Contacts(d.Target) {
+			var u sip.Uri
+			if err := sip.ParseUri(ct.URI, &u); err != nil {
+				b.log.Warn("b2bua: bad contact", "uri", ct.URI, "err", err)
+				continue
+			}
+			tr := strings.ToUpper(ct.Transport)
+			if tr == "" {
+				tr = "UDP"
+			}
+			ts = append(ts, target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true})
+		}
+		return ts, nil
+	case dialplan.RoutePSTN:
+		if len(set.gateways) == 0 {
+			return nil, errors.New("no PSTN gateway configured")
+		}
+		ts := make([]target, 0, len(set.gateways))
+		for _, g := range set.gateways {
+			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.host, Port: g.port}
+			ts = append(ts, target{uri: u, user: d.Target, transport: g.transport, dest: g.hostport})
+		}
+		return ts, nil
+	case dialplan.RouteHQ:
+		if set.cfg.HQ == nil {
+			return nil, errors.New("no HQ trunk configured")
+		}
+		ctx, cancel := context.WithTimeout(ctx, set.cfg.AttemptTimeout)
+		defer cancel()
+		names, err := set.cfg.HQ.Targets(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("hq targets: %w", err)
+		}
+		ts := make([]target, 0, len(names))
+		for _, n := range names {
+			g, err := parseGateway(n)
+			if err != nil {
+				b.log.Warn("b2bua: bad hq target", "target", n, "err", err)
+				continue
+			}
+			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.host, Port: g.port}
+			ts = append(ts, target{uri: u, user: d.Target, transport: g.transport, dest: g.hostport, trunk: n})
+		}
+		return ts, nil
+	}
+	return nil, fmt.Errorf("route %q not supported", d.Route)
+}
+
+// dial rings spec.targets until one answers, every one failed, or ctx
+// ends. Local contacts ring at once (forking: the first 2xx wins, the
+// others are CANCELled); gateways and HQ targets are tried one after
+// another while health.Retryable allows. It returns when every leg has
+// reported its end (the winner's onAnswer included).
+func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResult {
+	r := &ringer{b: b, set: set, spec: spec,
+		dua: &sipgo.DialogUA{Client: b.client, ContactHDR: sip.ContactHeader{Address: spec.contact}, RewriteContact: true}}
+	ts := spec.targets
+	var res dialResult
+	if len(ts) == 0 {
+		return res
+	}
+	sequential := spec.d.Route != dialplan.RouteLocal
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cause := spec.cause
+	if cause == nil {
+		cause = errRingTimeout
+	}
+	ringTimer := time.AfterFunc(spec.timeout, func() { cancel(cause) })
+	defer ringTimer.Stop()
+
+	r.events = make(chan legEvent, len(ts)*maxEventsPerLeg)
+	pending, next := 0, 0
+	start := func() {
+		l := r.newLeg(ts[next])
+		res.last, res.tried = ts[next], true
+		next++
+		pending++
+		go r.runLeg(l)
+	}
+	if sequential {
+		start()
+	} else {
+		for next < len(ts) {
+			start()
+		}
+	}
+
+	decided := false
+	for pending > 0 && !decided {
+		select {
+		case ev := <-r.events:
+			if ev.prov != nil {
+				if spec.onProv != nil {
+					spec.onProv(ev.prov)
+				}
+				continue
+			}
+			pending--
+			r.report(ev)
+			if ev.won {
+				decided = true
+				ringTimer.Stop()
+				r.stopLegs(ev.leg)
+				res.answered, res.last = true, ev.leg.t
+				res.up = spec.onAnswer(ev.leg)
+				continue
+			}
+			b.log.Debug("b2bua: leg failed", "target", ev.leg.t.uri.String(), "status", ev.status, "err", ev.err)
+			if sequential || res.best == nil || rank(ev.status) > rank(res.best.status) {
+				e := ev
+				res.best = &e
+				if !sequential {
+					res.last = ev.leg.t
+				}
+			}
+			if ev.status >= 600 {
+				decided = true
+				r.stopLegs(nil)
+				continue
+			}
+			if sequential && next < len(ts) && ctx.Err() == nil && health.Retryable(ev.status, ev.err) {
+				start()
+			}
+		case <-ctx.Done():
+			decided = true
+			res.cause = context.Cause(ctx)
+			r.stopLegs(nil)
+		}
+	}
+	if pending > 0 {
+		// The outcome is known; the stopped legs still owe their last
+		// event (a CANCEL waits for its 487). Collect them without making
+		// the caller wait; inflight keeps tests honest about it.
+		b.inflight.Add(1)
+		go func() {
+			defer b.inflight.Add(-1)
+			for pending > 0 {
+				if ev := <-r.events; ev.prov == nil {
+					pending--
+					r.report(ev)
+				}
+			}
+		}()
+	}
+	return res
+}
+
+// report feeds a finished HQ attempt back to the trunk (passive health).
+func (r *ringer) report(ev legEvent) {
+	if t := ev.leg.t.trunk; t != "" {
+		status := ev.status
+		if ev.won {
+			status = 200
+		}
+		r.set.cfg.HQ.Report(t, status, ev.err)
+	}
+}
+
+func (r *ringer) newLeg(t target) *leg {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &leg{t: t, ctx: ctx, cancel: cancel}
+	l.timer = time.AfterFunc(r.set.cfg.AttemptTimeout, func() {
+		if !l.responded.Load() {
+			l.timedOut.Store(true)
+			l.cancel(sipgo.WaitAnswerForceCancelErr)
+		}
+	})
+	r.mu.Lock()
+	r.legs = append(r.legs, l)
+	r.mu.Unlock()
+	return l
+}
+
+// stopLegs stops every B leg but keep (nil = all) and refuses later winners.
+func (r *ringer) stopLegs(keep *leg) {
+	r.mu.Lock()
+	r.stopping = true
+	legs := r.legs
+	r.mu.Unlock()
+	for _, l := range legs {
+		if l != keep {
+			l.stop()
+		}
+	}
+}
+
+// claim makes l the winner unless the phase already has one or gave up.
+func (r *ringer) claim(l *leg) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.winner != nil || r.stopping {
+		return false
+	}
+	r.winner = l
+	return true
+}
+
+// runLeg sends one B-leg INVITE and reports to r.events: any provisional
+// responses, then exactly one final event.
+func (r *ringer) runLeg(l *leg) {
+	ev := legEvent{leg: l}
+	defer func() {
+		l.timer.Stop()
+		l.cancel(nil)
+		r.events <- ev
+	}()
+	sess, err := r.dua.WriteInvite(l.ctx, r.legRequest(l.t))
+	if err != nil {
+		ev.err = err
+		return
+	}
+	l.sess = sess
+	err = sess.WaitAnswer(l.ctx, sipgo.AnswerOptions{OnResponse: func(res *sip.Response) error {
+		// Store responded before loading stopped (stop does the reverse):
+		// one side or both see the other, so a stopped leg is cancelled.
+		l.responded.Store(true)
+		if l.stopped.Load() {
+			l.cancel(context.Canceled)
+		}
+		if res.IsProvisional() && res.StatusCode > 100 {
+			r.events <- legEvent{leg: l, prov: res}
+		}
+		return nil
+	}})
+	switch {
+	case err == nil:
+		if r.claim(l) {
+			ev.won, ev.status, ev.res = true, sess.InviteResponse.StatusCode, sess.InviteResponse
+			return
+		}
+		ev.err = errLostRace // status stays 0: this is not an answer for the caller
+		r.discard(l)
+	case errorStatus(err) != 0:
+		var de *sipgo.ErrDialogResponse
+		errors.As(err, &de)
+		ev.status, ev.res, ev.err = de.Res.StatusCode, de.Res, err
+	case sess.InviteResponse != nil && sess.InviteResponse.IsSuccess():
+		// The 2xx crossed our CANCEL: the dialog exists, end it.
+		ev.err = err
+		r.discard(l)
+	case l.timedOut.Load():
+		ev.err = fmt.Errorf("b2bua: no response from %s within %v: %w", l.t.uri.String(), r.set.cfg.AttemptTimeout, context.DeadlineExceeded)
+	default:
+		ev.err = err
+	}
+}
+
+// discard ACKs and BYEs a B leg that answered but is not wanted.
+func (r *ringer) discard(l *leg) {
+	discardLeg(r.b, l, r.spec.laddr)
+}
+
+func discardLeg(b *B2BUA, l *leg, laddr *sip.Addr) {
+	ctx, cancel := withTimeout(byeTimeout)
+	defer cancel()
+	if err := l.sess.Ack(ctx); err != nil {
+		b.log.Debug("b2bua: ack of unwanted leg", "err", err)
+	}
+	if err := l.sess.WriteBye(ctx, byeToLeg(l, laddr)); err != nil {
+		b.log.Debug("b2bua: bye of unwanted leg", "err", err)
+	}
+}
+
+// byeToLeg builds a BYE for a B leg before it became a party (sipgo's
+// DialogClientSession.Bye would not set Laddr).
+func byeToLeg(l *leg, laddr *sip.Addr) *sip.Request {
+	if l.t.laddr != nil {
+		laddr = l.t.laddr
+	}
+	recipient := l.sess.InviteRequest.Recipient
+	if res := l.sess.InviteResponse; res != nil {
+		if ct := res.Contact(); ct != nil {
+			recipient = ct.Address
+		}
+	}
+	bye := sip.NewRequest(sip.BYE, *recipient.Clone())
+	bye.SetTransport(l.t.transport)
+	setLaddr(bye, l.t.transport, laddr)
+	return bye
+}
+
+func (r *ringer) legRequest(t target) *sip.Request {
+	s := &r.spec
+	req := sip.NewRequest(sip.INVITE, t.uri)
+	req.SetTransport(t.transport)
+	if t.dest != "" {
+		req.SetDestination(t.dest)
+	}
+	contact := s.contact
+	if t.laddr != nil {
+		setLaddr(req, t.transport, t.laddr)
+		contact = sip.Uri{Scheme: "sip", Host: t.laddr.IP.String(), Port: t.laddr.Port}
+	} else {
+		setLaddr(req, t.transport, s.laddr)
+	}
+
+	from := &sip.FromHeader{DisplayName: s.from.DisplayName, Address: sip.Uri{Scheme: "sip", User: s.from.Address.User, Host: contact.Host}}
+	from.Params.Add("tag", sip.GenerateTagN(16))
+	to := &sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: t.user, Host: t.uri.Host}}
+	callID := sip.CallIDHeader(sip.GenerateTagN(32))
+	cseq := &sip.CSeqHeader{SeqNo: 1, MethodName: sip.INVITE}
+	mf := sip.MaxForwardsHeader(s.maxFwd)
+	req.AppendHeader(from)
+	req.AppendHeader(to)
+	req.AppendHeader(&callID)
+	req.AppendHeader(cseq)
+	req.AppendHeader(&mf)
+	req.AppendHeader(&sip.ContactHeader{Address: contact})
+	req.AppendHeader(sip.NewHeader("Allow", allowInDialog))
+	for _, h := range s.headers {
+		req.AppendHeader(sip.HeaderClone(h))
+	}
+	if len(s.body) > 0 {
+		ct := sip.ContentTypeHeader(s.ctype)
+		req.AppendHeader(&ct)
+		req.SetBody(append([]byte(nil), s.body...))
+	}
+	return req
+}
+
+// allowInDialog is what a dialog with the B2BUA accepts (RFC 3261 §20.5).
+const allowInDialog = "INVITE, ACK, CANCEL, BYE, OPTIONS, UPDATE, REFER, NOTIFY"
+
+// setLaddr pins a UDP request to the listener at a (sipgo otherwise picks
+// a socket by peer, or opens an ephemeral one).
+func setLaddr(req *sip.Request, transport string, a *sip.Addr) {
+	if a == nil || !strings.EqualFold(transport, "UDP") {
+		return
+	}
+	req.Laddr = sip.Addr{IP: append(net.IP(nil), a.IP...), Port: a.Port}
+}
+
+// rank orders failed legs for the A leg's answer: busy first, then other
+// definite answers, then unavailability, server errors and no answer.
+func rank(status int) int {
+	switch {
+	case status >= 600:
+		return 7
+	case status == 486:
+		return 6
+	case status == 480:
+		return 4
+	case status == 408:
+		return 2
+	case status >= 400 && status < 500:
+		return 5
+	case status >= 300 && status < 400:
+		return 4 // answered as 480
+	case status >= 500:
+		return 3
+	}
+	return 1
+}

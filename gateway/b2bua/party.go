@@ -1,0 +1,430 @@
+package b2bua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+)
+
+// party is our dialog with one remote party of an answered call: the
+// caller's leg (we were UAS) or a callee's leg (we were UAC). Once the
+// call is up, every in-dialog request is built here rather than by
+// sipgo's dialog sessions: the B2BUA owns the CSeq space (an ACK for a
+// re-INVITE must carry that re-INVITE's number even if a keep-alive
+// OPTIONS went out meanwhile), pins the listener (Laddr) and follows
+// target refreshes.
+type party struct {
+	b      *B2BUA
+	key    string // dialog ID as sip.DialogIDFromRequestUAS gives it for requests from the party
+	callID string
+	local  sip.FromHeader // our side, with our tag: From of our requests
+	remote sip.ToHeader   // their side, with their tag: To of our requests
+	user   string         // the party's user part (CDR, transfer identities)
+	name   string         // where it is, for the CDR: contact URI or "udp:ip:port"
+	// trusted parties are local users (an authenticated caller, a
+	// registered contact); a REFER from anyone else may only transfer to
+	// local users (no toll fraud through a transfer).
+	trusted bool
+
+	transport string
+	laddr     *sip.Addr // UDP listener our requests leave from; nil = sipgo's choice
+	localIP   netip.Addr
+	contact   sip.Uri  // our Contact in this dialog
+	routes    []string // route set (Route header values), in order
+	dest      string   // where requests go without a route set: the party's source address (NAT)
+
+	// cli is the dialog-creating INVITE client session of a callee's leg;
+	// its 2xx retransmissions are re-ACKed by sipgo. srv is the server
+	// session of a caller's leg, whose INVITE's ACK (CSeq inviteCSeq)
+	// confirms it.
+	cli        *sipgo.DialogClientSession
+	srv        *sipgo.DialogServerSession
+	inviteCSeq uint32
+
+	cseq atomic.Uint32 // our last CSeq in this dialog
+
+	// confirmed is closed when the dialog's 2xx was ACKed (by the party for
+	// the caller's leg, by us for a callee's); a BYE waits for it (RFC 3261
+	// §15: no BYE on a confirmed dialog before the ACK).
+	confirmed   chan struct{}
+	confirmOnce sync.Once
+
+	mu         sync.Mutex
+	c          *call // the bridge the party is in; changes on a transfer
+	leg        Leg
+	target     sip.Uri // remote target (Contact), updated by target refreshes
+	remoteCSeq uint32
+	gone       bool   // BYE sent or received
+	sdpIn      []byte // last session description from the party
+	sdpInType  string
+	sdpOut     []byte       // last session description sent to it
+	oOut       origin       // o= of sdpOut
+	oSrc       origin       // o= of the SDP sdpOut was made from (continuity, see outSDP)
+	lastAck    *sip.Request // our last ACK to a re-INVITE 2xx, re-sent on its retransmissions
+}
+
+func (p *party) bridge() (*call, Leg) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.c, p.leg
+}
+
+// in reports whether the party is (still) in bridge c.
+func (p *party) in(c *call) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.c == c
+}
+
+// legOf is the party's leg in its bridge.
+func (p *party) legOf() Leg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leg
+}
+
+// confirm marks the dialog confirmed; it reports whether it already was.
+func (p *party) confirm() (already bool) {
+	already = true
+	p.confirmOnce.Do(func() {
+		already = false
+		close(p.confirmed)
+	})
+	return already
+}
+
+func (p *party) isConfirmed() bool {
+	select {
+	case <-p.confirmed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *party) attach(c *call, l Leg) {
+	p.mu.Lock()
+	p.c, p.leg = c, l
+	p.mu.Unlock()
+}
+
+// remoteTarget is the party's current Contact.
+func (p *party) remoteTarget() sip.Uri {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return *p.target.Clone()
+}
+
+// newRequest builds an in-dialog request (RFC 3261 §12.2.1.1). Via is
+// added when it is sent.
+func (p *party) newRequest(method sip.RequestMethod) *sip.Request {
+	req := sip.NewRequest(method, p.remoteTarget())
+	from := p.local
+	from.Params = p.local.Params.Clone()
+	to := p.remote
+	to.Params = p.remote.Params.Clone()
+	callID := sip.CallIDHeader(p.callID)
+	mf := sip.MaxForwardsHeader(70)
+	req.AppendHeader(&from)
+	req.AppendHeader(&to)
+	req.AppendHeader(&callID)
+	req.AppendHeader(&sip.CSeqHeader{SeqNo: p.cseq.Add(1), MethodName: method})
+	req.AppendHeader(&mf)
+	p.finish(req)
+	return req
+}
+
+// finish adds the route set, Contact (for target refreshes) and the
+// transport details.
+func (p *party) finish(req *sip.Request) {
+	for _, r := range p.routes {
+		req.AppendHeader(sip.NewHeader("Route", r))
+	}
+	switch req.Method {
+	case sip.INVITE, sip.UPDATE, sip.REFER, sip.NOTIFY, sip.SUBSCRIBE:
+		req.AppendHeader(&sip.ContactHeader{Address: p.contact})
+	}
+	req.SetTransport(p.transport)
+	if len(p.routes) == 0 && p.dest != "" {
+		req.SetDestination(p.dest)
+	}
+	if p.laddr != nil && strings.EqualFold(p.transport, "UDP") {
+		req.Laddr = sip.Addr{IP: append(net.IP(nil), p.laddr.IP...), Port: p.laddr.Port}
+	}
+}
+
+// ack builds the ACK for a 2xx to our re-INVITE number cseq (RFC 3261
+// §13.2.2.4: the INVITE's CSeq number, a new branch).
+func (p *party) ack(cseq uint32, body []byte, ct string) *sip.Request {
+	req := sip.NewRequest(sip.ACK, p.remoteTarget())
+	from := p.local
+	from.Params = p.local.Params.Clone()
+	to := p.remote
+	to.Params = p.remote.Params.Clone()
+	callID := sip.CallIDHeader(p.callID)
+	mf := sip.MaxForwardsHeader(70)
+	req.AppendHeader(&from)
+	req.AppendHeader(&to)
+	req.AppendHeader(&callID)
+	req.AppendHeader(&sip.CSeqHeader{SeqNo: cseq, MethodName: sip.ACK})
+	req.AppendHeader(&mf)
+	p.finish(req)
+	if len(body) > 0 {
+		h := sip.ContentTypeHeader(ct)
+		req.AppendHeader(&h)
+	}
+	req.SetBody(body)
+	return req
+}
+
+// send starts a client transaction for an in-dialog request.
+func (p *party) send(ctx context.Context, req *sip.Request) (sip.ClientTransaction, error) {
+	if req.Body() == nil {
+		req.SetBody(nil) // Content-Length: 0
+	}
+	tx, err := p.b.client.TransactionRequest(ctx, req, sipgo.ClientRequestAddVia)
+	if err != nil {
+		return nil, fmt.Errorf("b2bua: %s to %s: %w", req.Method, p.name, err)
+	}
+	return tx, nil
+}
+
+// errNoResponse: an in-dialog request got no final response in time.
+var errNoResponse = errors.New("b2bua: no response")
+
+// do sends an in-dialog non-INVITE request and waits for its final
+// response.
+func (p *party) do(ctx context.Context, req *sip.Request) (*sip.Response, error) {
+	tx, err := p.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Terminate()
+	for {
+		select {
+		case res := <-tx.Responses():
+			if res.IsProvisional() {
+				continue
+			}
+			return res, nil
+		case <-tx.Done():
+			return nil, fmt.Errorf("%w to %s to %s: %w", errNoResponse, req.Method, p.name, tx.Err())
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w to %s to %s: %w", errNoResponse, req.Method, p.name, ctx.Err())
+		}
+	}
+}
+
+// bye ends the dialog from our side (bounded by byeTimeout); a party
+// already gone is left alone.
+func (p *party) bye() {
+	p.mu.Lock()
+	if p.gone {
+		p.mu.Unlock()
+		return
+	}
+	p.gone = true
+	p.mu.Unlock()
+	select {
+	case <-p.confirmed:
+	case <-time.After(64 * sip.T1):
+	}
+	p.b.forget(p)
+	ctx, cancel := withTimeout(byeTimeout)
+	defer cancel()
+	res, err := p.do(ctx, p.newRequest(sip.BYE))
+	switch {
+	case err != nil:
+		p.b.log.Info("b2bua: bye", "to", p.name, "err", err)
+	case res.StatusCode >= 300:
+		p.b.log.Debug("b2bua: bye refused", "to", p.name, "status", res.StatusCode)
+	}
+}
+
+// inCSeq checks a request's CSeq against the party's last one (RFC 3261
+// §12.2.2: lower is out of order, 500) and records it.
+func (p *party) inCSeq(req *sip.Request) bool {
+	cs := req.CSeq()
+	if cs == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.remoteCSeq != 0 && cs.SeqNo <= p.remoteCSeq {
+		return false
+	}
+	p.remoteCSeq = cs.SeqNo
+	return true
+}
+
+// refresh follows a target refresh (a Contact in a re-INVITE, UPDATE or
+// their 2xx: RFC 3261 §12.2.1.2, §12.2.2).
+func (p *party) refresh(ct *sip.ContactHeader) {
+	if ct == nil || ct.Address.Host == "" {
+		return
+	}
+	p.mu.Lock()
+	p.target = *ct.Address.Clone()
+	p.mu.Unlock()
+}
+
+// noteIn remembers the party's latest session description.
+func (p *party) noteIn(sdp []byte, ct string) {
+	if len(sdp) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.sdpIn, p.sdpInType = append([]byte(nil), sdp...), ct
+	p.mu.Unlock()
+}
+
+// outSDP prepares a session description for the party and remembers it.
+// RFC 3264 §8 wants the o= line of a dialog's descriptions to keep its
+// username and session id and to raise the version on every change. A
+// relayed description keeps its origin while the other party stays the
+// same, so the body goes out untouched; once the other party changed (a
+// transfer), its descriptions get the o= the party knows, version + 1.
+func (p *party) outSDP(sdp []byte) []byte {
+	if len(sdp) == 0 {
+		return sdp
+	}
+	o := parseOrigin(sdp)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := sdp
+	if o.ok && p.oOut.ok && !o.sameSession(p.oOut) {
+		n := p.oOut
+		if !(o == p.oSrc) { // a repeat of the same description keeps its version
+			n.version++
+		}
+		out = withOrigin(sdp, n)
+		p.oSrc, p.oOut = o, n
+	} else if o.ok {
+		p.oSrc, p.oOut = o, o
+	}
+	p.sdpOut = out
+	return out
+}
+
+// lastSDP returns the party's latest description and Content-Type.
+func (p *party) lastSDP() ([]byte, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sdpIn, p.sdpInType
+}
+
+// respond answers an in-dialog request of the party.
+func respondBody(tx sip.ServerTransaction, req *sip.Request, code int, reason string, body []byte, ct string, hdrs ...sip.Header) error {
+	res := sip.NewResponseFromRequest(req, code, reason, body)
+	if len(body) > 0 {
+		h := sip.ContentTypeHeader(ct)
+		res.AppendHeader(&h)
+	}
+	for _, h := range hdrs {
+		res.AppendHeader(h)
+	}
+	return tx.Respond(res)
+}
+
+// respond2xx sends a 2xx to an INVITE and retransmits it until ack is
+// signalled (RFC 3261 §13.3.1.4: T1 doubling to T2, for 64*T1). It
+// reports whether the ACK came.
+func respond2xx(tx sip.ServerTransaction, res *sip.Response, ack <-chan struct{}, stop <-chan struct{}) bool {
+	if err := tx.Respond(res); err != nil {
+		return false
+	}
+	interval := sip.T1
+	retrans := time.NewTimer(interval)
+	defer retrans.Stop()
+	giveUp := time.NewTimer(64 * sip.T1)
+	defer giveUp.Stop()
+	for {
+		select {
+		case <-ack:
+			return true
+		case <-stop:
+			return false
+		case <-giveUp.C:
+			return false
+		case <-retrans.C:
+			if err := tx.Respond(res); err != nil {
+				return false
+			}
+			interval = min(2*interval, sip.T2)
+			retrans.Reset(interval)
+		}
+	}
+}
+
+// newCallerParty makes the party of a caller's leg (the INVITE req that
+// a answers) before the answer is sent.
+func newCallerParty(b *B2BUA, req *sip.Request, a *sipgo.DialogServerSession, arrived *sip.Addr, contact sip.Uri) *party {
+	p := &party{b: b, transport: req.Transport(), laddr: arrived, contact: contact, dest: req.Source(), srv: a,
+		confirmed: make(chan struct{})}
+	if h := req.CallID(); h != nil {
+		p.callID = h.Value()
+	}
+	if to := a.InviteRequest.To(); to != nil { // carries our tag
+		p.local = to.AsFrom()
+		p.local.Params = to.Params.Clone()
+	}
+	if f := req.From(); f != nil {
+		p.remote = f.AsTo()
+		p.remote.Params = f.Params.Clone()
+		p.user = f.Address.User
+	}
+	p.key = a.ID
+	p.target = req.Recipient
+	if ct := req.Contact(); ct != nil {
+		p.target = *ct.Address.Clone()
+	}
+	for _, h := range req.GetHeaders("Record-Route") {
+		p.routes = append(p.routes, h.Value()) // UAS: in order (RFC 3261 §12.1.1)
+	}
+	p.name = req.Transport() + ":" + req.Source()
+	p.name = strings.ToLower(p.name)
+	if cs := req.CSeq(); cs != nil {
+		p.remoteCSeq, p.inviteCSeq = cs.SeqNo, cs.SeqNo
+		p.cseq.Store(cs.SeqNo) // any start will do; reuse theirs
+	}
+	p.localIP = addrOf(arrived, contact)
+	return p
+}
+
+// newCalleeParty makes the party of an answered B leg.
+func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
+	s := l.sess
+	req, res := s.InviteRequest, s.InviteResponse
+	p := &party{b: b, transport: l.t.transport, laddr: laddr, contact: contact, dest: res.Source(), cli: s, name: l.t.name(),
+		confirmed: make(chan struct{})}
+	p.callID = req.CallID().Value()
+	p.local = *req.From()
+	p.local.Params = req.From().Params.Clone()
+	p.remote = *res.To()
+	p.remote.Params = res.To().Params.Clone()
+	p.user = l.t.user
+	p.trusted = l.t.contact
+	localTag, _ := p.local.Params.Get("tag")
+	remoteTag, _ := p.remote.Params.Get("tag")
+	p.key = sip.DialogIDMake(p.callID, localTag, remoteTag)
+	p.target = req.Recipient
+	if ct := res.Contact(); ct != nil {
+		p.target = *ct.Address.Clone()
+	}
+	rr := res.GetHeaders("Record-Route")
+	for i := len(rr) - 1; i >= 0; i-- {
+		p.routes = append(p.routes, rr[i].Value()) // UAC: reversed (RFC 3261 §12.1.2)
+	}
+	p.cseq.Store(req.CSeq().SeqNo)
+	p.localIP = addrOf(laddr, contact)
+	return p
+}

@@ -1,0 +1,52 @@
+package relay
+
+// Stats returns both legs' statistics so far.
+func (s *Session) Stats() [2]LegStats {
+	var out [2]LegStats
+	for l := range 2 {
+		io := &s.io[l]
+		io.statsMu.Lock()
+		st := io.stats.Stats()
+		io.statsMu.Unlock()
+		out[l] = LegStats{
+			Packets: st.Packets, Bytes: st.Bytes, Expected: st.Expected, Lost: st.Lost, Jitter: st.Jitter,
+			Relayed: io.relayed.Load(), RTCP: io.rtcp.Load(), Refused: io.refused.Load(), Dropped: io.dropped.Load(),
+		}
+		if p := io.pair.Load(); p != nil {
+			out[l].Port = p.port
+		}
+	}
+	return out
+}
+
+// Release is Close without the figures, for an interface declared where
+// LegStats cannot be named.
+func (s *Session) Release() { s.Close() }
+
+// Close stops relaying, waits for the session's readers, releases its
+// ports and returns the final statistics. It is safe to call more than
+// once and concurrently; every call returns the same figures.
+func (s *Session) Close() [2]LegStats {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		pairs := s.pairs
+		s.mu.Unlock()
+		for _, p := range pairs {
+			if p != nil {
+				// Closing the sockets ends the readers (net.ErrClosed).
+				_ = p.rtp.Close()
+				_ = p.rtcp.Close()
+			}
+		}
+		s.wg.Wait()
+		s.final = s.Stats()
+		for _, p := range pairs {
+			if p != nil {
+				s.r.ports.release(p)
+			}
+		}
+		s.r.removeSession(s, s.final)
+	})
+	return s.final
+}

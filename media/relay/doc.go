@@ -1,0 +1,83 @@
+// Package relay is the RTP media relay of outpostd: it anchors a call's
+// audio on the box, between leg A (usually the caller) and leg B, so that
+// calls between VLANs, to the PSTN gateway, or between a µ-law phone and
+// an A-law gateway work (DESIGN §1).
+//
+// The B2BUA drives a Session with the SDP of the call: Offer(from, sdp)
+// for each offer (INVITE, re-INVITE) returns the SDP to send to the other
+// leg; Answer(from, sdp) for each answer (183, 200) returns the SDP for
+// the offerer; Close (or Release) at the end. The gateway defines the
+// interface it needs and may not import this package (DESIGN §2), so the
+// methods it calls use plain types: Leg is an alias of int, Release
+// returns nothing, and ErrNotAcceptable carries SIPStatus() 488 for
+// errors.As with an interface the gateway declares.
+//
+// # Design decisions
+//
+//   - Ports: each leg gets an RTP/RTCP pair (even RTP port, RTCP = +1,
+//     RFC 3550 §11) on the box's address facing that leg, bound when the
+//     first SDP sent to that leg needs it. Next-fit allocation over the
+//     configured range delays reuse of a just-released pair; pairs taken
+//     by other processes are skipped. Every path that ends a session
+//     (Close, Run's shutdown) releases both pairs; PortsInUse counts them.
+//   - Codecs: the offer to the other leg carries the allowed codecs
+//     (Config.Codecs, in that preference order) that the offerer offered;
+//     when it offered only one G.711 law and both are allowed, the other
+//     law is added, so a µ-law phone can reach an A-law-only gateway. The
+//     answer settles each leg's codec; when they differ the payload is
+//     converted per packet in place with media/g711 (sample by sample, so
+//     any ptime works) and the payload type rewritten. telephone-event
+//     (RFC 4733) passes with its payload type mapped between the legs;
+//     once used on a leg its number is kept in later offers (RFC 3264
+//     §8.3.2). Nothing else is transcoded: no common codec is
+//     ErrNotAcceptable (488).
+//   - Directions: media from a leg is relayed only when that leg's SDP
+//     lets it send and the other leg's SDP lets it receive, so sendonly,
+//     recvonly, inactive and c=0.0.0.0 (RFC 2543) hold stop exactly the
+//     directions they name, and a later sendrecv resumes them. RTCP keeps
+//     flowing on hold.
+//   - Symmetric RTP (RFC 4961) with latching limited by policy:
+//     LatchSignalled accepts only the signalled address and port;
+//     LatchFirstPackets follows the source of the first N packets (or
+//     locks at once on the signalled one) and then locks. After that a
+//     stranger's packets are refused and counted, never relayed and never
+//     able to redirect the stream. A new SDP from the leg restarts it.
+//   - Continuity: the stream sent to a leg keeps one SSRC with increasing
+//     sequence numbers and timestamps when the source changes SSRC (a
+//     re-INVITE to another device, another fork's early media): the new
+//     source is offset to continue the old one, with the marker bit set.
+//     While the SSRC does not change nothing is rewritten. RTCP SR/RR
+//     sender SSRCs (and SR timestamps) follow the same mapping.
+//   - Hot path: one goroutine per socket, blocked in ReadFromUDPAddrPort
+//     (the Go netpoller multiplexes thousands of them); the packet is
+//     checked, accounted (media/rtpstats, RFC 3550 A.1/A.3/A.8), rewritten
+//     in place in the read buffer and sent with WriteToUDPAddrPort from the
+//     socket facing the other leg. Everything it reads that Offer/Answer
+//     change is an immutable legConf behind an atomic pointer; per-packet
+//     state belongs to the reader alone. No heap allocation per packet
+//     (BenchmarkForwardRTP, TestReaders). Config.Batch > 1 switches each
+//     reader to raw recvmmsg/sendmmsg through the socket's RawConn
+//     (still on the netpoller, still allocation-free; x/net's ReadBatch
+//     was not used because it allocates a net.Addr per message). Measured
+//     side by side (bench/RESULTS.relay.md): at the design point, one
+//     socket per stream at 50 packets/s, a batch holds one packet, so
+//     batching costs more CPU per packet and 3–4× the memory per call
+//     (16 buffers per socket); it only pays once readers fall behind
+//     (beyond ~50k packets/s on this 2-core box). The default stays one
+//     packet per system call.
+//   - Inactivity: Run looks at every session each 100 ms; an established,
+//     not-held session whose leg's accepted-packet counter has not moved
+//     for InactivityTimeout gets OnInactive once (on its own goroutine).
+//     Counters, not clocks, so the forwarding path reads no time for it.
+//   - Goroutines: every reader belongs to its Session (Close waits for
+//     them); OnInactive callbacks and the scanner belong to the Relay;
+//     Run's return closes every session and waits for all of them.
+//
+// # Not done here
+//
+// SRTP (RTP/SAVP offers are refused), ICE, rtcp-mux (removed from the
+// SDP, so the legs use separate RTCP ports), codecs other than G.711
+// transcoding, video and second audio streams (disabled with port 0),
+// late offers (INVITE without SDP), jitter buffering, and choosing the
+// local addresses (the caller passes them, e.g. from media/selection).
+package relay

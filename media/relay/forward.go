@@ -1,0 +1,292 @@
+package relay
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outpost/outpost/media/g711"
+	"github.com/outpost/outpost/media/rtpstats"
+)
+
+// What to do with one RTP payload type arriving from a leg.
+const (
+	opPass       = iota // forward, payload type rewritten to rule.out
+	opUlawToAlaw        // transcode µ-law → A-law (media/g711), then as opPass
+	opAlawToUlaw        // transcode A-law → µ-law
+	opDrop              // not negotiated and not forwardable
+)
+
+type ptRule struct {
+	out uint8
+	op  uint8
+}
+
+// fwdTable maps every payload type (7 bits) from one leg to the other.
+type fwdTable [128]ptRule
+
+// identityTable forwards every payload type unchanged.
+func identityTable() fwdTable {
+	var t fwdTable
+	for i := range t {
+		t[i] = ptRule{out: uint8(i), op: opPass}
+	}
+	return t
+}
+
+// legConf is what the forwarding path needs about one leg, as negotiated
+// by the last offer/answer. It is immutable: Offer/Answer publish a new
+// one with an atomic store, the readers load it once per packet.
+type legConf struct {
+	gen           uint64         // changes when the leg's signalled address changes
+	signalled     netip.AddrPort // RTP address the leg announced (invalid on hold/none)
+	signalledRTCP netip.AddrPort
+	relay         bool     // forward RTP from this leg to the other (directions allow it)
+	table         fwdTable // payload types from this leg → the other leg's
+	clockRate     int
+}
+
+// latch is the source-address state of one socket (RTP or RTCP) of a
+// leg. It is owned by that socket's reader goroutine.
+type latch struct {
+	gen    uint64
+	locked bool
+	count  int
+	peer   netip.AddrPort
+}
+
+// accept applies the latching policy to a packet from src and reports
+// whether it is taken. When the learned address changes it is published
+// through pub (the address the other leg's reader sends to).
+func (lt *latch) accept(src netip.AddrPort, gen uint64, signalled netip.AddrPort, policy Latching, n int, pub *atomic.Pointer[netip.AddrPort]) bool {
+	if lt.gen != gen { // new SDP from the leg: learn again
+		*lt = latch{gen: gen}
+	}
+	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	if policy == LatchSignalled || lt.locked {
+		if policy == LatchSignalled {
+			return src == signalled
+		}
+		return src == lt.peer
+	}
+	// LatchFirstPackets, still learning: follow the newest source, lock
+	// at once on the signalled address, else after n packets.
+	if src != lt.peer {
+		lt.peer = src
+		a := src
+		pub.Store(&a) // rare: once per change of source while learning
+	}
+	lt.count++
+	if src == signalled || lt.count >= n {
+		lt.locked = true
+	}
+	return true
+}
+
+// rewriter keeps the stream sent to a leg continuous (RFC 3550 §5.1,
+// §8.2: one SSRC with increasing sequence numbers and timestamps) when
+// the source changes its SSRC (a re-INVITE to another device, a forked
+// early dialog, a phone restarting its stream). While the SSRC stays the
+// same, packets pass untouched. Owned by the leg's RTP reader.
+type rewriter struct {
+	started        bool
+	in, out        uint32 // SSRC received, SSRC sent
+	seqOff         uint16
+	tsOff          uint32
+	lastSeq        uint16 // last sequence number and timestamp sent
+	lastTS         uint32
+	step           uint32 // timestamp increment per packet, learned
+	pub            *atomic.Pointer[ssrcMap]
+	hasSent, remap bool
+}
+
+// ssrcMap is the rewriter's mapping, published for the RTCP reader.
+type ssrcMap struct {
+	in, out uint32
+	tsOff   uint32
+}
+
+// apply rewrites the header of RTP packet p in place.
+func (w *rewriter) apply(p []byte) {
+	seq := binary.BigEndian.Uint16(p[2:])
+	ts := binary.BigEndian.Uint32(p[4:])
+	ssrc := binary.BigEndian.Uint32(p[8:])
+	switch {
+	case !w.started:
+		w.started, w.in, w.out = true, ssrc, ssrc
+	case ssrc != w.in:
+		// A new source continues where the old one stopped: next
+		// sequence number, timestamp one packet later, marker set
+		// (RFC 3551 §4.1: start of a talkspurt).
+		step := w.step
+		if step == 0 {
+			step = 160 // 20 ms at 8 kHz
+		}
+		w.in = ssrc
+		w.seqOff = w.lastSeq + 1 - seq
+		w.tsOff = w.lastTS + step - ts
+		w.remap = w.in != w.out || w.seqOff != 0 || w.tsOff != 0
+		p[1] |= 0x80
+		if w.pub != nil {
+			w.pub.Store(&ssrcMap{in: w.in, out: w.out, tsOff: w.tsOff}) // once per source change
+		}
+	}
+	oseq, ots := seq+w.seqOff, ts+w.tsOff
+	if w.remap {
+		binary.BigEndian.PutUint16(p[2:], oseq)
+		binary.BigEndian.PutUint32(p[4:], ots)
+		binary.BigEndian.PutUint32(p[8:], w.out)
+	}
+	if !w.hasSent {
+		w.hasSent, w.lastSeq, w.lastTS = true, oseq, ots
+		return
+	}
+	if d := oseq - w.lastSeq; d != 0 && d < 0x8000 { // newer packet
+		if dt := ots - w.lastTS; dt > 0 && dt < 1<<20 {
+			w.step = dt / uint32(d)
+		}
+		w.lastSeq, w.lastTS = oseq, ots
+	}
+}
+
+// rtpPayload returns the payload bounds of RTP packet p (RFC 3550 §5.1:
+// CSRCs, header extension and padding skipped), or ok false when p is not
+// RTP version 2 or is truncated.
+func rtpPayload(p []byte) (start, end int, ok bool) {
+	if len(p) < 12 || p[0]>>6 != 2 {
+		return 0, 0, false
+	}
+	start = 12 + 4*int(p[0]&0x0F)
+	if p[0]&0x10 != 0 { // extension
+		if len(p) < start+4 {
+			return 0, 0, false
+		}
+		start += 4 + 4*int(binary.BigEndian.Uint16(p[start+2:]))
+	}
+	end = len(p)
+	if p[0]&0x20 != 0 { // padding: last byte counts it
+		end -= int(p[len(p)-1])
+	}
+	if start > end {
+		return 0, 0, false
+	}
+	return start, end, true
+}
+
+// legIO is the per-leg state the forwarding path touches. Fields written
+// by the leg's own readers only are plain; the rest are atomics.
+type legIO struct {
+	conf     atomic.Pointer[legConf]
+	pair     atomic.Pointer[pair]           // the box's sockets facing this leg
+	peerRTP  atomic.Pointer[netip.AddrPort] // where the box sends this leg's RTP
+	peerRTCP atomic.Pointer[netip.AddrPort]
+	ssrc     atomic.Pointer[ssrcMap] // RTP rewrite toward the other leg, for RTCP
+
+	rtpLatch, rtcpLatch latch
+	rw                  rewriter
+
+	statsMu sync.Mutex
+	stats   rtpstats.Receiver
+
+	rtpIn   atomic.Uint64 // accepted RTP packets (inactivity detection)
+	relayed atomic.Uint64 // RTP packets sent on to the other leg
+	refused atomic.Uint64 // packets from a source the latching policy refused
+	dropped atomic.Uint64 // accepted but not relayed (hold, no destination yet, not RTP)
+	rtcp    atomic.Uint64 // RTCP packets relayed
+}
+
+// forwarder is one leg's view of the session for the hot path.
+type forwarder struct {
+	in, out *legIO
+	policy  Latching
+	latchN  int
+}
+
+// rtp handles one RTP packet p from src that arrived on in's RTP socket
+// at nowNs. It rewrites p in place and returns the socket and address to
+// send it from/to, or ok false to drop it. It never allocates.
+func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (conn *net.UDPConn, dst netip.AddrPort, ok bool) {
+	in := f.in
+	c := in.conf.Load()
+	if c == nil {
+		in.dropped.Add(1)
+		return nil, dst, false
+	}
+	if !in.rtpLatch.accept(src, c.gen, c.signalled, f.policy, f.latchN, &in.peerRTP) {
+		in.refused.Add(1)
+		return nil, dst, false
+	}
+	start, end, valid := rtpPayload(p)
+	if !valid {
+		in.dropped.Add(1)
+		return nil, dst, false
+	}
+	in.statsMu.Lock()
+	in.stats.Update(binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), nowNs, len(p))
+	in.statsMu.Unlock()
+	in.rtpIn.Add(1)
+	if !c.relay {
+		in.dropped.Add(1)
+		return nil, dst, false
+	}
+	peer, pr := f.out.peerRTP.Load(), f.out.pair.Load()
+	rule := c.table[p[1]&0x7F]
+	if peer == nil || !peer.IsValid() || pr == nil || rule.op == opDrop {
+		in.dropped.Add(1)
+		return nil, dst, false
+	}
+	in.rw.apply(p)
+	p[1] = p[1]&0x80 | rule.out
+	switch rule.op {
+	case opUlawToAlaw:
+		g711.UlawToAlawInPlace(p[start:end])
+	case opAlawToUlaw:
+		g711.AlawToUlawInPlace(p[start:end])
+	}
+	in.relayed.Add(1)
+	return pr.rtp, *peer, true
+}
+
+// rtcp handles one RTCP packet: latching as for RTP, then the sender
+// SSRC (and SR timestamp) of SR/RR packets follows the RTP rewrite.
+// RTCP is relayed on hold too (receiver reports keep flowing).
+func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (conn *net.UDPConn, dst netip.AddrPort, ok bool) {
+	in := f.in
+	c := in.conf.Load()
+	if c == nil || !in.rtcpLatch.accept(src, c.gen, c.signalledRTCP, f.policy, f.latchN, &in.peerRTCP) {
+		in.refused.Add(1)
+		return nil, dst, false
+	}
+	peer, pr := f.out.peerRTCP.Load(), f.out.pair.Load()
+	if peer == nil || !peer.IsValid() || pr == nil || len(p) < 8 || p[0]>>6 != 2 {
+		in.dropped.Add(1)
+		return nil, dst, false
+	}
+	if m := in.ssrc.Load(); m != nil && (m.in != m.out || m.tsOff != 0) {
+		patchRTCP(p, m)
+	}
+	in.rtcp.Add(1)
+	return pr.rtcp, *peer, true
+}
+
+// patchRTCP walks a compound RTCP packet (RFC 3550 §6.1) and rewrites the
+// sender SSRC of SR (200) and RR (201) packets, and the SR's RTP
+// timestamp, to match the rewritten RTP stream.
+func patchRTCP(p []byte, m *ssrcMap) {
+	for off := 0; off+8 <= len(p); {
+		pt := p[off+1]
+		n := (int(binary.BigEndian.Uint16(p[off+2:])) + 1) * 4
+		if off+n > len(p) {
+			return
+		}
+		if (pt == 200 || pt == 201) && binary.BigEndian.Uint32(p[off+4:]) == m.in {
+			binary.BigEndian.PutUint32(p[off+4:], m.out)
+			if pt == 200 && n >= 20 {
+				binary.BigEndian.PutUint32(p[off+16:], binary.BigEndian.Uint32(p[off+16:])+m.tsOff)
+			}
+		}
+		off += n
+	}
+}

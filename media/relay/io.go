@@ -1,0 +1,50 @@
+package relay
+
+import (
+	"errors"
+	"net"
+)
+
+// maxPacket is the largest datagram read; larger ones are truncated by
+// the kernel and then dropped as malformed or relayed truncated (RTCP).
+const maxPacket = 2048
+
+// readRTP relays RTP arriving on the socket facing leg l until the socket
+// is closed. One goroutine per socket: the Go netpoller multiplexes them,
+// ReadFromUDPAddrPort and WriteToUDPAddrPort do not allocate.
+func (s *Session) readRTP(l Leg, p *pair) {
+	defer s.wg.Done()
+	f := &s.fwd[l]
+	buf := make([]byte, maxPacket)
+	for {
+		n, src, err := p.rtp.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // e.g. a truncated datagram; the socket is fine
+		}
+		if conn, dst, ok := f.rtp(buf[:n], src, s.r.nowNs()); ok {
+			_, _ = conn.WriteToUDPAddrPort(buf[:n], dst) // UDP: a failed send is a lost packet
+		}
+	}
+}
+
+// readRTCP relays RTCP arriving on the socket facing leg l.
+func (s *Session) readRTCP(l Leg, p *pair) {
+	defer s.wg.Done()
+	f := &s.fwd[l]
+	buf := make([]byte, maxPacket)
+	for {
+		n, src, err := p.rtcp.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		if conn, dst, ok := f.rtcpPacket(buf[:n], src); ok {
+			_, _ = conn.WriteToUDPAddrPort(buf[:n], dst)
+		}
+	}
+}

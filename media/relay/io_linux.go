@@ -1,0 +1,178 @@
+package relay
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// batchSupported: this platform has the recvmmsg/sendmmsg reader.
+const batchSupported = true
+
+// mmsg is a reusable recvmmsg/sendmmsg vector of up to n datagrams, with
+// its buffers, iovecs and socket addresses allocated once per reader, so
+// that batched I/O allocates nothing per packet (unlike x/net's
+// ReadBatch, which allocates a net.Addr per message).
+type mmsg struct {
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6 // large enough for either family
+	bufs  [][]byte
+	// results of the last syscall, set inside the RawConn callbacks
+	n   int
+	off int
+	err error
+}
+
+func newMmsg(n, size int) *mmsg {
+	m := &mmsg{hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n), bufs: make([][]byte, n)}
+	for i := range n {
+		if size > 0 {
+			m.bufs[i] = make([]byte, size)
+		}
+		m.hdrs[i].Hdr.Iov = &m.iovs[i]
+		m.hdrs[i].Hdr.SetIovlen(1)
+		m.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&m.names[i]))
+	}
+	return m
+}
+
+// recv is the RawConn.Read callback: one non-blocking recvmmsg. It returns
+// false on EAGAIN so that the runtime parks the goroutine on the netpoller.
+func (m *mmsg) recv(fd uintptr) bool {
+	for i := range m.hdrs {
+		m.iovs[i].Base = &m.bufs[i][0]
+		m.iovs[i].SetLen(len(m.bufs[i]))
+		m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		m.hdrs[i].Len = 0
+	}
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(len(m.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	m.n, m.err = int(n), nil
+	if e != 0 {
+		m.n, m.err = 0, e
+	}
+	return true
+}
+
+// send is the RawConn.Write callback: sendmmsg of hdrs[off:n].
+func (m *mmsg) send(fd uintptr) bool {
+	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[m.off])), uintptr(m.n-m.off), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EAGAIN || e == unix.EINTR {
+		return false
+	}
+	if e != 0 {
+		m.err = e
+		m.off++ // skip the datagram that failed (UDP: it is lost)
+		return true
+	}
+	m.off += int(n)
+	return true
+}
+
+// source decodes the sender address of datagram i.
+func (m *mmsg) source(i int) netip.AddrPort {
+	sa := &m.names[i]
+	switch sa.Family {
+	case unix.AF_INET:
+		s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom4(s4.Addr), port)
+	case unix.AF_INET6:
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), port)
+	}
+	return netip.AddrPort{}
+}
+
+// setDest fills datagram i of a send vector with payload p to dst, for a
+// socket of the family of v6.
+func (m *mmsg) setDest(i int, p []byte, dst netip.AddrPort, v6 bool) {
+	m.iovs[i].Base = &p[0]
+	m.iovs[i].SetLen(len(p))
+	sa := &m.names[i]
+	if v6 {
+		*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: dst.Addr().As16()}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:], dst.Port())
+		m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		return
+	}
+	s4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+	*s4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: dst.Addr().Unmap().As4()}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s4.Port))[:], dst.Port())
+	m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
+}
+
+// readBatched is the recvmmsg/sendmmsg variant of readRTP and readRTCP:
+// it reads up to n datagrams per system call, forwards each, and sends
+// the forwarded ones with one sendmmsg per output socket run. Used when
+// Config.Batch > 1.
+func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
+	defer s.wg.Done()
+	f := &s.fwd[l]
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return
+	}
+	in := newMmsg(n, maxPacket)
+	out := newMmsg(n, 0)
+	recvFn, sendFn := in.recv, out.send // bound once: no closure per call
+	var outConn *net.UDPConn
+	var outRC syscall.RawConn
+	flush := func() {
+		for out.off = 0; out.off < out.n; {
+			if err := outRC.Write(sendFn); err != nil {
+				break // socket closed
+			}
+		}
+		out.n = 0
+	}
+	for {
+		if err := rc.Read(recvFn); err != nil {
+			return // closed
+		}
+		if in.err != nil {
+			if errors.Is(in.err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		now := s.r.nowNs()
+		for i := 0; i < in.n; i++ {
+			p := in.bufs[i][:in.hdrs[i].Len]
+			var c *net.UDPConn
+			var dst netip.AddrPort
+			var ok bool
+			if rtcp {
+				c, dst, ok = f.rtcpPacket(p, in.source(i))
+			} else {
+				c, dst, ok = f.rtp(p, in.source(i), now)
+			}
+			if !ok {
+				continue
+			}
+			if c != outConn && out.n > 0 {
+				flush()
+			}
+			if c != outConn {
+				outConn = c
+				if outRC, err = c.SyscallConn(); err != nil {
+					outConn = nil
+					continue
+				}
+			}
+			out.setDest(out.n, p, dst, dst.Addr().Is6() && !dst.Addr().Is4In6())
+			out.n++
+		}
+		if out.n > 0 {
+			flush()
+		}
+	}
+}

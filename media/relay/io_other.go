@@ -1,0 +1,11 @@
+//go:build !linux
+
+package relay
+
+import "net"
+
+const batchSupported = false
+
+func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
+	panic("media/relay: batched I/O needs Linux")
+}

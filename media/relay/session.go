@@ -1,0 +1,543 @@
+package relay
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/outpost/outpost/media/sdprewrite"
+)
+
+// Leg names one side of a session: A (usually the caller's side) or B.
+// It is an alias of int so that an interface declared in the gateway,
+// which may not import this package (DESIGN §2), can list Offer and
+// Answer with the same signatures: Offer(from int, sdp []byte).
+type Leg = int
+
+// The two legs.
+const (
+	A Leg = 0
+	B Leg = 1
+)
+
+// Other returns the opposite leg.
+func Other(l Leg) Leg { return 1 - l }
+
+// legName returns "A" or "B" for messages.
+func legName(l Leg) string {
+	if l == A {
+		return "A"
+	}
+	return "B"
+}
+
+func validLeg(l Leg) bool { return l == A || l == B }
+
+// SessionConfig describes a new session.
+type SessionConfig struct {
+	// ID names the session in logs (e.g. the A leg's Call-ID).
+	ID string
+	// LocalA and LocalB are the box's addresses facing each leg: the
+	// ports for a leg are bound there and the SDP sent to that leg
+	// announces it.
+	LocalA, LocalB netip.Addr
+	// OnInactive is called once, on a goroutine of the relay, when an
+	// established session that is not on hold receives no RTP from a leg
+	// for Config.InactivityTimeout. It may call Close.
+	OnInactive func(reason string)
+}
+
+// LegStats are the receive statistics of one leg (media from that leg).
+type LegStats struct {
+	Packets  uint64  // RTP packets accepted from the leg
+	Bytes    uint64  // their bytes
+	Expected uint64  // RFC 3550 A.3
+	Lost     int64   // RFC 3550 A.3 cumulative lost (negative with duplicates)
+	Jitter   float64 // RFC 3550 A.8 interarrival jitter, ms
+	Relayed  uint64  // RTP packets sent on to the other leg
+	RTCP     uint64  // RTCP packets relayed
+	Refused  uint64  // packets refused by the latching policy
+	Dropped  uint64  // accepted but not relayed (hold, no peer yet, not RTP)
+	Port     int     // the box's RTP port facing the leg (0 = none allocated)
+}
+
+// negotiated is what one offer/answer settled for a leg.
+type negotiated struct {
+	media sdprewrite.Media     // the leg's last SDP (audio part)
+	dir   sdprewrite.Direction // effective: c=0.0.0.0 hold folded in
+	codec sdprewrite.Codec     // the audio codec on this leg (leg's own PT)
+	te    sdprewrite.Codec     // telephone-event on this leg, PT 0 + empty name if none
+	// recvPTs are the payload types the leg uses toward the box: those in
+	// the SDP the box sent it (RFC 3264 §5.1).
+	recvCodec, recvTE sdprewrite.Codec
+	gen               uint64
+}
+
+// pendingOffer is the last offer, kept for its answers (early media and
+// forks may answer the same offer more than once).
+type pendingOffer struct {
+	from   Leg
+	media  sdprewrite.Media
+	dir    sdprewrite.Direction
+	native []sdprewrite.Codec // offerer's codecs that are allowed, preference order
+	sent   []sdprewrite.Codec // what the box offered to the other leg
+}
+
+// sentSDP is the o= state of the SDP the box sends on one leg.
+type sentSDP struct {
+	sessID  string
+	version uint64
+	last    []byte // last body sent, o= line excluded
+}
+
+// Session relays one call's audio between leg A and leg B.
+type Session struct {
+	r          *Relay
+	id         string
+	local      [2]netip.Addr
+	onInactive func(string)
+	codecs     []string
+	policy     Latching
+	latchN     int
+	timeout    time.Duration
+	batch      int
+
+	io  [2]legIO
+	fwd [2]forwarder
+	wg  sync.WaitGroup // readers
+
+	mu       sync.Mutex
+	closed   bool
+	pairs    [2]*pair
+	neg      [2]*negotiated
+	offer    *pendingOffer
+	sent     [2]sentSDP
+	gen      uint64
+	teOut    [2]uint8 // telephone-event PT used toward each leg, 0 = none yet
+	inactive struct {
+		fired     bool
+		rebase    bool
+		lastCount [2]uint64
+		lastSeen  [2]time.Time
+	}
+
+	closeOnce sync.Once
+	final     [2]LegStats
+}
+
+// NewSession creates a session. No port is bound until an SDP needs one.
+func (r *Relay) NewSession(sc SessionConfig) (*Session, error) {
+	for i, a := range []netip.Addr{sc.LocalA, sc.LocalB} {
+		if !a.IsValid() || a.IsUnspecified() {
+			return nil, r.errorf("session %s: local address of leg %s %v: need a specific address", sc.ID, legName(i), a)
+		}
+	}
+	cfg := r.Config()
+	s := &Session{
+		r: r, id: sc.ID, local: [2]netip.Addr{sc.LocalA.Unmap(), sc.LocalB.Unmap()}, onInactive: sc.OnInactive,
+		codecs: cfg.Codecs, policy: cfg.Latching, latchN: cfg.LatchPackets, timeout: cfg.InactivityTimeout, batch: cfg.Batch,
+	}
+	for l := range 2 {
+		s.io[l].rw.pub = &s.io[l].ssrc
+		s.fwd[l] = forwarder{in: &s.io[l], out: &s.io[1-l], policy: s.policy, latchN: s.latchN}
+		s.sent[l].sessID = strconv.FormatUint(randUint63(), 10)
+		s.sent[l].version = 1
+	}
+	if err := r.addSession(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func randUint63() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) >> 33 // short enough to read in logs
+}
+
+// ID returns the session's ID.
+func (s *Session) ID() string { return s.id }
+
+func (s *Session) errorf(format string, args ...any) error {
+	return fmt.Errorf("media/relay: session "+s.id+": "+format, args...)
+}
+
+// ensurePair binds the ports facing leg l if it has none yet and starts
+// their readers. Called with s.mu held.
+func (s *Session) ensurePair(l Leg) (*pair, error) {
+	if p := s.pairs[l]; p != nil {
+		return p, nil
+	}
+	p, err := s.r.ports.allocate(s.local[l])
+	if err != nil {
+		return nil, s.errorf("leg %s: %w", legName(l), err)
+	}
+	s.pairs[l] = p
+	s.io[l].pair.Store(p)
+	s.wg.Add(2)
+	if n := s.batch; n > 1 && batchSupported {
+		go s.readBatched(l, p.rtp, false, n)
+		go s.readBatched(l, p.rtcp, true, n)
+	} else {
+		go s.readRTP(l, p)
+		go s.readRTCP(l, p)
+	}
+	return p, nil
+}
+
+// isG711 reports whether c is PCMU or PCMA.
+func isG711(c sdprewrite.Codec) bool { return c.Is("PCMU") || c.Is("PCMA") }
+
+func isTE(c sdprewrite.Codec) bool { return c.Is("telephone-event") }
+
+// effectiveDir folds RFC 2543 hold (c=0.0.0.0: "do not send to me") into
+// the direction.
+func effectiveDir(m sdprewrite.Media) sdprewrite.Direction {
+	if m.Hold {
+		return sdprewrite.Make(m.Direction.Sends(), false)
+	}
+	return m.Direction
+}
+
+func parseAudio(sdp []byte) (*sdprewrite.SDP, error) {
+	p, err := sdprewrite.Parse(sdp)
+	if err != nil {
+		return nil, err
+	}
+	if p.Audio.Port == 0 {
+		return nil, errors.New("audio stream rejected (port 0)")
+	}
+	switch p.Audio.Proto {
+	case "RTP/AVP", "RTP/AVPF":
+	default:
+		return nil, fmt.Errorf("transport %q not relayed (only RTP/AVP)", p.Audio.Proto)
+	}
+	return p, nil
+}
+
+// Offer takes an SDP offer that leg from sent (INVITE, re-INVITE, or an
+// UPDATE) and returns the SDP to offer to the other leg: the box's
+// address and ports facing that leg, the allowed codecs in preference
+// order (plus the other G.711 law when only one is offered and both are
+// allowed), telephone-event, and from's direction. It binds the ports
+// facing the other leg on first use. ErrNotAcceptable means 488.
+func (s *Session) Offer(from Leg, sdp []byte) ([]byte, error) {
+	if !validLeg(from) {
+		return nil, s.errorf("offer from invalid leg %d", from)
+	}
+	p, err := parseAudio(sdp)
+	if err != nil {
+		return nil, s.errorf("offer from leg %s: %w: %w", legName(from), ErrNotAcceptable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, s.errorf("offer: %w", ErrClosed)
+	}
+	to := Other(from)
+	native := sdprewrite.Intersect(p.Audio.Codecs, s.codecs)
+	var audio []sdprewrite.Codec
+	var te *sdprewrite.Codec
+	for i, c := range native {
+		switch {
+		case isTE(c):
+			if te == nil {
+				te = &native[i]
+			}
+		default:
+			audio = append(audio, c)
+		}
+	}
+	if len(audio) == 0 {
+		return nil, s.errorf("offer from leg %s: %w: no allowed audio codec in %v", legName(from), ErrNotAcceptable, names(p.Audio.Codecs))
+	}
+	out := append([]sdprewrite.Codec(nil), audio...)
+	// Transcoding: offer the other law too, so that a µ-law phone can
+	// reach an A-law-only gateway (and the reverse).
+	_, hasU := sdprewrite.Find(audio, "PCMU")
+	_, hasA := sdprewrite.Find(audio, "PCMA")
+	if hasU != hasA && s.allowed("PCMU") && s.allowed("PCMA") {
+		other := sdprewrite.Codec{PT: 8, Name: "PCMA", Rate: 8000}
+		if hasA {
+			other = sdprewrite.Codec{PT: 0, Name: "PCMU", Rate: 8000}
+		}
+		if !ptTaken(out, other.PT) {
+			out = append(out, other)
+		}
+	}
+	if te != nil {
+		c := *te
+		// RFC 3264 §8.3.2: keep the payload type used on that leg before.
+		if pt := s.teOut[to]; pt != 0 && !ptTaken(out, pt) {
+			c.PT = pt
+		}
+		if ptTaken(out, c.PT) {
+			c.PT = freeDynamicPT(out)
+		}
+		out = append(out, c)
+	}
+	pr, err := s.ensurePair(to)
+	if err != nil {
+		return nil, err
+	}
+	dir := effectiveDir(p.Audio)
+	body := s.write(to, p, pr.port, out, dir)
+	s.offer = &pendingOffer{from: from, media: p.Audio, dir: dir, native: native, sent: out}
+	return body, nil
+}
+
+// Answer takes the SDP answer that leg from sent (183, 200, or the answer
+// to a re-INVITE) to the last Offer from the other leg, and returns the
+// SDP to answer that leg with. It settles the codecs of both legs (and
+// transcoding), the payload type mappings, the directions (hold/resume),
+// and the signalled addresses, and binds the ports facing the offerer on
+// first use. It may be called again for the same offer (a 200 after a
+// 183, another fork). ErrNotAcceptable: nothing offered was accepted.
+func (s *Session) Answer(from Leg, sdp []byte) ([]byte, error) {
+	if !validLeg(from) {
+		return nil, s.errorf("answer from invalid leg %d", from)
+	}
+	p, err := parseAudio(sdp)
+	if err != nil {
+		return nil, s.errorf("answer from leg %s: %w: %w", legName(from), ErrNotAcceptable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, s.errorf("answer: %w", ErrClosed)
+	}
+	o := s.offer
+	if o == nil || o.from == from {
+		return nil, s.errorf("answer from leg %s: %w", legName(from), ErrNoOffer)
+	}
+	off := o.from
+	// The answerer's codec: its first audio format that the box offered.
+	var ansCodec, ansTE sdprewrite.Codec
+	var haveCodec, haveTE bool
+	for _, c := range p.Audio.Codecs {
+		_, offered := findSame(o.sent, c)
+		switch {
+		case !offered:
+		case isTE(c) && !haveTE:
+			ansTE, haveTE = c, true
+		case !isTE(c) && !haveCodec:
+			ansCodec, haveCodec = c, true
+		}
+	}
+	if !haveCodec {
+		return nil, s.errorf("answer from leg %s: %w: answer %v has none of the offered %v", legName(from), ErrNotAcceptable, names(p.Audio.Codecs), names(o.sent))
+	}
+	// The offerer's codec: the same one if it offered it, else (the box
+	// added the other law) its own G.711 law: transcode.
+	offCodec, same := sdprewrite.Find(o.native, ansCodec.Name)
+	if !same {
+		found := false
+		for _, c := range o.native {
+			if isG711(c) {
+				offCodec, found = c, true
+				break
+			}
+		}
+		if !found || !isG711(ansCodec) {
+			return nil, s.errorf("answer from leg %s: %w: cannot bridge %s", legName(from), ErrNotAcceptable, ansCodec.Name)
+		}
+	}
+	offTE, offHasTE := sdprewrite.Find(o.native, "telephone-event")
+	haveTE = haveTE && offHasTE
+	pr, err := s.ensurePair(off)
+	if err != nil {
+		return nil, err
+	}
+	// What each leg sends to the box uses the payload types of the SDP
+	// the box sent it (RFC 3264 §5.1): the offerer gets this answer with
+	// its own numbers; the answerer got the box's offer.
+	sentAns, _ := findSame(o.sent, ansCodec)
+	sentTE, _ := sdprewrite.Find(o.sent, "telephone-event")
+	ansDir := effectiveDir(p.Audio)
+	negOff := &negotiated{media: o.media, dir: o.dir, codec: offCodec, recvCodec: offCodec}
+	negAns := &negotiated{media: p.Audio, dir: ansDir, codec: ansCodec, recvCodec: sentAns}
+	if haveTE {
+		negOff.te, negOff.recvTE = offTE, offTE
+		negAns.te, negAns.recvTE = ansTE, sentTE
+		s.teOut[from] = sentTE.PT
+		s.teOut[off] = offTE.PT
+	}
+	s.commit(off, negOff)
+	s.commit(from, negAns)
+
+	reply := []sdprewrite.Codec{offCodec}
+	if haveTE {
+		reply = append(reply, offTE)
+	}
+	// The answer's direction goes to the offerer as written (RFC 3264
+	// §6.1 already made it the reverse of the offer's).
+	return s.write(off, p, pr.port, reply, ansDir), nil
+}
+
+// findSame returns the codec of list with c's name (and, for several of
+// the same name, c's payload type if present).
+func findSame(list []sdprewrite.Codec, c sdprewrite.Codec) (sdprewrite.Codec, bool) {
+	var first sdprewrite.Codec
+	found := false
+	for _, x := range list {
+		if x.Is(c.Name) {
+			if x.PT == c.PT {
+				return x, true
+			}
+			if !found {
+				first, found = x, true
+			}
+		}
+	}
+	return first, found
+}
+
+// commit records a leg's negotiation and publishes both legs' forwarding
+// configuration. Called with s.mu held.
+func (s *Session) commit(l Leg, n *negotiated) {
+	prev := s.neg[l]
+	sig := signalled(n.media)
+	if prev == nil || signalled(prev.media) != sig {
+		s.gen++
+		n.gen = s.gen
+		// Until a packet says otherwise, send to where the leg said.
+		rtp, rtcp := sig.rtp, sig.rtcp
+		s.io[l].peerRTP.Store(&rtp)
+		s.io[l].peerRTCP.Store(&rtcp)
+	} else {
+		n.gen = prev.gen
+	}
+	s.neg[l] = n
+	if s.neg[Other(l)] != nil {
+		s.publish(A)
+		s.publish(B)
+		s.resetInactivity()
+	}
+}
+
+type sigAddrs struct{ rtp, rtcp netip.AddrPort }
+
+// signalled returns where a leg said it receives RTP and RTCP (RFC 3605
+// a=rtcp, else port + 1; nothing on hold).
+func signalled(m sdprewrite.Media) sigAddrs {
+	if !m.Addr.IsValid() || m.Hold {
+		return sigAddrs{}
+	}
+	rtcpAddr, rtcpPort := m.Addr, m.Port+1
+	if m.RTCPPort != 0 {
+		rtcpPort = m.RTCPPort
+		if m.RTCPAddr.IsValid() {
+			rtcpAddr = m.RTCPAddr
+		}
+	}
+	return sigAddrs{
+		rtp:  netip.AddrPortFrom(m.Addr.Unmap(), uint16(m.Port)),
+		rtcp: netip.AddrPortFrom(rtcpAddr.Unmap(), uint16(rtcpPort)),
+	}
+}
+
+// publish builds the forwarding configuration for media from leg l.
+func (s *Session) publish(l Leg) {
+	from, to := s.neg[l], s.neg[Other(l)]
+	t := identityTable()
+	op := uint8(opPass)
+	switch {
+	case from.codec.Is("PCMU") && to.codec.Is("PCMA"):
+		op = opUlawToAlaw
+	case from.codec.Is("PCMA") && to.codec.Is("PCMU"):
+		op = opAlawToUlaw
+	}
+	// A leg should send with the numbers of the SDP the box sent it, but
+	// many send with the numbers of their own SDP: accept both.
+	t[from.codec.PT&0x7F] = ptRule{out: to.codec.PT, op: op}
+	t[from.recvCodec.PT&0x7F] = ptRule{out: to.codec.PT, op: op}
+	// The static number of the leg's law is mapped too, for phones that
+	// ignore the SDP's numbering. A packet in the other law's static type
+	// is left as it is: it is already in the law that type names.
+	if op != opPass {
+		static := uint8(0)
+		if from.codec.Is("PCMA") {
+			static = 8
+		}
+		t[static] = ptRule{out: to.codec.PT, op: op}
+	}
+	if from.te.Name != "" && to.te.Name != "" {
+		t[from.te.PT&0x7F] = ptRule{out: to.te.PT, op: opPass}
+		t[from.recvTE.PT&0x7F] = ptRule{out: to.te.PT, op: opPass}
+	}
+	sig := signalled(from.media)
+	rate := from.codec.Rate
+	if rate <= 0 {
+		rate = 8000
+	}
+	c := &legConf{
+		gen:           from.gen,
+		signalled:     sig.rtp,
+		signalledRTCP: sig.rtcp,
+		relay:         from.dir.Sends() && to.dir.Receives(),
+		table:         t,
+		clockRate:     rate,
+	}
+	io := &s.io[l]
+	io.statsMu.Lock()
+	io.stats.SetClockRate(rate)
+	io.statsMu.Unlock()
+	io.conf.Store(c)
+}
+
+// held reports whether either direction is stopped by the SDP (hold).
+// Called with s.mu held.
+func (s *Session) held() bool {
+	if s.neg[A] == nil || s.neg[B] == nil {
+		return true // not established yet
+	}
+	for l := range 2 {
+		if c := s.io[l].conf.Load(); c == nil || !c.relay {
+			return true
+		}
+	}
+	return false
+}
+
+// resetInactivity restarts the silence clocks (after an offer/answer).
+// Called with s.mu held.
+func (s *Session) resetInactivity() { s.inactive.rebase = true }
+
+// checkInactive is the relay's periodic look at the session: it reports a
+// reason once when a leg has sent no RTP for the timeout while the
+// session is established and not on hold. Packet counters, not
+// timestamps, are compared, so the forwarding path never reads a clock
+// for this.
+func (s *Session) checkInactive(now time.Time) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := &s.inactive
+	if s.timeout <= 0 || s.closed || in.fired {
+		return "", false
+	}
+	var counts [2]uint64
+	for l := range 2 {
+		counts[l] = s.io[l].rtpIn.Load()
+	}
+	if s.held() || in.rebase {
+		// On hold (or just renegotiated) silence is expected: restart
+		// both clocks.
+		in.rebase = false
+		in.lastCount, in.lastSeen = counts, [2]time.Time{now, now}
+		return "", false
+	}
+	for l := range 2 {
+		if counts[l] != in.lastCount[l] {
+			in.lastCount[l], in.lastSeen[l] = counts[l], now
+		} else if now.Sub(in.lastSeen[l]) >= s.timeout {
+			in.fired = true
+			return fmt.Sprintf("no RTP from leg %s for %v", legName(l), s.timeout), true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,36 @@
+// Package sdprewrite reads the audio part of an SDP offer or answer and
+// writes the SDP that the media relay sends on the other leg: the box's
+// address and ports, a chosen codec list with payload types, and the
+// direction attribute, leaving every other line as the sender wrote it.
+//
+// Design decisions:
+//
+//   - Parsing is line based and tolerant (RFC 4566 grammar, loosely): real
+//     phones send SDP with LF instead of CRLF, no final newline, c= after
+//     t=, no t= at all, lower-case encoding names, static payload types
+//     without a=rtpmap, m= ports with a port count ("49170/2") and c= with
+//     a TTL. pion/sdp rejects several of these, so it is not used to parse
+//     what comes from the network; the tests and the fuzz target use it as
+//     an oracle on input it accepts (both parsers must then agree) and to
+//     check that the SDP written for well-formed input stays well-formed.
+//   - Only the first audio m= section is relayed. Every other m= section
+//     (video, a second audio stream, data) keeps its lines but gets port
+//     0, which RFC 3264 §6 and §8.2 use to reject or disable a stream.
+//   - Rewrite keeps the order of the lines it does not own and regenerates
+//     the ones it does: o=, every c= (the box's address), the audio m=,
+//     its a=rtpmap/a=fmtp lines (from the codec list), its direction
+//     attribute (always written, at media level; session-level direction
+//     lines are dropped so the two cannot disagree), and a=rtcp (the RTP
+//     port + 1, only when the sender used a=rtcp). Lines that describe the
+//     sender's transport and would be wrong once the box is in the path —
+//     ICE candidates and credentials, a=rtcp-mux, a=ssrc, a=rtcp-fb — are
+//     removed. The written SDP always uses CRLF and ends with one.
+//   - c=IN IP4 0.0.0.0 (RFC 2543 hold) is reported as such (Media.Hold);
+//     the relay turns it into a direction.
+//   - The o= line is the caller's: RFC 3264 §8 wants the same session id
+//     and a version that grows by one with each change on a leg, and only
+//     the relay knows what it sent before.
+//
+// The package knows nothing of ports, sockets or policies, and imports
+// nothing of this module.
+package sdprewrite

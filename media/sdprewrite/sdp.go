@@ -1,0 +1,332 @@
+package sdprewrite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// MaxSize is the largest SDP body Parse accepts.
+const MaxSize = 64 << 10
+
+// Errors of Parse.
+var (
+	ErrEmpty    = errors.New("media/sdprewrite: empty SDP")
+	ErrTooLarge = errors.New("media/sdprewrite: SDP too large")
+	ErrNoAudio  = errors.New("media/sdprewrite: no audio m= line")
+)
+
+// Direction is an RFC 3264 §5.1 / §6.1 media direction attribute.
+type Direction uint8
+
+// Directions; the zero value is SendRecv, the default of RFC 3264.
+const (
+	SendRecv Direction = iota
+	SendOnly
+	RecvOnly
+	Inactive
+)
+
+var dirNames = [...]string{"sendrecv", "sendonly", "recvonly", "inactive"}
+
+// String returns the attribute name.
+func (d Direction) String() string {
+	if int(d) < len(dirNames) {
+		return dirNames[d]
+	}
+	return "sendrecv"
+}
+
+// Sends reports whether the SDP's author will send media.
+func (d Direction) Sends() bool { return d == SendRecv || d == SendOnly }
+
+// Receives reports whether the SDP's author wants to receive media.
+func (d Direction) Receives() bool { return d == SendRecv || d == RecvOnly }
+
+// Reverse is the direction an answerer uses for an offer's direction
+// (RFC 3264 §6.1): sendonly ↔ recvonly.
+func (d Direction) Reverse() Direction {
+	switch d {
+	case SendOnly:
+		return RecvOnly
+	case RecvOnly:
+		return SendOnly
+	}
+	return d
+}
+
+// Make returns the direction that sends and/or receives as told.
+func Make(sends, receives bool) Direction {
+	switch {
+	case sends && receives:
+		return SendRecv
+	case sends:
+		return SendOnly
+	case receives:
+		return RecvOnly
+	}
+	return Inactive
+}
+
+func parseDirection(s string) (Direction, bool) {
+	for i, n := range dirNames {
+		if s == n {
+			return Direction(i), true
+		}
+	}
+	return SendRecv, false
+}
+
+// Origin is the o= line (RFC 4566 §5.2).
+type Origin struct {
+	Username string
+	SessID   string
+	Version  uint64
+	Addr     netip.Addr
+}
+
+// Media is the audio section the relay works with.
+type Media struct {
+	Port      int        // RTP port; 0 = stream rejected or disabled
+	Proto     string     // e.g. "RTP/AVP"
+	Addr      netip.Addr // media-level c=, else session-level; invalid when none or not an IP
+	Hold      bool       // c= is 0.0.0.0 or :: (RFC 2543 hold)
+	RTCPPort  int        // from a=rtcp, 0 when absent (RTCP then uses Port+1)
+	RTCPAddr  netip.Addr // from a=rtcp with an address, else invalid
+	Codecs    []Codec    // in m= order
+	Ptime     int        // a=ptime in ms, 0 when absent
+	Direction Direction  // media level, else session level, else sendrecv
+}
+
+// SDP is a parsed session description. It keeps its lines for Rewrite.
+type SDP struct {
+	Origin Origin
+	Audio  Media
+
+	lines      []string
+	audioStart int // index of the audio m= line
+	audioEnd   int // index after the audio section's last line
+}
+
+// Parse reads b tolerantly. It fails only when b is empty, too large, or
+// has no usable audio m= line.
+func Parse(b []byte) (*SDP, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, ErrEmpty
+	}
+	if len(b) > MaxSize {
+		return nil, ErrTooLarge
+	}
+	s := &SDP{audioStart: -1}
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimRight(l, "\r \t")
+		if l == "" {
+			continue
+		}
+		s.lines = append(s.lines, l)
+	}
+	var sessAddr netip.Addr
+	var sessHold bool
+	sessDir := SendRecv
+	haveSessDir, haveMediaDir, haveMediaC := false, false, false
+	inAudio := false
+	section := -1 // -1 = session level
+	rtpmaps := map[uint8]Codec{}
+	fmtps := map[uint8]string{}
+	for i, l := range s.lines {
+		if len(l) < 2 || l[1] != '=' {
+			continue // not a type=value line: kept, ignored
+		}
+		v := l[2:]
+		switch l[0] {
+		case 'o':
+			if section == -1 {
+				s.Origin = parseOrigin(v)
+			}
+		case 'm':
+			section++
+			if inAudio {
+				s.audioEnd = i
+				inAudio = false
+			}
+			if s.audioStart >= 0 || !strings.HasPrefix(v, "audio ") {
+				continue
+			}
+			m, err := parseMLine(v)
+			if err != nil {
+				return nil, fmt.Errorf("media/sdprewrite: line %d %q: %w", i+1, l, err)
+			}
+			s.Audio = m
+			s.audioStart = i
+			inAudio = true
+		case 'c':
+			addr, hold := parseConn(v)
+			switch {
+			case section == -1:
+				sessAddr, sessHold = addr, hold
+			case inAudio:
+				s.Audio.Addr, s.Audio.Hold, haveMediaC = addr, hold, true
+			}
+		case 'a':
+			name, val, _ := strings.Cut(v, ":")
+			if d, ok := parseDirection(name); ok {
+				if section == -1 {
+					sessDir, haveSessDir = d, true
+				} else if inAudio {
+					s.Audio.Direction, haveMediaDir = d, true
+				}
+				continue
+			}
+			if !inAudio {
+				continue
+			}
+			switch name {
+			case "rtpmap":
+				if c, ok := parseRtpmap(val); ok {
+					rtpmaps[c.PT] = c
+				}
+			case "fmtp":
+				pt, rest, _ := strings.Cut(val, " ")
+				if n, err := strconv.ParseUint(pt, 10, 7); err == nil {
+					fmtps[uint8(n)] = strings.TrimSpace(rest)
+				}
+			case "ptime":
+				if n, err := strconv.Atoi(strings.TrimSpace(val)); err == nil && n > 0 && n <= 1000 {
+					s.Audio.Ptime = n
+				}
+			case "rtcp":
+				s.Audio.RTCPPort, s.Audio.RTCPAddr = parseRTCP(val)
+			}
+		}
+	}
+	if s.audioStart < 0 {
+		return nil, ErrNoAudio
+	}
+	if inAudio {
+		s.audioEnd = len(s.lines)
+	}
+	if !haveMediaC {
+		s.Audio.Addr, s.Audio.Hold = sessAddr, sessHold
+	}
+	if !haveMediaDir && haveSessDir {
+		s.Audio.Direction = sessDir
+	}
+	// Resolve the m= payload types to codecs (RFC 4566 §6: rtpmap; RFC
+	// 3551 §6 for static types without one). Unknown dynamic types keep
+	// an empty name, so they match no allowed codec.
+	for i, c := range s.Audio.Codecs {
+		if m, ok := rtpmaps[c.PT]; ok {
+			c = m
+		} else if st, ok := StaticCodec(c.PT); ok {
+			c = st
+		}
+		c.Fmtp = fmtps[c.PT]
+		s.Audio.Codecs[i] = c
+	}
+	return s, nil
+}
+
+// parseMLine reads "audio PORT[/N] PROTO FMT...".
+func parseMLine(v string) (Media, error) {
+	f := strings.Fields(v)
+	if len(f) < 3 {
+		return Media{}, errors.New("short m= line")
+	}
+	ps, _, _ := strings.Cut(f[1], "/")
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 0 || port > 65535 {
+		return Media{}, fmt.Errorf("bad port %q", f[1])
+	}
+	m := Media{Port: port, Proto: f[2]}
+	for _, fm := range f[3:] {
+		pt, err := strconv.ParseUint(fm, 10, 7)
+		if err != nil {
+			continue // not an RTP payload type: ignored
+		}
+		dup := false
+		for _, c := range m.Codecs {
+			dup = dup || c.PT == uint8(pt)
+		}
+		if !dup {
+			m.Codecs = append(m.Codecs, Codec{PT: uint8(pt)})
+		}
+	}
+	return m, nil
+}
+
+// parseConn reads "IN IP4 ADDR[/TTL[/N]]"; the address is invalid when it
+// is a host name or malformed.
+func parseConn(v string) (addr netip.Addr, hold bool) {
+	f := strings.Fields(v)
+	if len(f) < 3 || !strings.EqualFold(f[0], "IN") {
+		return netip.Addr{}, false
+	}
+	a, _, _ := strings.Cut(f[2], "/")
+	addr, err := netip.ParseAddr(a)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	addr = addr.Unmap().WithZone("")
+	return addr, addr.IsUnspecified()
+}
+
+// parseOrigin reads "USER SESSID VERSION IN IP4 ADDR".
+func parseOrigin(v string) Origin {
+	f := strings.Fields(v)
+	var o Origin
+	if len(f) >= 3 {
+		o.Username, o.SessID = f[0], f[1]
+		o.Version, _ = strconv.ParseUint(f[2], 10, 64)
+	}
+	if len(f) >= 6 {
+		o.Addr, _ = netip.ParseAddr(f[5])
+	}
+	return o
+}
+
+// parseRtpmap reads "PT NAME/RATE[/CHANNELS]".
+func parseRtpmap(v string) (Codec, bool) {
+	pt, enc, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok {
+		return Codec{}, false
+	}
+	n, err := strconv.ParseUint(pt, 10, 7)
+	if err != nil {
+		return Codec{}, false
+	}
+	parts := strings.Split(strings.TrimSpace(enc), "/")
+	c := Codec{PT: uint8(n), Name: parts[0]}
+	if c.Name == "" || strings.ContainsAny(c.Name, " \t") {
+		return Codec{}, false
+	}
+	if len(parts) > 1 {
+		c.Rate, _ = strconv.Atoi(parts[1])
+	}
+	if len(parts) > 2 {
+		c.Channels, _ = strconv.Atoi(parts[2])
+	}
+	if c.Rate <= 0 {
+		c.Rate = 8000
+	}
+	return c, true
+}
+
+// parseRTCP reads "PORT [IN IP4 ADDR]" (RFC 3605).
+func parseRTCP(v string) (int, netip.Addr) {
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return 0, netip.Addr{}
+	}
+	port, err := strconv.Atoi(f[0])
+	if err != nil || port <= 0 || port > 65535 {
+		return 0, netip.Addr{}
+	}
+	var addr netip.Addr
+	if len(f) >= 4 {
+		addr, _ = netip.ParseAddr(f[3])
+	}
+	return port, addr
+}
