@@ -10,7 +10,7 @@ CROSS     := linux/amd64 linux/arm64 linux/arm
 # when those are missing; they skip with a reason. CI runs as root with SIPp installed.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build cross run test test-deps bench lint fuzz clean
+.PHONY: all build cross run test test-deps bench lint fuzz clean image bundle image-test test-images
 
 all: build
 
@@ -52,3 +52,6 @@ fuzz:
 
 clean:
 	rm -rf $(BIN) $(DATA)
+
+# Firmware images: image, bundle, image-test, test-images (run by test).
+include images/image.mk

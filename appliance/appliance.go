@@ -24,6 +24,10 @@ import (
 type Options struct {
 	DataDir    string // holds outpost.db and outpostd.sock
 	ConfigFile string // optional document to apply at start
+	// FactoryFile is the document to start on when the store has no
+	// version yet (instead of the embedded default); once any version is
+	// stored it is ignored, so a reboot never undoes HQ's pushes.
+	FactoryFile string
 	Version    string // build version, reported in status
 	Logger     *slog.Logger
 	Firmware   api.Firmware // A/B updater served at /api/v1/firmware; nil without an A/B layout

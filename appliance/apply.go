@@ -16,7 +16,7 @@ const sourceDefault = "default"
 
 // loadInitial picks the document to start on: --config when given (stored
 // as a new version only if it differs from the active one), else the active
-// stored version, else the embedded default.
+// stored version, else the --factory document, else the embedded default.
 func (a *App) loadInitial(ctx context.Context) error {
 	v, raw, err := a.st.ActiveConfig(ctx)
 	var active *config.Document
@@ -46,6 +46,15 @@ func (a *App) loadInitial(ctx context.Context) error {
 	case active != nil:
 		a.doc, a.version = active, v
 		return nil
+	case a.opts.FactoryFile != "":
+		data, err := os.ReadFile(a.opts.FactoryFile)
+		if err != nil {
+			return fmt.Errorf("appliance: --factory: %w", err)
+		}
+		if doc, sealed, err = prepare(data, nil); err != nil {
+			return fmt.Errorf("appliance: --factory %s: %w", a.opts.FactoryFile, err)
+		}
+		source = "factory:" + a.opts.FactoryFile
 	default:
 		doc = config.Default()
 		if err := doc.Seal(nil); err != nil {

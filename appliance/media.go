@@ -7,17 +7,12 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/media/relay"
 )
-
-// mediaInactivity ends a call whose active (not held) media has been
-// silent this long: a phone that lost power or network sends no BYE.
-const mediaInactivity = 30 * time.Second
 
 // mediaPart anchors calls' media on the RTP relay (media.relay): the
 // B2BUA asks it for an Anchor per call, the CDR gets each call's per-leg
@@ -40,7 +35,7 @@ type mediaPart struct {
 
 func relayConfig(d *config.Document) relay.Config {
 	return relay.Config{PortMin: d.Media.EffectivePortMin(), PortMax: d.Media.EffectivePortMax(),
-		Codecs: d.Media.EffectiveCodecs(), InactivityTimeout: mediaInactivity}
+		Codecs: d.Media.EffectiveCodecs(), InactivityTimeout: d.Media.EffectiveInactivity()}
 }
 
 func newMediaPart(d *config.Document, log *slog.Logger) (*mediaPart, error) {

@@ -150,6 +150,9 @@ type Media struct {
 	PortMax    int      `json:"port_max,omitempty"` // 0 = 29999
 	Interfaces []string `json:"interfaces,omitempty"`
 	Codecs     []string `json:"codecs,omitempty"` // 0 = PCMU, PCMA, telephone-event
+	// InactivityS ends a call whose relayed, not-held media has been silent
+	// this long (a phone that lost power sends no BYE); 0 = 30.
+	InactivityS int `json:"inactivity_s,omitempty"`
 }
 
 // MSR is the per-interface media-server registration towards HQ (DESIGN.md §1).
@@ -199,6 +202,7 @@ const (
 	DefaultHoldS             = 10
 	DefaultPortMin           = 20000
 	DefaultPortMax           = 29999
+	DefaultMediaInactivityS  = 30
 	DefaultMSRUsername       = "msr"
 	DefaultMSRPassword       = "mediaserver"
 	DefaultMSRRegisterS      = 300
@@ -300,6 +304,11 @@ func (m Media) EffectivePortMin() int { return orDefault(m.PortMin, DefaultPortM
 
 // EffectivePortMax is the last RTP port (default 29999).
 func (m Media) EffectivePortMax() int { return orDefault(m.PortMax, DefaultPortMax) }
+
+// EffectiveInactivity is the media inactivity timeout (default 30 s).
+func (m Media) EffectiveInactivity() time.Duration {
+	return time.Duration(orDefault(m.InactivityS, DefaultMediaInactivityS)) * time.Second
+}
 
 // EffectiveCodecs is the codec list in preference order (a copy; default
 // PCMU, PCMA, telephone-event).

@@ -462,6 +462,9 @@ func (v *validator) media() {
 			}
 		}
 	}
+	if m.InactivityS != 0 && (m.InactivityS < 2 || m.InactivityS > 3600) {
+		v.add("media.inactivity_s", "must be between 2 and 3600 (0 = default %d)", DefaultMediaInactivityS)
+	}
 	v.ifnames("media.interfaces", m.Interfaces)
 	audio, bad := false, false
 	for i, c := range m.Codecs {

@@ -285,3 +285,26 @@ func TestLiveApplyUsers(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestFactoryDocument: --factory is the document of a box's first start;
+// once HQ has pushed another, a restart with the same --factory keeps the
+// pushed one (the firmware image passes --factory on every boot).
+func TestFactoryDocument(t *testing.T) {
+	dir := t.TempDir()
+	factory := benchDoc(2, loopbackListen, func(m map[string]any) { m["site"].(map[string]any)["name"] = "factory" })
+	ff := writeJSON(t, filepath.Join(t.TempDir(), "factory.json"), factory)
+	d := startDaemonArgs(t, "", dir, "--factory", ff)
+	if s := d.status(); s.Site != "factory" || s.ConfigVersion != 1 || !strings.HasPrefix(s.ConfigSource, "factory:") {
+		t.Fatalf("first start: site %q version %d source %q", s.Site, s.ConfigVersion, s.ConfigSource)
+	}
+	pushed := benchDoc(2, loopbackListen, func(m map[string]any) { m["site"].(map[string]any)["name"] = "from-hq" })
+	if out, err := d.ctl("config", "apply", writeJSON(t, filepath.Join(t.TempDir(), "hq.json"), pushed)); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	d.stop()
+	d = startDaemonArgs(t, "", dir, "--factory", ff)
+	if s := d.status(); s.Site != "from-hq" || s.ConfigVersion != 2 {
+		t.Fatalf("after a reboot with --factory: site %q version %d, want HQ's version 2", s.Site, s.ConfigVersion)
+	}
+	d.stop()
+}

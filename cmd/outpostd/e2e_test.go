@@ -103,11 +103,18 @@ func startDaemon(t *testing.T, dir, cfg string) *daemon {
 // test talks to it from outside.
 func startDaemonIn(t *testing.T, netns, dir, cfg string) *daemon {
 	t.Helper()
-	bin := binaries(t)
-	args := []string{filepath.Join(bin, "outpostd"), "--data", dir, "--log-level", "info"}
+	var extra []string
 	if cfg != "" {
-		args = append(args, "--config", cfg)
+		extra = []string{"--config", cfg}
 	}
+	return startDaemonArgs(t, netns, dir, extra...)
+}
+
+// startDaemonArgs is startDaemonIn with outpostd's other flags.
+func startDaemonArgs(t *testing.T, netns, dir string, extra ...string) *daemon {
+	t.Helper()
+	bin := binaries(t)
+	args := append([]string{filepath.Join(bin, "outpostd"), "--data", dir, "--log-level", "info"}, extra...)
 	if netns != "" {
 		args = append([]string{"ip", "netns", "exec", netns}, args...)
 	}

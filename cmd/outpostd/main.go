@@ -21,6 +21,7 @@ var version = "dev"
 func main() {
 	data := flag.String("data", "/var/lib/outpost", "data directory (outpost.db, admin socket, spools)")
 	cfgFile := flag.String("config", "", "config document to apply at start (stored as a new version if it differs)")
+	factory := flag.String("factory", "", "document to start on when the data directory holds no configuration yet (a box's first boot); ignored afterwards, so HQ's pushes survive reboots")
 	logFormat := flag.String("log-format", "text", "text or json")
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	showVersion := flag.Bool("version", false, "print the version and exit")
@@ -59,7 +60,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opts := appliance.Options{DataDir: *data, ConfigFile: *cfgFile, Version: version, Logger: log}
+	opts := appliance.Options{DataDir: *data, ConfigFile: *cfgFile, FactoryFile: *factory, Version: version, Logger: log}
 	stopFirmware := fwFlags.start(ctx, &opts, log)
 	err := appliance.Run(ctx, opts)
 	stopFirmware()

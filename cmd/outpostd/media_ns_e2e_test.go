@@ -1,0 +1,396 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/media/g711"
+)
+
+// rtpPeer is a small RTP endpoint of a test: it sends 20 ms G.711 packets
+// of a tone and records what it receives (source, payload type, samples).
+type rtpPeer struct {
+	pc net.PacketConn
+	pt byte
+
+	mu      sync.Mutex
+	got     int
+	sources map[string]int
+	pts     map[byte]int
+	pcm     []int16     // decoded samples received
+	at      []time.Time // arrival times
+	stop    chan struct{}
+	done    sync.WaitGroup
+}
+
+func newRTPPeer(t *testing.T, pc net.PacketConn, pt byte) *rtpPeer {
+	p := &rtpPeer{pc: pc, pt: pt, sources: map[string]int{}, pts: map[byte]int{}, stop: make(chan struct{})}
+	p.done.Go(func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n < 12 || buf[0]>>6 != 2 {
+				continue // RTCP or garbage
+			}
+			p.mu.Lock()
+			p.got++
+			p.at = append(p.at, time.Now())
+			p.sources[from.String()]++
+			pt := buf[1] & 0x7f
+			p.pts[pt]++
+			for _, c := range buf[12:n] {
+				switch pt {
+				case 0:
+					p.pcm = append(p.pcm, g711.UlawToLinear(c))
+				case 8:
+					p.pcm = append(p.pcm, g711.AlawToLinear(c))
+				}
+			}
+			p.mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { pc.Close(); p.done.Wait() })
+	return p
+}
+
+func (p *rtpPeer) received() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.got
+}
+
+// tone is sample i of the test tone (a 400 Hz sine at half scale).
+func tone(i int) int16 { return int16(16000 * math.Sin(2*math.Pi*400*float64(i)/8000)) }
+
+// send sends n packets of the tone to dst, one every 20 ms.
+func (p *rtpPeer) send(dst netip.AddrPort, n int) {
+	pkt := make([]byte, 12+160)
+	ssrc := uint32(0x5eed0000 | int(p.pt))
+	for k := range n {
+		pkt[0], pkt[1] = 0x80, p.pt
+		binary.BigEndian.PutUint16(pkt[2:], uint16(k))
+		binary.BigEndian.PutUint32(pkt[4:], uint32(k*160))
+		binary.BigEndian.PutUint32(pkt[8:], ssrc)
+		for i := range 160 {
+			s := tone(k*160 + i)
+			if p.pt == 8 {
+				pkt[12+i] = g711.LinearToAlaw(s)
+			} else {
+				pkt[12+i] = g711.LinearToUlaw(s)
+			}
+		}
+		p.pc.WriteTo(pkt, net.UDPAddrFromAddrPort(dst))
+		time.Sleep(20 * time.Millisecond) // the media clock, not synchronisation
+	}
+}
+
+// sdpMedia finds the c= address and m=audio port of the last SDP in a
+// SIPp trace that came from (dir "received") the box.
+func sdpMedia(t *testing.T, trace string) netip.AddrPort {
+	t.Helper()
+	cs := regexp.MustCompile(`c=IN IP4 ([0-9.]+)`).FindAllStringSubmatch(trace, -1)
+	ms := regexp.MustCompile(`m=audio (\d+) `).FindAllStringSubmatch(trace, -1)
+	if len(cs) == 0 || len(ms) == 0 {
+		t.Fatalf("no SDP in trace:\n%s", tail(trace, 2000))
+	}
+	port, _ := strconv.Atoi(ms[len(ms)-1][1])
+	return netip.AddrPortFrom(netip.MustParseAddr(cs[len(cs)-1][1]), uint16(port))
+}
+
+// TestMediaInNamespaces: the box anchors a call's media between a µ-law
+// phone on the LAN and an A-law PSTN gateway on its own interface. Each
+// side receives RTP from the box's address on its own interface, the
+// samples arrive transcoded (compared as decoded PCM), the CDR carries the
+// per-leg statistics, and no relay port stays allocated. Then a call whose
+// media stays silent is ended by the inactivity timeout.
+func TestMediaInNamespaces(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	doc := benchDoc(2, []string{"udp:lan0:5060", "udp:pstn0:5060"}, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "pstn", "match": `^9(\d+)$`, "route": "pstn", "strip": 1}}
+		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": nsPSTN + ":5060"}}}
+		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999, "inactivity_s": 2}
+	})
+	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	// RTP endpoints where the SIPp scenarios say their media is.
+	phone := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40000"), 0)
+	gw := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("pstn"), nsPSTN+":40002"), 8)
+	pstn := startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer_pcma.xml")
+
+	callerTrace := filepath.Join(t.TempDir(), "caller.log")
+	csv := filepath.Join(t.TempDir(), "caller.csv")
+	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;978435550000\n"), 0o600)
+	done := make(chan error, 1)
+	go func() {
+		out, err := sippIn(t, b.tp.NS("phone"), "uac_call_long.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone,
+			"-d", "3000", "-trace_msg", "-message_file", callerTrace)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		done <- err
+	}()
+	d.waitFor("the PSTN call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	pstn.waitMessage("the PSTN gateway's 200", "SIP/2.0 200 OK", 5*time.Second)
+	// The box's media address on the PSTN side: the SDP of its INVITE.
+	tr := pstn.messages()
+	inv := tr[strings.Index(tr, "INVITE sip:"):]
+	toGW := sdpMedia(t, inv[:strings.Index(inv, "message sent")])
+	var toPhone netip.AddrPort
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(callerTrace)
+		if strings.Contains(string(b), "SIP/2.0 200 OK") {
+			toPhone = sdpMedia(t, string(b)[strings.LastIndex(string(b), "SIP/2.0 200 OK"):])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the phone never got the 200 with SDP")
+		}
+		time.Sleep(20 * time.Millisecond) // SIPp writes its trace file
+	}
+	if toGW.Addr().String() != nsBoxPSTN || toPhone.Addr().String() != nsBoxLAN {
+		t.Fatalf("media addresses: to the gateway %v (want %s), to the phone %v (want %s)", toGW, nsBoxPSTN, toPhone, nsBoxLAN)
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() { phone.send(toPhone, 50) })
+	wg.Go(func() { gw.send(toGW, 50) })
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatalf("PSTN call: %v", err)
+	}
+	check := func(name string, p *rtpPeer, wantSrc netip.AddrPort, wantPT byte) {
+		t.Helper()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.got < 45 {
+			t.Errorf("%s received %d of 50 packets", name, p.got)
+		}
+		for src := range p.sources {
+			if src != wantSrc.String() {
+				t.Errorf("%s received RTP from %s, want only from the box's %s", name, src, wantSrc)
+			}
+		}
+		if len(p.pts) != 1 || p.pts[wantPT] == 0 {
+			t.Errorf("%s received payload types %v, want only %d", name, p.pts, wantPT)
+		}
+		// The tone survives the law change: compare the decoded samples
+		// with the tone (a packet holds exactly 8 periods of 400 Hz, so
+		// every packet starts at the same phase, whichever were lost).
+		worst, n := 0.0, 0
+		for i := 0; i+160 <= len(p.pcm); i += 160 {
+			for j := range 160 {
+				worst = math.Max(worst, math.Abs(float64(p.pcm[i+j])-float64(tone(j))))
+				n++
+			}
+		}
+		t.Logf("%s: %d packets, decoded samples within %.0f of the tone (%d compared)", name, p.got, worst, n)
+		if n == 0 || worst > 1200 {
+			t.Errorf("%s: decoded samples differ from the tone by up to %.0f (of 16000) over %d samples", name, worst, n)
+		}
+	}
+	check("the PSTN gateway (A-law)", gw, toGW, 8)
+	check("the phone (µ-law)", phone, toPhone, 0)
+
+	// The CDR has the media statistics; no relay port is left.
+	var recs []api.CDR
+	waitStatus(d, 5*time.Second, func(api.Status) bool {
+		recs, _ = d.api.CDRs(t.Context(), time.Time{}, 0)
+		return len(recs) == 1
+	})
+	if len(recs) != 1 || !strings.Contains(recs[0].Media, `"packets":`) {
+		t.Fatalf("CDR media: %+v", recs)
+	}
+	if m, _ := d.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 0") || !strings.Contains(m, "outpost_relay_sessions 0") {
+		t.Errorf("relay ports left after the call:\n%s", grepLines(m, "outpost_relay"))
+	}
+
+	// A call whose media never flows is ended after inactivity_s.
+	pstn = startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer_pcma.xml")
+	go func() {
+		out, err := sippIn(t, b.tp.NS("phone"), "uac_call_long.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone, "-d", "20000")
+		done <- fmt.Errorf("%v\n%s", err, tail(out, 500))
+	}()
+	d.waitFor("the silent call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	start := time.Now()
+	d.waitFor("the silent call ended by the box", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 0 })
+	if el := time.Since(start); el > 8*time.Second {
+		t.Errorf("silent call lasted %v, want about inactivity_s (2 s)", el)
+	}
+	<-done // SIPp got our BYE while pausing: its scenario fails, as a real phone would hang up
+	waitStatus(d, 5*time.Second, func(api.Status) bool {
+		recs, _ = d.api.CDRs(t.Context(), time.Time{}, 0)
+		return len(recs) == 2
+	})
+	if len(recs) != 2 || recs[1].Disposition != "media-timeout" {
+		t.Errorf("silent call's CDR: %+v", recs)
+	}
+	d.stop()
+}
+
+// TestRelayReleasesPorts: 1000 short calls with relayed media (a SIPp caller
+// through the box to a SIPp PSTN gateway, at 100 calls/s) leave no relay
+// port or session behind.
+func TestRelayReleasesPorts(t *testing.T) {
+	needSIPp(t)
+	const gw = "127.0.0.79"
+	doc := benchDoc(2, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "pstn", "match": `^9(\d+)$`, "route": "pstn", "strip": 1}}
+		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw + ":5060"}}}
+		m["media"] = map[string]any{"relay": true, "port_min": 31000, "port_max": 32999}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	uas := startSIPpServerHere(t, gw, "hq.xml")
+	csv := filepath.Join(t.TempDir(), "caller.csv")
+	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;978435550000\n"), 0o600)
+	if out, err := sipp(t, "uac_call.xml", d.listener("udp"), csv, 1000, 100); err != nil {
+		t.Fatalf("1000 calls: %v\n%s", err, tail(out, 2000))
+	}
+	uas.stop()
+	m, _ := d.metrics()
+	for _, want := range []string{"outpost_relay_ports_in_use 0", "outpost_relay_sessions 0", `outpost_calls_total{disposition="answered",route="pstn"} 1000`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("after 1000 calls, metrics lack %q:\n%s", want, grepLines(m, "outpost_relay")+"\n"+grepLines(m, "outpost_calls"))
+		}
+	}
+	d.stop()
+}
+
+// startSIPpServerHere is startSIPpServer in the test's own namespace.
+func startSIPpServerHere(t *testing.T, ip, scenario string) *sippServer {
+	t.Helper()
+	sf, _ := filepath.Abs(filepath.Join("testdata", "sipp", scenario))
+	work := t.TempDir()
+	cmd := exec.Command("sipp", "-sf", sf, "-i", ip, "-p", "5060", "-aa", "-nostdin", "-timeout", "170", "-deadcall_wait", "1000")
+	cmd.Dir = work
+	s := &sippServer{t: t, done: make(chan error, 1), out: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- cmd.Wait() }()
+	stopped := false
+	s.stop = func() {
+		if !stopped {
+			stopped = true
+			cmd.Process.Kill()
+			<-s.done
+		}
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// between counts the packets that arrived in [from, to).
+func (p *rtpPeer) between(from, to time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, at := range p.at {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestIntraBranchMediaDuringCut is scenario (d) of the survivable-mode
+// issue: a call between two branch phones, its media anchored on the box,
+// keeps flowing both ways before, during and after a WAN cut (the box goes
+// survivable and back meanwhile).
+func TestIntraBranchMediaDuringCut(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	hq := startSIPpServer(t, b.tp, "hq", nsHQ, "hq.xml", "-deadcall_wait", "1000")
+	_ = hq
+	doc := benchDoc(2, []string{"udp:lan0:5060", "udp:wan0:5060"}, func(m map[string]any) {
+		m["wan"] = map[string]any{"interface": "wan0"}
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+		m["hq"] = map[string]any{"targets": []string{nsHQ + ":5060"}, "options_interval_ms": 300, "hold_s": 1}
+		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
+	})
+	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	phoneNS := b.tp.NS("phone")
+	caller := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40000"), 0)
+	callee := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40002"), 0)
+	reg := filepath.Join(t.TempDir(), "callee.csv")
+	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
+	if out, err := sippIn(t, phoneNS, "reg_auth.xml", nsBoxLAN+":5060", reg, 1, 10, "-i", nsPhone, "-p", "5070"); err != nil {
+		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+	}
+	answer := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer.xml", "-p", "5070")
+	trace := filepath.Join(t.TempDir(), "caller.log")
+	csv := filepath.Join(t.TempDir(), "caller.csv")
+	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
+	done := make(chan error, 1)
+	go func() {
+		out, err := sippIn(t, phoneNS, "uac_call_long.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone,
+			"-d", "8000", "-trace_msg", "-message_file", trace)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		done <- err
+	}()
+	d.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
+	tr := answer.messages()
+	inv := tr[strings.Index(tr, "INVITE sip:"):]
+	toCallee := sdpMedia(t, inv[:strings.Index(inv, "message sent")])
+	var toCaller netip.AddrPort
+	waitStatus(d, 5*time.Second, func(api.Status) bool {
+		b, _ := os.ReadFile(trace)
+		if i := strings.LastIndex(string(b), "SIP/2.0 200 OK"); i >= 0 && strings.Contains(string(b[i:]), "m=audio") {
+			toCaller = sdpMedia(t, string(b[i:]))
+			return true
+		}
+		return false
+	})
+	if toCaller.Addr().String() != nsBoxLAN || toCallee.Addr().String() != nsBoxLAN {
+		t.Fatalf("media not anchored on the box: caller -> %v, callee -> %v", toCaller, toCallee)
+	}
+
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Go(func() { caller.send(toCaller, 250) }) // 5 s of media each way
+	wg.Go(func() { callee.send(toCallee, 250) })
+	time.Sleep(1500 * time.Millisecond) // let media flow before the cut (the media clock)
+	cut := time.Now()
+	b.tp.Down("box", "wan0")
+	d.waitFor("survivable after the cut", 5*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
+	time.Sleep(1500 * time.Millisecond) // media during the outage
+	restored := time.Now()
+	b.tp.Up("box", "wan0")
+	b.tp.Route("box", "replace", "default", "via", nsHQ)
+	wg.Wait()
+	end := time.Now()
+	if err := <-done; err != nil {
+		t.Fatalf("the intra-branch call dropped: %v", err)
+	}
+	for _, x := range []struct {
+		name string
+		p    *rtpPeer
+	}{{"caller", caller}, {"callee", callee}} {
+		before, during, after := x.p.between(start, cut), x.p.between(cut, restored), x.p.between(restored, end.Add(time.Second))
+		t.Logf("%s received %d packets before the cut, %d during, %d after (of 250 sent)", x.name, before, during, after)
+		if before < 50 || during < 50 || after < 20 || before+during+after < 240 {
+			t.Errorf("(d) media to the %s: %d before, %d during, %d after the cut", x.name, before, during, after)
+		}
+	}
+	d.stop()
+}

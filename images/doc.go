@@ -1,0 +1,35 @@
+// Package images builds Outpost firmware without Buildroot and without the
+// internet beyond Debian's archive: the "offline path" of DESIGN.md §2,
+// which runs here and in CI and is what the boot tests boot.
+//
+// Build assembles a flashable GPT disk image from Debian's kernel (package
+// downloaded with apt-get download and unpacked with dpkg -x, never
+// installed on the host; its ABI is resolved at build time because old ABIs
+// leave the archive), busybox-static, Debian's GRUB EFI modules and the
+// project's static binaries. It uses the Buildroot board's files as they
+// are (buildroot/board/outpost: rootfs overlay with /sbin/init, grub.cfg,
+// genimage.cfg), names its intermediate files as Buildroot names its
+// outputs (efi-part/, grubenv, rootfs.squashfs) so that one genimage config
+// serves both paths, and takes every number from images/layout.
+//
+// Differences from the Buildroot path, all forced by Debian's kernel: its
+// block, squashfs and NIC drivers are modules, so each slot carries a small
+// boot initrd (images/initrd/init) that loads them and switch_roots into the
+// squashfs, and /sbin/init loads the rest from /etc/outpost/modules.load.
+//
+// Reproducible: fixed GUIDs (layout), SOURCE_DATE_EPOCH for every timestamp
+// (squashfs, cpio, FAT, ext4 template, manifest), sorted directory walks,
+// gzip without names or times. The factory document embeds a certificate
+// and the bundle key, which are inputs: the same inputs give the same image.
+//
+// MakeBundle signs a slot image for the A/B update (layout.Bundle). BootTest
+// boots an image in qemu (OVMF or AAVMF, user networking with forwards on
+// 127.0.0.1 only, meant to run inside `unshare -n`) and walks a box through
+// its life: first boot, config push over mutual TLS, a registration, a
+// power cut, refused bundles, a good update and a bad one that rolls back.
+//
+// This package drives host tools (apt-get, dpkg, depmod, modprobe,
+// mksquashfs, mkfs.ext4, grub-mkimage, genimage, qemu) and imports nothing
+// of ours but images/layout; it talks to the booted box with the outpostctl
+// binary, like HQ's tooling would.
+package images
