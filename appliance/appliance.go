@@ -28,9 +28,9 @@ type Options struct {
 	// version yet (instead of the embedded default); once any version is
 	// stored it is ignored, so a reboot never undoes HQ's pushes.
 	FactoryFile string
-	Version    string // build version, reported in status
-	Logger     *slog.Logger
-	Firmware   api.Firmware // A/B updater served at /api/v1/firmware; nil without an A/B layout
+	Version     string // build version, reported in status
+	Logger      *slog.Logger
+	Firmware    api.Firmware // A/B updater served at /api/v1/firmware; nil without an A/B layout
 }
 
 // Names of the files in the data directory.
