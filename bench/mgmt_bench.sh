@@ -1,6 +1,6 @@
 #!/bin/bash
 # HQ management benchmark (issue 7, item 7): push-to-applied latency of a 1000-user document and
-# fleet push time to 50 local outpostd instances, written to bench/RESULTS.mgmt.md.
+# fleet push time to 50 local outpostd instances, written to bench/RESULTS.md.
 #
 # Usage: bench/mgmt_bench.sh            (no arguments; tune with the environment below)
 # Environment (defaults in brackets):
@@ -13,7 +13,7 @@
 #   BUILD [1]          1: go build outpostd+outpostctl into the scratch dir (bin/ is left alone);
 #                      0: use the binaries in BIN [bin/]
 #   MAX_S [900]        hard limit for the whole run (then everything is stopped and removed)
-#   RESULTS [bench/RESULTS.mgmt.md]  file whose "## HQ management: push latency ..." section is
+#   RESULTS [bench/RESULTS.md]  file whose "## HQ management: push latency ..." section is
 #                      replaced by this run's ("-" = only print it)
 #   KEEP [0]           1: keep the scratch dir (logs, documents, raw samples) instead of removing it
 #
@@ -56,7 +56,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 HELP=$REPO/bench/mgmt_bench
 PUSHES=${PUSHES:-15} SIP_REPS=${SIP_REPS:-9} BOXES=${BOXES:-50} FLEET_PAR=${FLEET_PAR:-"1 10 50"}
 FLEET_REPS=${FLEET_REPS:-3} USERS=${USERS:-1000} PROFILE=${PROFILE:-1} BUILD=${BUILD:-1} KEEP=${KEEP:-0}
-RESULTS=${RESULTS:-$REPO/bench/RESULTS.mgmt.md}
+RESULTS=${RESULTS:-$REPO/bench/RESULTS.md}
 for v in PUSHES SIP_REPS BOXES FLEET_REPS USERS; do
   case "${!v}" in ''|*[!0-9]*|0) echo "mgmt_bench: $v must be a positive integer" >&2; exit 2;; esac
 done
