@@ -15,7 +15,8 @@ import (
 // onInvite admits a new call. A call from a configured PSTN gateway (by
 // source address: a gateway trunk does not answer digest challenges) is an
 // inbound call: its Request-URI is a DID, routed by the inbound rules to a
-// local user. Any other caller must be a local user who authenticates as
+// local user. A call from an HQ target's address goes to the extension in
+// its Request-URI. Any other caller must be a local user who authenticates as
 // the user in its From header (the PSTN is reachable from here, so an open
 // INVITE would be toll fraud); its call is routed by the dial plan.
 func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
@@ -36,6 +37,14 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		}
 		s.b2b.OnInboundInvite(req, tx, dialplan.Decision{Number: did, Target: ext, Route: dialplan.RouteLocal,
 			Rule: "inbound", RuleIndex: rule, Explain: "inbound DID " + did + " -> " + ext})
+		return
+	}
+	if s.fromHQ(req) {
+		// HQ calls a branch user it knows through upstream registration:
+		// the Request-URI user is the extension (the box is its Contact).
+		ext := req.Recipient.User
+		s.b2b.OnInboundInvite(req, tx, dialplan.Decision{Number: ext, Target: ext, Route: dialplan.RouteLocal,
+			Rule: "from-hq", Explain: "call from HQ to extension " + ext})
 		return
 	}
 	if _, res := s.reg.AuthorizeCall(req); res != nil {
@@ -139,6 +148,22 @@ func (s *Server) fromPSTN(req *sip.Request) bool {
 	for _, g := range s.cfg.PSTN {
 		_, hostPort, _ := strings.Cut(g.Target, ":")
 		if host, _, err := net.SplitHostPort(hostPort); err == nil && host == src {
+			return true
+		}
+	}
+	return false
+}
+
+// fromHQ reports whether req comes from an HQ target's address (the
+// softswitch does not answer a branch user's digest challenge; the trunk
+// is trusted by address, like a PSTN gateway).
+func (s *Server) fromHQ(req *sip.Request) bool {
+	src, _, err := net.SplitHostPort(req.Source())
+	if err != nil {
+		return false
+	}
+	for _, t := range s.HQHealth() {
+		if g, err := parseTarget(t.Target); err == nil && g.host == src {
 			return true
 		}
 	}

@@ -172,3 +172,31 @@ func TestHQCallFailover(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestInboundFromHQ: HQ (trusted by its address, like a PSTN gateway)
+// calls a branch user by extension — the call upstream registration makes
+// possible — and the user's phone answers; the same INVITE from elsewhere
+// is challenged.
+func TestInboundFromHQ(t *testing.T) {
+	needSIPp(t)
+	const hq = "127.0.0.87"
+	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "hq", "match": `^2\d{3}$`, "route": "hq"}}
+		m["hq"] = map[string]any{"targets": []string{hq + ":5060"}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	udp := d.listener("udp")
+	answered := answeringPhone(t, udp, "user0001", "pw0001")
+	caller := filepath.Join(t.TempDir(), "hq.csv")
+	if err := os.WriteFile(caller, []byte("SEQUENTIAL\n2001;;;user0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1, "-i", hq, "-p", "0"); err != nil {
+		t.Fatalf("call from HQ: %v\n%s", err, tail(out, 3000))
+	}
+	answered()
+	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1); err == nil || !strings.Contains(out, "407 Proxy Authentication Required") {
+		t.Fatalf("the same INVITE from a non-HQ address was not challenged: %v\n%s", err, tail(out, 2000))
+	}
+	d.stop()
+}
