@@ -273,13 +273,16 @@ func TestRelayReleasesPorts(t *testing.T) {
 }
 
 // startSIPpServerHere is startSIPpServer in the test's own namespace.
-func startSIPpServerHere(t *testing.T, ip, scenario string) *sippServer {
+func startSIPpServerHere(t *testing.T, ip, scenario string, extra ...string) *sippServer {
 	t.Helper()
 	sf, _ := filepath.Abs(filepath.Join("testdata", "sipp", scenario))
 	work := t.TempDir()
-	cmd := exec.Command("sipp", "-sf", sf, "-i", ip, "-p", "5060", "-aa", "-nostdin", "-timeout", "170", "-deadcall_wait", "1000")
+	trace := filepath.Join(work, "messages.log")
+	args := append([]string{"-sf", sf, "-i", ip, "-p", "5060", "-aa", "-nostdin", "-timeout", "170", "-deadcall_wait", "1000",
+		"-trace_msg", "-message_file", trace}, extra...)
+	cmd := exec.Command("sipp", args...)
 	cmd.Dir = work
-	s := &sippServer{t: t, done: make(chan error, 1), out: &syncBuffer{}}
+	s := &sippServer{t: t, done: make(chan error, 1), out: &syncBuffer{}, trace: trace}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// hqZone serves _sip._udp.hq.test with two SRV priorities: hqa (10,
+// 127.0.0.91) before hqb (20, 127.0.0.92), from a real miekg/dns server
+// on loopback; it returns the server's address.
+func hqZone(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := dns.NewServeMux()
+	mux.HandleFunc("hq.test.", func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		hdr := func(name string, typ uint16) dns.RR_Header {
+			return dns.RR_Header{Name: name, Rrtype: typ, Class: dns.ClassINET, Ttl: 60}
+		}
+		for _, q := range r.Question {
+			switch {
+			case q.Qtype == dns.TypeSRV && q.Name == "_sip._udp.hq.test.":
+				m.Answer = append(m.Answer,
+					&dns.SRV{Hdr: hdr(q.Name, dns.TypeSRV), Priority: 10, Weight: 10, Port: 5060, Target: "hqa.hq.test."},
+					&dns.SRV{Hdr: hdr(q.Name, dns.TypeSRV), Priority: 20, Weight: 10, Port: 5060, Target: "hqb.hq.test."})
+			case q.Qtype == dns.TypeA && q.Name == "hqa.hq.test.":
+				m.Answer = append(m.Answer, &dns.A{Hdr: hdr(q.Name, dns.TypeA), A: net.ParseIP("127.0.0.91")})
+			case q.Qtype == dns.TypeA && q.Name == "hqb.hq.test.":
+				m.Answer = append(m.Answer, &dns.A{Hdr: hdr(q.Name, dns.TypeA), A: net.ParseIP("127.0.0.92")})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, Handler: mux, NotifyStartedFunc: func() { close(started) }}
+	done := make(chan error, 1)
+	go func() { done <- srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { srv.Shutdown(); <-done })
+	return pc.LocalAddr().String()
+}
+
+// TestHQFailoverBySRV: HQ found by SRV with two priorities. The first
+// target's 503 or silence moves the call to the second; its 486 is the
+// answer and the second target never sees the call. Each case runs on a
+// fresh box (a failed target stays blocked for a while).
+func TestHQFailoverBySRV(t *testing.T) {
+	needSIPp(t)
+	zone := hqZone(t)
+	doc := benchDoc(2, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "hq", "match": `^2\d{3}$`, "route": "hq"}}
+		m["hq"] = map[string]any{"domain": "hq.test", "dns_servers": []string{zone}, "options_interval_ms": 600000}
+	})
+	cfg := writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc)
+	caller := filepath.Join(t.TempDir(), "caller.csv")
+	os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;2001\n"), 0o600)
+
+	for _, tc := range []struct {
+		name    string
+		first   func(t *testing.T) func() string // starts hqa; returns what it saw
+		wantB   bool                             // hqb answers the call
+		callErr string                           // the caller's failure, "" = answered
+	}{
+		{"503 is retried", func(t *testing.T) func() string {
+			s := startSIPpServerHere(t, "127.0.0.91", "uas_503.xml")
+			return s.messages
+		}, true, ""},
+		{"486 is the answer", func(t *testing.T) func() string {
+			s := startSIPpServerHere(t, "127.0.0.91", "uas_486.xml")
+			return s.messages
+		}, false, "486"},
+		{"silence is retried", func(t *testing.T) func() string {
+			pc, err := net.ListenPacket("udp", "127.0.0.91:5060") // bound, never answers
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := make(chan string, 64)
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					n, _, err := pc.ReadFrom(buf)
+					if err != nil {
+						close(seen)
+						return
+					}
+					seen <- string(buf[:n])
+				}
+			}()
+			t.Cleanup(func() { pc.Close() })
+			return func() string {
+				var b strings.Builder
+				for {
+					select {
+					case m, ok := <-seen:
+						if !ok {
+							return b.String()
+						}
+						b.WriteString(m)
+					default:
+						return b.String()
+					}
+				}
+			}
+		}, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startDaemon(t, t.TempDir(), cfg)
+			seenA := tc.first(t)
+			hqb := startSIPpServerHere(t, "127.0.0.92", "uas_answer.xml")
+			out, err := sipp(t, "uac_call.xml", d.listener("udp"), caller, 1, 1)
+			switch {
+			case tc.callErr == "" && err != nil:
+				t.Fatalf("call: %v\n%s", err, tail(out, 2000))
+			case tc.callErr != "" && (err == nil || !strings.Contains(out, "SIP/2.0 "+tc.callErr)):
+				t.Fatalf("call: %v, want the caller to get %s\n%s", err, tc.callErr, tail(out, 2000))
+			}
+			if a := seenA(); !strings.Contains(a, "INVITE sip:2001@127.0.0.91") {
+				t.Errorf("the priority-10 target never got the INVITE:\n%s", tail(a, 1000))
+			}
+			gotB := strings.Contains(hqb.messages(), "INVITE sip:2001@127.0.0.92")
+			if gotB != tc.wantB {
+				t.Errorf("priority-20 target got the INVITE: %v, want %v", gotB, tc.wantB)
+			}
+			d.stop()
+		})
+	}
+}
