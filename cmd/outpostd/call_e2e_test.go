@@ -200,3 +200,32 @@ func TestInboundFromHQ(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestForkingAndCancelWithSIPp: a user registered from two phones rings
+// both; the first to answer takes the call and the other gets a CANCEL.
+// Then a caller that hangs up while the callee rings: the callee gets the
+// CANCEL and the caller its 487.
+func TestForkingAndCancelWithSIPp(t *testing.T) {
+	needSIPp(t)
+	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	udp := d.listener("udp")
+	desk := sippPhone(t, udp, "user0001", "pw0001", "uas_answer.xml", "")
+	mobile := sippPhone(t, udp, "user0001", "pw0001", "uas_ring.xml", "")
+	caller := writeCSV(t, "user0000;[authentication username=user0000 password=pw0000];0;user0001")
+	if out, err := sipp(t, "uac_call.xml", udp, caller, 1, 1); err != nil {
+		t.Fatalf("call to a user with two phones: %v\n%s", err, tail(out, 3000))
+	}
+	desk()   // answered
+	mobile() // got the CANCEL: its scenario requires it
+
+	ringing := sippPhone(t, udp, "user0002", "pw0002", "uas_ring.xml", "")
+	caller = writeCSV(t, "user0000;[authentication username=user0000 password=pw0000];0;user0002")
+	if out, err := sipp(t, "uac_cancel.xml", udp, caller, 1, 1); err != nil {
+		t.Fatalf("caller cancelling while ringing: %v\n%s", err, tail(out, 3000))
+	}
+	ringing() // the CANCEL reached the callee
+	d.stop()
+}
