@@ -140,6 +140,26 @@ func (u *upstreamPart) mode(m dialplan.Mode) {
 	}
 }
 
+// hqDest is an HQ target's host:port to find the listener facing HQ: one
+// the prober knows (no DNS query: this runs under the Server's lock, and a
+// dead WAN must not stall the SIP side), else, before the first probe
+// round, whatever the resolver answers within a second.
+func hqDest(hq *hqTrunk) string {
+	for _, t := range hq.Health() {
+		if g, err := parseTarget(t.Target); err == nil {
+			return g.hostport
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if ts, err := hq.Targets(ctx); err == nil && len(ts) > 0 {
+		if g, err := parseTarget(ts[0]); err == nil {
+			return g.hostport
+		}
+	}
+	return ""
+}
+
 // upstreamSettings builds the agent's Config: the Contact is the UDP
 // listener facing HQ's first target (or Calls.LocalAddr when set), so HQ
 // calls the box back on the address it can reach.
@@ -155,14 +175,7 @@ func upstreamSettings(cfg Config, hq *hqTrunk, ls map[Listen]*listener) (upstrea
 				}
 			}
 		}
-		dest := ""
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if ts, err := hq.Targets(ctx); err == nil && len(ts) > 0 {
-			if t, err := parseTarget(ts[0]); err == nil {
-				dest = t.hostport
-			}
-		}
-		cancel()
+		dest := hqDest(hq)
 		if dest == "" && len(udp) > 0 {
 			dest = udp[0].String()
 		}
