@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -98,6 +99,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("appliance: %w", err)
 	}
 	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })
+	a.gw.SetLocalChooser((&localChooser{a: a, rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x07057))}).choose)
 	if a.msr, err = newMSRPart(a.doc, a.net, a.gw.Registrar(), log.With("part", "msr")); err != nil {
 		return fmt.Errorf("appliance: %w", err)
 	}

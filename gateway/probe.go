@@ -93,6 +93,7 @@ type prober struct {
 	fixed  atomic.Pointer[sip.Addr]   // Calls.LocalAddr, when configured
 	udp    atomic.Pointer[[]sip.Addr] // the UDP listeners, sorted
 	notify atomic.Pointer[func(HQTargetEvent)]
+	choose atomic.Pointer[LocalChooser]
 }
 
 // OnHQTarget sets the function told every HQ target verdict (probes took it
@@ -141,7 +142,50 @@ func (p *prober) from(hostport string) *sip.Addr {
 	if ls == nil {
 		return nil
 	}
+	if f := p.choose.Load(); f != nil {
+		if a := chosen(*ls, hostport, *f); a != nil {
+			return a
+		}
+	}
 	return facing(*ls, hostport)
+}
+
+// LocalChooser picks, among the box's listener addresses, the one that
+// faces dest when several can (media resource selection: the appliance
+// knows the interfaces' subnets and loads); ok false leaves the choice to
+// the routing table (facing).
+type LocalChooser func(dest netip.Addr, candidates []netip.Addr) (netip.Addr, bool)
+
+// SetLocalChooser installs the chooser consulted for every B leg, probe
+// and upstream registration.
+func (s *Server) SetLocalChooser(f LocalChooser) { s.probe.choose.Store(&f) }
+
+// chosen asks f among the specific (non-wildcard) listeners.
+func chosen(ls []sip.Addr, hostport string, f LocalChooser) *sip.Addr {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil
+	}
+	dest, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	var cands []netip.Addr
+	for _, l := range ls {
+		if a, ok := netip.AddrFromSlice(l.IP); ok && !a.IsUnspecified() {
+			cands = append(cands, a.Unmap())
+		}
+	}
+	a, ok := f(dest.Unmap(), cands)
+	if !ok {
+		return nil
+	}
+	for i := range ls {
+		if ip, ok := netip.AddrFromSlice(ls[i].IP); ok && ip.Unmap() == a {
+			return &ls[i]
+		}
+	}
+	return nil
 }
 
 // facing picks, among the UDP listeners, the one a packet to hostport
