@@ -55,6 +55,11 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(200)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		if l := defaultMemLimit(); l > 0 {
+			debug.SetMemoryLimit(l)
+		}
+	}
 	cpuLimit := cgroupCPULimit()
 	log.Debug("scheduler", "gomaxprocs", fitGOMAXPROCS(cpuLimit), "cgroup_cpu_limit", cpuLimit)
 

@@ -1011,3 +1011,44 @@ func TestCallerCancelsBeforeCalleeResponds(t *testing.T) {
 	}
 	e.noCalls()
 }
+
+// TestMaxCalls: beyond Config.MaxCalls calls in progress a new INVITE gets
+// 503 with Retry-After; once the first call ends, calls are admitted again.
+func TestMaxCalls(t *testing.T) {
+	e := newEnv(t, Config{MaxCalls: 1})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", ringForever)
+	e.loc.set("1002", b.contact())
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	ringing := make(chan struct{})
+	first := make(chan *outcall, 1)
+	go func() {
+		first <- a.dial(ctx, e.box, "1002", func(r *sip.Response) {
+			if r.StatusCode == 180 {
+				close(ringing)
+			}
+		})
+	}()
+	recv(t, ringing, "the first call ringing")
+	var retryAfter string
+	oc := a.dial(testCtx(t), e.box, "1002", func(r *sip.Response) {
+		if h := r.GetHeader("Retry-After"); h != nil {
+			retryAfter = h.Value()
+		}
+	})
+	if oc.final != 503 || retryAfter == "" {
+		t.Errorf("second call over MaxCalls 1: %d, Retry-After %q; want 503 with Retry-After", oc.final, retryAfter)
+	}
+	cancel()
+	if f := <-first; f.final != 487 {
+		t.Errorf("first call after CANCEL: %d, want 487", f.final)
+	}
+	recv(t, b.cancelled, "CANCEL at B")
+	e.noCalls()
+	c := newPhone(t, "1003", reject(486))
+	e.loc.set("1003", c.contact())
+	if oc := a.dial(testCtx(t), e.box, "1003", nil); oc.final != 486 {
+		t.Errorf("a call once the first ended: %d, want 486 from the callee", oc.final)
+	}
+}

@@ -91,6 +91,9 @@
 //     the new caller takes the named party's place (the other party is
 //     re-INVITEd with its offer); the replaced party gets a BYE. Unknown
 //     dialog 481, early-only 486, no offer 488.
+//   - Admission: beyond Config.MaxCalls calls in progress (default 4000) a
+//     new INVITE gets 503 with Retry-After, so a flood cannot grow memory
+//     without bound.
 //   - Dead calls: every Config.KeepAlive both parties get an in-dialog
 //     OPTIONS; 408, 481 or no answer ends the call (BYE to both, Dead).
 //     RFC 4028 session timers were not done: as a B2BUA they mean
