@@ -397,3 +397,70 @@ func TestIntraBranchMediaDuringCut(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestHoldStopsMediaInNamespaces: a relayed call between two branch phones;
+// the caller holds (a=sendonly) and resumes. The callee keeps sending RTP
+// all along: the caller receives it before the hold, nothing while held,
+// and again after the resume.
+func TestHoldStopsMediaInNamespaces(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	doc := benchDoc(2, []string{"udp:lan0:5060"}, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
+	})
+	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	phoneNS := b.tp.NS("phone")
+	caller := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40000"), 0)
+	callee := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40002"), 0)
+	reg := filepath.Join(t.TempDir(), "callee.csv")
+	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
+	if out, err := sippIn(t, phoneNS, "reg_auth.xml", nsBoxLAN+":5060", reg, 1, 10, "-i", nsPhone, "-p", "5070"); err != nil {
+		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+	}
+	held := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_hold_resume.xml", "-p", "5070")
+	traceA := &sippServer{t: t, trace: filepath.Join(t.TempDir(), "caller.log")}
+	csv := filepath.Join(t.TempDir(), "caller.csv")
+	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
+	done := make(chan error, 1)
+	go func() {
+		out, err := sippIn(t, phoneNS, "uac_hold_resume.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone,
+			"-d", "1500", "-trace_msg", "-message_file", traceA.trace)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		done <- err
+	}()
+	d.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	held.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
+	tr := held.messages()
+	inv := tr[strings.Index(tr, "INVITE sip:"):]
+	toCallee := sdpMedia(t, inv[:strings.Index(inv, "message sent")])
+	// The callee talks for the whole call (3 phases of 1.5 s), the caller
+	// too (a held party may still send: sendonly).
+	var wg sync.WaitGroup
+	wg.Go(func() { callee.send(toCallee, 250) })
+	if err := <-done; err != nil {
+		t.Fatalf("hold and resume: %v", err)
+	}
+	wg.Wait()
+	held.stop()
+
+	// Phases from the caller's own trace: re-INVITEs sent (hold, resume) and
+	// the 200s received for them.
+	invites := traceA.times("sent", "INVITE ")
+	oks := traceA.times("received", "SIP/2.0 200 OK")
+	if len(invites) < 4 || len(oks) < 3 {
+		t.Fatalf("caller trace: %d INVITEs sent, %d 200s received:\n%s", len(invites), len(oks), tail(traceA.messages(), 2000))
+	}
+	answered, holdSent, holdOK, resumeSent, resumeOK := oks[0], invites[2], oks[1], invites[3], oks[2]
+	const settle = 100 * time.Millisecond // packets in flight at a phase change
+	before := caller.between(answered.Add(settle), holdSent)
+	during := caller.between(holdOK.Add(settle), resumeSent)
+	after := caller.between(resumeOK.Add(settle), resumeOK.Add(1400*time.Millisecond))
+	t.Logf("caller received %d packets before the hold, %d while held, %d after the resume", before, during, after)
+	if before < 40 || during > 2 || after < 40 {
+		t.Errorf("media to the caller: %d before the hold, %d while held (want none), %d after the resume", before, during, after)
+	}
+	d.stop()
+}
