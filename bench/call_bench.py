@@ -401,7 +401,7 @@ def update_results(path, raw, hdr, command, rows, memtxt, prof, ptop, steps, sum
     raw_lines = [l.rstrip("\n") for l in open(raw) if not l.startswith("prof ")]
     section = [
         BEGIN,
-        "## Runs (bench/call_bench.sh)",
+        "### Runs (bench/call_bench.sh)",
         "",
         "Sustained calls/s = the highest step with every lower step passing, a step's verdict being the median of its "
         "runs (each knee step, the last passing and the first failing rate, is run at least twice). CPU = the server's "
