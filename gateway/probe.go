@@ -195,8 +195,11 @@ func chosen(ls []sip.Addr, hostport string, f LocalChooser) *sip.Addr {
 // On a box with a LAN and a WAN listener this keeps requests to HQ on the
 // WAN address, where HQ's answers come back.
 func facing(ls []sip.Addr, hostport string) *sip.Addr {
-	if len(ls) == 0 {
+	switch len(ls) {
+	case 0:
 		return nil
+	case 1:
+		return &ls[0] // nothing to choose: no routing lookup per request
 	}
 	if c, err := net.Dial("udp", hostport); err == nil {
 		src := c.LocalAddr().(*net.UDPAddr).IP

@@ -545,8 +545,11 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		// contacts on several interfaces share the first one's).
 		bSide := addrOf(laddr, contact)
 		if set.cfg.LocalFor != nil {
-			if ts, err := b.targets(c.ring, set, d); err == nil && len(ts) > 0 && ts[0].laddr != nil {
-				bSide = addrOf(ts[0].laddr, contact)
+			if ts, err := b.targets(c.ring, set, d); err == nil && len(ts) > 0 {
+				c.early = ts // run rings these: no second lookup
+				if ts[0].laddr != nil {
+					bSide = addrOf(ts[0].laddr, contact)
+				}
 			}
 		}
 		an, err := set.cfg.Media(c.info.ID, addrOf(arrived, contact), bSide, c.onMediaDead)

@@ -28,6 +28,7 @@ type call struct {
 	aReq    *sip.Request
 	d       dialplan.Decision
 	offer   []byte    // the offer sent to B legs (A's SDP through the Anchor)
+	early   []target  // c.d's targets, looked up at admission for the Anchor
 	arrived *sip.Addr // the listener A's INVITE arrived on (for requests to A)
 	laddr   *sip.Addr // the listener B legs leave from
 	contact sip.Uri
@@ -97,7 +98,7 @@ func (c *call) run() {
 	if c.d.Route == dialplan.RouteLocal {
 		vm, hasVM = c.b.router.Voicemail(c.d.Target)
 	}
-	spec, err := c.spec(c.d)
+	spec, err := c.specOf(c.d, c.early)
 	if err != nil {
 		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
 		c.respondA(503, "Service Unavailable")
@@ -173,10 +174,15 @@ func (c *call) respondFailure(res dialResult) {
 }
 
 // spec is the ringing phase for decision d, carrying the A leg's offer.
-func (c *call) spec(d dialplan.Decision) (dialSpec, error) {
-	ts, err := c.b.targets(c.ring, c.set, d)
-	if err != nil {
-		return dialSpec{}, err
+func (c *call) spec(d dialplan.Decision) (dialSpec, error) { return c.specOf(d, nil) }
+
+// specOf is spec with the targets already looked up (nil = look them up).
+func (c *call) specOf(d dialplan.Decision, ts []target) (dialSpec, error) {
+	if ts == nil {
+		var err error
+		if ts, err = c.b.targets(c.ring, c.set, d); err != nil {
+			return dialSpec{}, err
+		}
 	}
 	s := dialSpec{d: d, targets: ts, body: c.offer, timeout: c.set.cfg.RingTimeout,
 		laddr: c.laddr, contact: c.contact, onProv: c.relayProvisional, onAnswer: c.answer}
