@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,39 +60,12 @@ func answeringPhone(t *testing.T, registrar, user, password string) func() {
 }
 
 // answerOne starts a SIPp on ip:port that answers one call; the returned
-// function waits for that call to have completed successfully.
+// function waits for that call to have completed successfully. -aa answers
+// the HQ prober's OPTIONS (and any NOTIFY/INFO) outside the scenario; those
+// count as calls for -m, so the scenario itself stops SIPp after its call.
 func answerOne(t *testing.T, ip, port string) func() {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	sf, _ := filepath.Abs("testdata/sipp/uas_answer.xml")
-	// -aa: answer the HQ prober's OPTIONS (and any NOTIFY/INFO) with 200
-	// outside the scenario; those count as calls for -m, so the scenario
-	// itself stops SIPp after its one call.
-	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", ip, "-p", port, "-aa",
-		"-nostdin", "-timeout", "50", "-timeout_error")
-	uas.Dir = t.TempDir()
-	out := &syncBuffer{}
-	uas.Stdout, uas.Stderr = out, out
-	if err := uas.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- uas.Wait() }()
-	t.Cleanup(func() { cancel(); <-done })
-	return func() {
-		t.Helper()
-		select {
-		case err := <-done:
-			done <- err // for the cleanup
-			// 97: SIPp stopped by the scenario's stop_now after its call.
-			if ee, ok := err.(*exec.ExitError); err != nil && !(ok && ee.ExitCode() == 97) {
-				t.Fatalf("answering SIPp: %v\n%s", err, tail(out.String(), 3000))
-			}
-		case <-ctx.Done():
-			t.Fatal("answering SIPp did not finish")
-		}
-	}
+	return runUAS(t, "uas_answer.xml", ip, port, "-aa")
 }
 
 // TestInboundDIDCall: the PSTN gateway (trusted by its address, no digest)

@@ -208,17 +208,29 @@ func (d *daemon) listener(transport string) string {
 }
 
 // waitFor polls the daemon's status until cond holds (state changes inside
-// the daemon that have no event the test can subscribe to).
+// the daemon that have no event the test can subscribe to), failing the
+// test after within.
 func (d *daemon) waitFor(what string, within time.Duration, cond func(api.Status) bool) api.Status {
+	d.t.Helper()
+	s, ok := d.poll(within, cond)
+	if !ok {
+		d.t.Fatalf("%s: not reached within %s; status %+v", what, within, s)
+	}
+	return s
+}
+
+// poll is waitFor that reports instead of failing: the last status, and
+// whether cond held.
+func (d *daemon) poll(within time.Duration, cond func(api.Status) bool) (api.Status, bool) {
 	d.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		s := d.status()
 		if cond(s) {
-			return s
+			return s, true
 		}
 		if time.Now().After(deadline) {
-			d.t.Fatalf("%s: not reached within %s; status %+v", what, within, s)
+			return s, false
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

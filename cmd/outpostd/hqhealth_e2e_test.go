@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,7 +31,7 @@ func TestHQHealthProbes(t *testing.T) {
 		return api.TargetHealth{}, false
 	}
 
-	stop := optionsResponder(t, hq)
+	stop := startSIPpServer(t, nil, "", hq, "uas_answer.xml").stop
 	d.waitFor("HQ target up with a probe RTT", 10*time.Second, func(s api.Status) bool {
 		h, ok := hqTarget(s)
 		return ok && h.Up && h.LastRTTMs > 0
@@ -57,7 +55,7 @@ func TestHQHealthProbes(t *testing.T) {
 		t.Errorf("outpostctl status does not show the target down: %v\n%s", err, out)
 	}
 
-	optionsResponder(t, hq)
+	startSIPpServer(t, nil, "", hq, "uas_answer.xml")
 	s = d.waitFor("HQ target up again", 10*time.Second, func(s api.Status) bool {
 		h, ok := hqTarget(s)
 		return ok && h.Up
@@ -66,26 +64,6 @@ func TestHQHealthProbes(t *testing.T) {
 		t.Errorf("recovered target: %+v, want reason \"probes ok\"", h)
 	}
 	d.stop()
-}
-
-// optionsResponder runs a SIPp on ip:5060 that answers every OPTIONS with
-// 200 (-aa) while waiting for a call that never comes; the returned
-// function stops it.
-func optionsResponder(t *testing.T, ip string) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	sf, _ := filepath.Abs("testdata/sipp/uas_answer.xml")
-	uas := exec.CommandContext(ctx, "sipp", "-sf", sf, "-i", ip, "-p", "5060", "-aa", "-nostdin", "-timeout", "55")
-	uas.Dir = t.TempDir()
-	if err := uas.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { uas.Wait(); close(done) }()
-	stop = func() { cancel(); <-done }
-	t.Cleanup(stop)
-	return stop
 }
 
 func grepLines(s, sub string) string {

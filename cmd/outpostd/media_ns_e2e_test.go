@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -113,6 +112,39 @@ func sdpMedia(t *testing.T, trace string) netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr(cs[len(cs)-1][1]), uint16(port))
 }
 
+// inviteMedia is the media address (c=, m=audio) of the first INVITE s
+// received: what the box offered it.
+func (s *sippServer) inviteMedia() netip.AddrPort {
+	s.t.Helper()
+	tr := s.messages()
+	i := strings.Index(tr, "INVITE sip:")
+	if i < 0 {
+		s.t.Fatalf("no INVITE in trace:\n%s", tail(tr, 2000))
+	}
+	inv := tr[i:]
+	if j := strings.Index(inv, "message sent"); j >= 0 {
+		inv = inv[:j]
+	}
+	return sdpMedia(s.t, inv)
+}
+
+// answerMedia waits (5 s at most) for a 200 OK with SDP in s's trace and
+// returns its media address: what the box answered it.
+func (s *sippServer) answerMedia() netip.AddrPort {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tr := s.messages()
+		if i := strings.LastIndex(tr, "SIP/2.0 200 OK"); i >= 0 && strings.Contains(tr[i:], "m=audio") {
+			return sdpMedia(s.t, tr[i:])
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no 200 OK with SDP in trace:\n%s", tail(tr, 2000))
+		}
+		time.Sleep(20 * time.Millisecond) // SIPp writes its trace file; no event to wait on
+	}
+}
+
 // TestMediaInNamespaces: the box anchors a call's media between a µ-law
 // phone on the LAN and an A-law PSTN gateway on its own interface. Each
 // side receives RTP from the box's address on its own interface, the
@@ -147,23 +179,9 @@ func TestMediaInNamespaces(t *testing.T) {
 	}()
 	d.waitFor("the PSTN call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	pstn.waitMessage("the PSTN gateway's 200", "SIP/2.0 200 OK", 5*time.Second)
-	// The box's media address on the PSTN side: the SDP of its INVITE.
-	tr := pstn.messages()
-	inv := tr[strings.Index(tr, "INVITE sip:"):]
-	toGW := sdpMedia(t, inv[:strings.Index(inv, "message sent")])
-	var toPhone netip.AddrPort
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, _ := os.ReadFile(callerTrace)
-		if strings.Contains(string(b), "SIP/2.0 200 OK") {
-			toPhone = sdpMedia(t, string(b)[strings.LastIndex(string(b), "SIP/2.0 200 OK"):])
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the phone never got the 200 with SDP")
-		}
-		time.Sleep(20 * time.Millisecond) // SIPp writes its trace file
-	}
+	// The box's media addresses: in its INVITE to the gateway, in its 200 to the phone.
+	toGW := pstn.inviteMedia()
+	toPhone := (&sippServer{t: t, trace: callerTrace}).answerMedia()
 	if toGW.Addr().String() != nsBoxPSTN || toPhone.Addr().String() != nsBoxLAN {
 		t.Fatalf("media addresses: to the gateway %v (want %s), to the phone %v (want %s)", toGW, nsBoxPSTN, toPhone, nsBoxLAN)
 	}
@@ -210,7 +228,7 @@ func TestMediaInNamespaces(t *testing.T) {
 
 	// The CDR has the media statistics; no relay port is left.
 	var recs []api.CDR
-	waitStatus(d, 5*time.Second, func(api.Status) bool {
+	d.poll(5*time.Second, func(api.Status) bool {
 		recs, _ = d.api.CDRs(t.Context(), time.Time{}, 0)
 		return len(recs) == 1
 	})
@@ -234,7 +252,7 @@ func TestMediaInNamespaces(t *testing.T) {
 		t.Errorf("silent call lasted %v, want about inactivity_s (2 s)", el)
 	}
 	<-done // SIPp got our BYE while pausing: its scenario fails, as a real phone would hang up
-	waitStatus(d, 5*time.Second, func(api.Status) bool {
+	d.poll(5*time.Second, func(api.Status) bool {
 		recs, _ = d.api.CDRs(t.Context(), time.Time{}, 0)
 		return len(recs) == 2
 	})
@@ -256,7 +274,7 @@ func TestRelayReleasesPorts(t *testing.T) {
 		m["media"] = map[string]any{"relay": true, "port_min": 31000, "port_max": 32999}
 	})
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	uas := startSIPpServerHere(t, gw, "hq.xml")
+	uas := startSIPpServer(t, nil, "", gw, "hq.xml", "-deadcall_wait", "1000")
 	csv := filepath.Join(t.TempDir(), "caller.csv")
 	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;978435550000\n"), 0o600)
 	if out, err := sipp(t, "uac_call.xml", d.listener("udp"), csv, 1000, 100); err != nil {
@@ -270,34 +288,6 @@ func TestRelayReleasesPorts(t *testing.T) {
 		}
 	}
 	d.stop()
-}
-
-// startSIPpServerHere is startSIPpServer in the test's own namespace.
-func startSIPpServerHere(t *testing.T, ip, scenario string, extra ...string) *sippServer {
-	t.Helper()
-	sf, _ := filepath.Abs(filepath.Join("testdata", "sipp", scenario))
-	work := t.TempDir()
-	trace := filepath.Join(work, "messages.log")
-	args := append([]string{"-sf", sf, "-i", ip, "-p", "5060", "-aa", "-nostdin", "-timeout", "170", "-deadcall_wait", "1000",
-		"-trace_msg", "-message_file", trace}, extra...)
-	cmd := exec.Command("sipp", args...)
-	cmd.Dir = work
-	s := &sippServer{t: t, done: make(chan error, 1), out: &syncBuffer{}, trace: trace}
-	cmd.Stdout, cmd.Stderr = s.out, s.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- cmd.Wait() }()
-	stopped := false
-	s.stop = func() {
-		if !stopped {
-			stopped = true
-			cmd.Process.Kill()
-			<-s.done
-		}
-	}
-	t.Cleanup(s.stop)
-	return s
 }
 
 // between counts the packets that arrived in [from, to).
@@ -352,18 +342,8 @@ func TestIntraBranchMediaDuringCut(t *testing.T) {
 	}()
 	d.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
-	tr := answer.messages()
-	inv := tr[strings.Index(tr, "INVITE sip:"):]
-	toCallee := sdpMedia(t, inv[:strings.Index(inv, "message sent")])
-	var toCaller netip.AddrPort
-	waitStatus(d, 5*time.Second, func(api.Status) bool {
-		b, _ := os.ReadFile(trace)
-		if i := strings.LastIndex(string(b), "SIP/2.0 200 OK"); i >= 0 && strings.Contains(string(b[i:]), "m=audio") {
-			toCaller = sdpMedia(t, string(b[i:]))
-			return true
-		}
-		return false
-	})
+	toCallee := answer.inviteMedia()
+	toCaller := (&sippServer{t: t, trace: trace}).answerMedia()
 	if toCaller.Addr().String() != nsBoxLAN || toCallee.Addr().String() != nsBoxLAN {
 		t.Fatalf("media not anchored on the box: caller -> %v, callee -> %v", toCaller, toCallee)
 	}
@@ -433,9 +413,7 @@ func TestHoldStopsMediaInNamespaces(t *testing.T) {
 	}()
 	d.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	held.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
-	tr := held.messages()
-	inv := tr[strings.Index(tr, "INVITE sip:"):]
-	toCallee := sdpMedia(t, inv[:strings.Index(inv, "message sent")])
+	toCallee := held.inviteMedia()
 	// The callee talks for the whole call (3 phases of 1.5 s), the caller
 	// too (a held party may still send: sendonly).
 	var wg sync.WaitGroup

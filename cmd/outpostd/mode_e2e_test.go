@@ -25,7 +25,7 @@ func TestSurvivableOnHQProbes(t *testing.T) {
 		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": pstn + ":5060"}}}
 	})
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	stop := optionsResponder(t, hq)
+	stop := startSIPpServer(t, nil, "", hq, "uas_answer.xml").stop
 	d.waitFor("normal mode with HQ answering probes", 10*time.Second, func(s api.Status) bool {
 		return s.Mode == "normal" && len(s.HQ) == 1 && s.HQ[0].Up && s.HQ[0].LastRTTMs > 0
 	})
@@ -57,7 +57,7 @@ func TestSurvivableOnHQProbes(t *testing.T) {
 	}
 	answered()
 
-	optionsResponder(t, hq) // HQ is back
+	startSIPpServer(t, nil, "", hq, "uas_answer.xml") // HQ is back
 	s = d.waitFor("normal mode after the hold", 15*time.Second, func(s api.Status) bool { return s.Mode == "normal" })
 	last = s.Transitions[len(s.Transitions)-1]
 	if last.From != "survivable" || last.To != "normal" {

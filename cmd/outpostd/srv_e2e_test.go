@@ -71,11 +71,11 @@ func TestHQFailoverBySRV(t *testing.T) {
 		callErr string                           // the caller's failure, "" = answered
 	}{
 		{"503 is retried", func(t *testing.T) func() string {
-			s := startSIPpServerHere(t, "127.0.0.91", "uas_503.xml")
+			s := startSIPpServer(t, nil, "", "127.0.0.91", "uas_503.xml")
 			return s.messages
 		}, true, ""},
 		{"486 is the answer", func(t *testing.T) func() string {
-			s := startSIPpServerHere(t, "127.0.0.91", "uas_486.xml")
+			s := startSIPpServer(t, nil, "", "127.0.0.91", "uas_486.xml")
 			return s.messages
 		}, false, "486"},
 		{"silence is retried", func(t *testing.T) func() string {
@@ -115,7 +115,7 @@ func TestHQFailoverBySRV(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := startDaemon(t, t.TempDir(), cfg)
 			seenA := tc.first(t)
-			hqb := startSIPpServerHere(t, "127.0.0.92", "uas_answer.xml")
+			hqb := startSIPpServer(t, nil, "", "127.0.0.92", "uas_answer.xml")
 			out, err := sipp(t, "uac_call.xml", d.listener("udp"), caller, 1, 1)
 			switch {
 			case tc.callErr == "" && err != nil:

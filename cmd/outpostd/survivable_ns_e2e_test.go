@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -122,7 +123,8 @@ func listenUDPIn(t *testing.T, h netns.NsHandle, addr string) net.PacketConn {
 	return r.pc
 }
 
-// sippServer runs a long-lived SIPp scenario in namespace ns on ip:5060
+// sippServer runs a long-lived SIPp scenario in namespace ns (tp nil: the
+// test's own) on ip:5060
 // (-aa answers OPTIONS outside the scenario) with a message trace; wait
 // returns the trace once SIPp ended by itself, stop ends it.
 type sippServer struct {
@@ -140,7 +142,10 @@ func startSIPpServer(t *testing.T, tp *netnstest.Topology, ns, ip, scenario stri
 	trace := filepath.Join(work, "messages.log")
 	args := append([]string{"sipp", "-sf", sf, "-i", ip, "-p", "5060", "-aa", "-nostdin", "-timeout", "170",
 		"-trace_msg", "-message_file", trace}, extra...)
-	cmd := tp.Command(ns, args...)
+	cmd := exec.Command(args[0], args[1:]...)
+	if tp != nil {
+		cmd = tp.Command(ns, args...)
+	}
 	cmd.Dir = work
 	s := &sippServer{t: t, done: make(chan error, 1), trace: trace, out: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = s.out, s.out
@@ -216,18 +221,6 @@ func (s *sippServer) sentAt(prefix string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return ts[0], true
-}
-
-// waitStatus polls the daemon's status until cond holds or within passes.
-func waitStatus(d *daemon, within time.Duration, cond func(api.Status) bool) bool {
-	deadline := time.Now().Add(within)
-	for !cond(d.status()) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return true
 }
 
 // figure logs one measured figure in a form bench/survivable_bench.sh collects.
@@ -381,7 +374,7 @@ func TestSurvivableInNamespaces(t *testing.T) {
 
 	// (c) upstream registration: every phone is registered at HQ with the
 	// box as its Contact, and the replay after failback was paced.
-	if !waitStatus(d, 90*time.Second, func(s api.Status) bool { return s.Upstream["registered"] == users }) {
+	if _, ok := d.poll(90*time.Second, func(s api.Status) bool { return s.Upstream["registered"] == users }); !ok {
 		st := d.status()
 		t.Fatalf("(c) not every user registered at HQ: %v, failures %+v", st.Upstream, st.UpstreamFailed)
 	}
@@ -481,7 +474,7 @@ func TestWANAddressChange(t *testing.T) {
 	local, pstnCall := make(chan error, 1), make(chan error, 1)
 	go longCall("user0001", local)
 	go longCall("978435550000", pstnCall)
-	if !waitStatus(d, 10*time.Second, func(s api.Status) bool { return s.CallsActive == 2 }) {
+	if _, ok := d.poll(10*time.Second, func(s api.Status) bool { return s.CallsActive == 2 }); !ok {
 		select {
 		case err := <-local:
 			t.Fatalf("intra-branch call: %v", err)
@@ -512,9 +505,9 @@ func TestWANAddressChange(t *testing.T) {
 	}
 	pstn.waitMessage("PSTN call", "INVITE sip:78435550000@", time.Second)
 	callee.waitMessage("intra-branch call", "INVITE sip:user0001@", time.Second)
-	if !waitStatus(d, 15*time.Second, func(api.Status) bool {
+	if _, ok := d.poll(15*time.Second, func(api.Status) bool {
 		return strings.Contains(hq.messages(), "Contact: <sip:user0001@"+newWAN+":5060>")
-	}) {
+	}); !ok {
 		st := d.status()
 		t.Fatalf("no upstream REGISTER with the new address: upstream %v %+v transitions %+v listeners %v", st.Upstream, st.UpstreamFailed, st.Transitions, st.Listeners)
 	}

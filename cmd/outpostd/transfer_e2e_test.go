@@ -69,13 +69,22 @@ func sippPhone(t *testing.T, registrar, user, password, scenario, inf string) fu
 // sippUAS runs a UAS scenario for one call on ip:port.
 func sippUAS(t *testing.T, scenario, ip, port, inf string) func() {
 	t.Helper()
+	flags := []string{"-m", "1"}
+	if inf != "" {
+		flags = append(flags, "-inf", inf)
+	}
+	return runUAS(t, scenario, ip, port, flags...)
+}
+
+// runUAS starts a SIPp UAS scenario on ip:port with flags; the returned
+// function waits for SIPp to have ended successfully (exit 0, or 97 when
+// the scenario stops SIPp itself).
+func runUAS(t *testing.T, scenario, ip, port string, flags ...string) func() {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	sf, _ := filepath.Abs(filepath.Join("testdata", "sipp", scenario))
-	args := []string{"-sf", sf, "-i", ip, "-p", port, "-m", "1", "-nostdin", "-timeout", "80", "-timeout_error",
-		"-recv_timeout", "40000", "-trace_err"}
-	if inf != "" {
-		args = append(args, "-inf", inf)
-	}
+	args := append([]string{"-sf", sf, "-i", ip, "-p", port, "-nostdin", "-timeout", "80", "-timeout_error",
+		"-recv_timeout", "40000", "-trace_err"}, flags...)
 	uas := exec.CommandContext(ctx, "sipp", args...)
 	uas.Dir = t.TempDir()
 	out := &syncBuffer{}
