@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"net"
 	"net/netip"
@@ -165,23 +164,12 @@ func TestMediaInNamespaces(t *testing.T) {
 	gw := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("pstn"), nsPSTN+":40002"), 8)
 	pstn := startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer_pcma.xml")
 
-	callerTrace := filepath.Join(t.TempDir(), "caller.log")
-	csv := filepath.Join(t.TempDir(), "caller.csv")
-	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;978435550000\n"), 0o600)
-	done := make(chan error, 1)
-	go func() {
-		out, err := sippIn(t, b.tp.NS("phone"), "uac_call_long.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone,
-			"-d", "3000", "-trace_msg", "-message_file", callerTrace)
-		if err != nil {
-			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
-		}
-		done <- err
-	}()
+	callerTrace, done := b.call(t, "uac_call_long.xml", "978435550000", "-d", "3000")
 	d.waitFor("the PSTN call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	pstn.waitMessage("the PSTN gateway's 200", "SIP/2.0 200 OK", 5*time.Second)
 	// The box's media addresses: in its INVITE to the gateway, in its 200 to the phone.
 	toGW := pstn.inviteMedia()
-	toPhone := (&sippServer{t: t, trace: callerTrace}).answerMedia()
+	toPhone := callerTrace.answerMedia()
 	if toGW.Addr().String() != nsBoxPSTN || toPhone.Addr().String() != nsBoxLAN {
 		t.Fatalf("media addresses: to the gateway %v (want %s), to the phone %v (want %s)", toGW, nsBoxPSTN, toPhone, nsBoxLAN)
 	}
@@ -241,10 +229,7 @@ func TestMediaInNamespaces(t *testing.T) {
 
 	// A call whose media never flows is ended after inactivity_s.
 	pstn = startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer_pcma.xml")
-	go func() {
-		out, err := sippIn(t, b.tp.NS("phone"), "uac_call_long.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone, "-d", "20000")
-		done <- fmt.Errorf("%v\n%s", err, tail(out, 500))
-	}()
+	_, done = b.call(t, "uac_call_long.xml", "978435550000", "-d", "20000")
 	d.waitFor("the silent call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	start := time.Now()
 	d.waitFor("the silent call ended by the box", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 0 })
@@ -319,31 +304,15 @@ func TestIntraBranchMediaDuringCut(t *testing.T) {
 		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
 	})
 	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	phoneNS := b.tp.NS("phone")
 	caller := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40000"), 0)
 	callee := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40002"), 0)
-	reg := filepath.Join(t.TempDir(), "callee.csv")
-	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
-	if out, err := sippIn(t, phoneNS, "reg_auth.xml", nsBoxLAN+":5060", reg, 1, 10, "-i", nsPhone, "-p", "5070"); err != nil {
-		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
-	}
+	b.registerPhone(t, "user0001", "5070")
 	answer := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer.xml", "-p", "5070")
-	trace := filepath.Join(t.TempDir(), "caller.log")
-	csv := filepath.Join(t.TempDir(), "caller.csv")
-	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
-	done := make(chan error, 1)
-	go func() {
-		out, err := sippIn(t, phoneNS, "uac_call_long.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone,
-			"-d", "8000", "-trace_msg", "-message_file", trace)
-		if err != nil {
-			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
-		}
-		done <- err
-	}()
+	trace, done := b.call(t, "uac_call_long.xml", "user0001", "-d", "8000")
 	d.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
 	toCallee := answer.inviteMedia()
-	toCaller := (&sippServer{t: t, trace: trace}).answerMedia()
+	toCaller := trace.answerMedia()
 	if toCaller.Addr().String() != nsBoxLAN || toCallee.Addr().String() != nsBoxLAN {
 		t.Fatalf("media not anchored on the box: caller -> %v, callee -> %v", toCaller, toCallee)
 	}
@@ -390,27 +359,11 @@ func TestHoldStopsMediaInNamespaces(t *testing.T) {
 		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
 	})
 	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	phoneNS := b.tp.NS("phone")
 	caller := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40000"), 0)
 	callee := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40002"), 0)
-	reg := filepath.Join(t.TempDir(), "callee.csv")
-	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
-	if out, err := sippIn(t, phoneNS, "reg_auth.xml", nsBoxLAN+":5060", reg, 1, 10, "-i", nsPhone, "-p", "5070"); err != nil {
-		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
-	}
+	b.registerPhone(t, "user0001", "5070")
 	held := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_hold_resume.xml", "-p", "5070")
-	traceA := &sippServer{t: t, trace: filepath.Join(t.TempDir(), "caller.log")}
-	csv := filepath.Join(t.TempDir(), "caller.csv")
-	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
-	done := make(chan error, 1)
-	go func() {
-		out, err := sippIn(t, phoneNS, "uac_hold_resume.xml", nsBoxLAN+":5060", csv, 1, 100, "-i", nsPhone,
-			"-d", "1500", "-trace_msg", "-message_file", traceA.trace)
-		if err != nil {
-			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
-		}
-		done <- err
-	}()
+	traceA, done := b.call(t, "uac_hold_resume.xml", "user0001", "-d", "1500")
 	d.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	held.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
 	toCallee := held.inviteMedia()

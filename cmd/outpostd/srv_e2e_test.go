@@ -40,12 +40,7 @@ func hqZone(t *testing.T) string {
 		}
 		_ = w.WriteMsg(m)
 	})
-	started := make(chan struct{})
-	srv := &dns.Server{PacketConn: pc, Handler: mux, NotifyStartedFunc: func() { close(started) }}
-	done := make(chan error, 1)
-	go func() { done <- srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { srv.Shutdown(); <-done })
+	serveDNS(t, pc, mux)
 	return pc.LocalAddr().String()
 }
 

@@ -65,6 +65,44 @@ func newBranch(t *testing.T) *branch {
 	return &branch{tp: tp, box: tp.NS("box")}
 }
 
+// registerPhone registers userNNNN (password pwNNNN) from the phone
+// namespace's port, where a SIPp scenario then answers for it.
+func (b *branch) registerPhone(t *testing.T, user, port string) {
+	t.Helper()
+	csv := filepath.Join(t.TempDir(), "register-"+user+".csv")
+	line := fmt.Sprintf("SEQUENTIAL\n%s;[authentication username=%s password=pw%s];3600\n", user, user, strings.TrimPrefix(user, "user"))
+	if err := os.WriteFile(csv, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sippIn(t, b.tp.NS("phone"), "reg_auth.xml", nsBoxLAN+":5060", csv, 1, 10, "-i", nsPhone, "-p", port); err != nil {
+		t.Fatalf("%s registration: %v\n%s", user, err, tail(out, 2000))
+	}
+}
+
+// call starts user0000's call to number from the phone namespace with a
+// SIPp scenario and flags (-d and so on); it returns the caller's message
+// trace and the channel that gets SIPp's result when the call is over.
+func (b *branch) call(t *testing.T, scenario, number string, flags ...string) (*sippServer, <-chan error) {
+	t.Helper()
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "caller.csv")
+	line := "SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;" + number + "\n"
+	if err := os.WriteFile(csv, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trace := &sippServer{t: t, trace: filepath.Join(dir, "messages.log")}
+	done := make(chan error, 1)
+	args := append([]string{"-i", nsPhone, "-trace_msg", "-message_file", trace.trace}, flags...)
+	go func() {
+		out, err := sippIn(t, b.tp.NS("phone"), scenario, nsBoxLAN+":5060", csv, 1, 100, args...)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		done <- err
+	}()
+	return trace, done
+}
+
 // dnsInNS serves the HQ zone (SRV _sip._udp → hq1 → 198.18.1.10) from a
 // real miekg/dns server whose socket lives in namespace ns.
 func (b *branch) dnsInNS(t *testing.T, ns, addr string) {
@@ -88,6 +126,11 @@ func (b *branch) dnsInNS(t *testing.T, ns, addr string) {
 		}
 		_ = w.WriteMsg(m)
 	})
+	serveDNS(t, pc, mux)
+}
+
+// serveDNS serves mux on pc (a real miekg/dns server) until the test ends.
+func serveDNS(t *testing.T, pc net.PacketConn, mux *dns.ServeMux) {
 	started := make(chan struct{})
 	srv := &dns.Server{PacketConn: pc, Handler: mux, NotifyStartedFunc: func() { close(started) }}
 	done := make(chan error, 1)
@@ -452,28 +495,13 @@ func TestWANAddressChange(t *testing.T) {
 	}
 
 	// user0001 answers in the phone namespace on port 5070; user0000 calls it.
-	phone := b.tp.NS("phone")
-	csv := filepath.Join(t.TempDir(), "callee.csv")
-	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
-	if out, err := sippIn(t, phone, "reg_auth.xml", nsBoxLAN+":5060", csv, 1, 10, "-i", nsPhone, "-p", "5070"); err != nil {
-		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
-	}
+	b.registerPhone(t, "user0001", "5070")
 	callee := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer.xml", "-p", "5070")
 	hq.waitMessage("upstream registration of user0001", "Contact: <sip:user0001@"+nsBoxWAN+":5060>", 10*time.Second)
 	hq.waitMessage("MSR registration from the old WAN address", "P-Eltex-MSR-Iface-Addr: "+nsBoxWAN, 10*time.Second)
 
-	longCall := func(number string, done chan<- error) {
-		caller := filepath.Join(t.TempDir(), "caller-"+number+".csv")
-		os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;"+number+"\n"), 0o600)
-		out, err := sippIn(t, phone, "uac_call_long.xml", nsBoxLAN+":5060", caller, 1, 1, "-i", nsPhone, "-d", "6000")
-		if err != nil {
-			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
-		}
-		done <- err
-	}
-	local, pstnCall := make(chan error, 1), make(chan error, 1)
-	go longCall("user0001", local)
-	go longCall("978435550000", pstnCall)
+	_, local := b.call(t, "uac_call_long.xml", "user0001", "-d", "6000")
+	_, pstnCall := b.call(t, "uac_call_long.xml", "978435550000", "-d", "6000")
 	if _, ok := d.poll(10*time.Second, func(s api.Status) bool { return s.CallsActive == 2 }); !ok {
 		select {
 		case err := <-local:
@@ -493,7 +521,7 @@ func TestWANAddressChange(t *testing.T) {
 	d.waitFor("a listener on the new WAN address", 10*time.Second, func(s api.Status) bool {
 		return slices.Contains(s.Listeners, "udp:"+newWAN+":5060") && !slices.Contains(s.Listeners, "udp:"+nsBoxWAN+":5060")
 	})
-	for name, ch := range map[string]chan error{"intra-branch": local, "PSTN": pstnCall} {
+	for name, ch := range map[string]<-chan error{"intra-branch": local, "PSTN": pstnCall} {
 		select {
 		case err := <-ch:
 			if err != nil {
