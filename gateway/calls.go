@@ -139,31 +139,36 @@ func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
 // fromPSTN reports whether req came from the address of a configured PSTN
 // gateway.
 func (s *Server) fromPSTN(req *sip.Request) bool {
-	src, _, err := net.SplitHostPort(req.Source())
-	if err != nil {
-		return false
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	targets := make([]string, 0, len(s.cfg.PSTN))
 	for _, g := range s.cfg.PSTN {
-		_, hostPort, _ := strings.Cut(g.Target, ":")
-		if host, _, err := net.SplitHostPort(hostPort); err == nil && host == src {
-			return true
-		}
+		targets = append(targets, g.Target)
 	}
-	return false
+	s.mu.Unlock()
+	return sourceIsOneOf(req, targets)
 }
 
 // fromHQ reports whether req comes from an HQ target's address (the
 // softswitch does not answer a branch user's digest challenge; the trunk
 // is trusted by address, like a PSTN gateway).
 func (s *Server) fromHQ(req *sip.Request) bool {
+	var targets []string
+	for _, t := range s.HQHealth() {
+		targets = append(targets, t.Target)
+	}
+	return sourceIsOneOf(req, targets)
+}
+
+// sourceIsOneOf reports whether req's source IP is the host of one of the
+// targets ("udp:198.18.3.2:5060"); trunks are trusted by address, whatever
+// port they send from.
+func sourceIsOneOf(req *sip.Request, targets []string) bool {
 	src, _, err := net.SplitHostPort(req.Source())
 	if err != nil {
 		return false
 	}
-	for _, t := range s.HQHealth() {
-		if g, err := parseTarget(t.Target); err == nil && g.host == src {
+	for _, t := range targets {
+		if g, err := parseTarget(t); err == nil && g.host == src {
 			return true
 		}
 	}
