@@ -15,7 +15,7 @@ import (
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
-	"github.com/outpost/outpost/appliance/mode"
+	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/netcfg"

@@ -13,7 +13,6 @@ import (
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
-	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/gateway/upstream"
 )
@@ -192,11 +191,11 @@ func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding,
 
 func (a *App) Route(_ context.Context, number string) api.RouteResult {
 	a.mu.Lock()
-	m := string(a.routingMode(a.doc))
+	m := a.routingMode(a.doc)
 	a.mu.Unlock()
-	ex := a.gw.Route(number, dialplan.Mode(m))
+	ex := a.gw.Route(number, m)
 	return api.RouteResult{
-		Number: number, Mode: m, Routed: ex.OK, Route: string(ex.Route), Target: ex.Target,
+		Number: number, Mode: string(m), Routed: ex.OK, Route: string(ex.Route), Target: ex.Target,
 		Rule: ex.Rule, RuleIndex: ex.RuleIndex, Survivable: ex.Survivable, Emergency: ex.Emergency,
 		Explain: ex.Explain, Targets: ex.Targets,
 	}

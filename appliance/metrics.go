@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outpost/outpost/appliance/mode"
+	"github.com/outpost/outpost/mode"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/appliance/config"
-	"github.com/outpost/outpost/appliance/mode"
 	"github.com/outpost/outpost/gateway"
-	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 )
 
@@ -26,15 +25,15 @@ func modeConfig(d *config.Document) mode.Config {
 // mode machine says, except that a document with no HQ is standalone and
 // one that just gained an HQ starts normal (the machine follows once the
 // document is committed).
-func (a *App) routingMode(doc *config.Document) dialplan.Mode {
+func (a *App) routingMode(doc *config.Document) mode.Mode {
 	m := a.mode.Mode()
 	switch {
 	case doc.Standalone():
-		return dialplan.Mode(mode.Standalone)
+		return mode.Standalone
 	case m == mode.Standalone:
-		return dialplan.Mode(mode.Normal)
+		return mode.Normal
 	}
-	return dialplan.Mode(m)
+	return m
 }
 
 // hqTargetEvent turns a prober verdict into a mode event.
@@ -129,7 +128,7 @@ func (a *App) runMode(ctx context.Context) {
 			// Act on the truth, not on the transition (a slow reader may
 			// miss some); the driver has logged it with its reason.
 			m := a.mode.Mode()
-			a.gw.SetMode(dialplan.Mode(m))
+			a.gw.SetMode(m)
 			a.onModeChange(ctx, m)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outpost/outpost/appliance/mode"
+	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 )
 

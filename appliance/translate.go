@@ -8,13 +8,14 @@ import (
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/digest"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 )
 
 // gatewayConfig is the gateway's section of a (validated, sealed) document.
 // Listen specs that name interfaces become one listener per address the
 // interface has in st.
-func gatewayConfig(d *config.Document, build string, m dialplan.Mode, st netcfg.State) (gateway.Config, error) {
+func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.State) (gateway.Config, error) {
 	ls, err := d.SIP.Listeners()
 	if err != nil {
 		return gateway.Config{}, config.Errors{{Path: "sip.listen", Message: err.Error()}}

@@ -10,6 +10,7 @@ import (
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/mode"
 )
 
 // onInvite admits a new call. A call from a configured PSTN gateway (by
@@ -117,7 +118,7 @@ type Voicemail struct {
 type router struct{ s *Server }
 
 func (r router) Outbound(number string) (dialplan.Decision, bool) {
-	mode, _ := r.s.mode.Load().(dialplan.Mode)
+	mode, _ := r.s.mode.Load().(mode.Mode)
 	return r.s.plan.Load().Outbound(number, mode)
 }
 

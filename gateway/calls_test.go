@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/mode"
 )
 
 func TestContactURI(t *testing.T) {
@@ -41,7 +42,7 @@ func TestRouterVoicemailFollowsMode(t *testing.T) {
 	if _, ok := r.Voicemail("1002"); ok {
 		t.Error("a user without voicemail is forwarded")
 	}
-	cfg.Mode = dialplan.ModeSurvivable
+	cfg.Mode = mode.Survivable
 	if err := s.Reconfigure(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, notify func(HQT
 				return
 			case c := <-changes:
 				// Only probe verdicts: a block by one failed call expires
-				// silently and must not flip the box's mode (see appliance/mode).
+				// silently and must not flip the box's mode (see package mode).
 				if c.Reason == health.ReasonProbesFailed || c.Reason == health.ReasonProbesOK {
 					notify(HQTargetEvent{Target: c.Target, Up: c.Up, Reason: string(c.Reason), At: c.At})
 				}

@@ -15,8 +15,8 @@ import (
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
-	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/health"
+	"github.com/outpost/outpost/mode"
 )
 
 // optionsPinger is the health.Pinger of the HQ prober: one out-of-dialog
@@ -266,7 +266,7 @@ func (s *Server) HQHealth() []health.TargetState {
 // the route they took.
 // Upstream registration pauses in survivable mode and resumes, paced, on
 // failback.
-func (s *Server) SetMode(m dialplan.Mode) {
+func (s *Server) SetMode(m mode.Mode) {
 	s.mu.Lock()
 	s.cfg.Mode = m
 	s.mode.Store(m)

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/mode"
 )
 
 // RouteExplanation is a dial-plan decision plus where it would lead now.
 type RouteExplanation struct {
 	dialplan.Decision
 	OK   bool
-	Mode dialplan.Mode
+	Mode mode.Mode
 	// Targets in the order they would be tried: the extension's registered
 	// contacts (local), the PSTN gateways (pstn) or the HQ targets (hq).
 	Targets []string
@@ -19,7 +20,7 @@ type RouteExplanation struct {
 
 // Route explains how a call to number would be routed in mode, without
 // placing it (outpostctl route).
-func (s *Server) Route(number string, mode dialplan.Mode) RouteExplanation {
+func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
 	d, ok := s.plan.Load().Outbound(number, mode)
 	ex := RouteExplanation{Decision: d, OK: ok, Mode: mode}
 	if !ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/mode"
 )
 
 // Listen is one SIP listening socket.
@@ -40,7 +41,7 @@ type Config struct {
 	Dialplan   dialplan.Config
 	// Mode is the operating mode calls are routed in (the appliance's mode
 	// logic sets it; a change applies to the next call).
-	Mode dialplan.Mode
+	Mode mode.Mode
 	// PSTN gateways in order of preference.
 	PSTN []PSTNGateway
 	// HQ describes the HQ targets for explanations (outpostctl route):
@@ -74,7 +75,7 @@ type Server struct {
 	reg  *registrar.Registrar
 	fp   *fastPath
 	plan atomic.Pointer[dialplan.Plan]
-	mode atomic.Value // dialplan.Mode
+	mode atomic.Value // mode.Mode
 	b2b  *b2bua.B2BUA
 	hq   *hqTrunk // nil = no HQ; replaced only when the hq section changes
 	// probe is what the HQ prober needs from the Server (see probe.go).

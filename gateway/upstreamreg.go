@@ -12,8 +12,8 @@ import (
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
-	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/upstream"
+	"github.com/outpost/outpost/mode"
 )
 
 // UpstreamConfig enables upstream registration (hq.register_upstream):
@@ -64,7 +64,7 @@ func (u *upstreamPart) presence(aor string, present bool) {
 // when upstream registration is enabled with an HQ, reconfigured when it
 // changes, stopped when it is disabled. present lists the extensions that
 // have local bindings now, for a new agent.
-func (u *upstreamPart) apply(cfg Config, hq *hqTrunk, ls map[Listen]*listener, present []string, m dialplan.Mode) error {
+func (u *upstreamPart) apply(cfg Config, hq *hqTrunk, ls map[Listen]*listener, present []string, m mode.Mode) error {
 	if cfg.Upstream == nil || hq == nil {
 		u.close()
 		return nil
@@ -83,7 +83,7 @@ func (u *upstreamPart) apply(cfg Config, hq *hqTrunk, ls map[Listen]*listener, p
 	if err != nil {
 		return fmt.Errorf("gateway: upstream registration: %w", err)
 	}
-	if m == dialplan.Mode("survivable") {
+	if m == mode.Survivable {
 		a.Pause()
 	}
 	a.Sync(present)
@@ -128,12 +128,12 @@ func (u *upstreamPart) close() {
 
 // mode pauses upstream registration in survivable mode (HQ is unreachable:
 // local registration goes on) and resumes it, paced, on failback.
-func (u *upstreamPart) mode(m dialplan.Mode) {
+func (u *upstreamPart) mode(m mode.Mode) {
 	a := u.current()
 	if a == nil {
 		return
 	}
-	if m == dialplan.Mode("survivable") {
+	if m == mode.Survivable {
 		a.Pause()
 	} else {
 		a.Resume()

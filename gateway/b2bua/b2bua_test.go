@@ -19,6 +19,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/mode"
 )
 
 // wait bounds every blocking step of a test.
@@ -53,7 +54,7 @@ type planRouter struct {
 }
 
 func (r planRouter) Outbound(n string) (dialplan.Decision, bool) {
-	return r.p.Outbound(n, dialplan.ModeNormal)
+	return r.p.Outbound(n, mode.Normal)
 }
 
 func (r planRouter) Voicemail(ext string) (dialplan.Decision, bool) {
@@ -61,7 +62,7 @@ func (r planRouter) Voicemail(ext string) (dialplan.Decision, bool) {
 	if !ok {
 		return dialplan.Decision{}, false
 	}
-	return r.p.Outbound(pilot, dialplan.ModeNormal)
+	return r.p.Outbound(pilot, mode.Normal)
 }
 
 type fakeLocator struct {

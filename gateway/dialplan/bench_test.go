@@ -1,25 +1,29 @@
 package dialplan
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/outpost/outpost/mode"
+)
 
 func BenchmarkOutbound(b *testing.B) {
 	p := examplePlan(b)
 	for _, c := range []struct {
 		name, number string
-		mode         Mode
+		md           mode.Mode
 	}{
-		{"local", "1001", ModeNormal},
-		{"hq", "2001", ModeNormal},
-		{"survivable-alt", "2001", ModeSurvivable},
-		{"national", "88435550101", ModeNormal},
-		{"e164-last-rule", "+74951234567", ModeSurvivable},
-		{"emergency", "112", ModeStandalone},
-		{"no-match", "5555", ModeNormal},
+		{"local", "1001", mode.Normal},
+		{"hq", "2001", mode.Normal},
+		{"survivable-alt", "2001", mode.Survivable},
+		{"national", "88435550101", mode.Normal},
+		{"e164-last-rule", "+74951234567", mode.Survivable},
+		{"emergency", "112", mode.Standalone},
+		{"no-match", "5555", mode.Normal},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_, _ = p.Outbound(c.number, c.mode)
+				_, _ = p.Outbound(c.number, c.md)
 			}
 		})
 	}
@@ -27,7 +31,7 @@ func BenchmarkOutbound(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				_, _ = p.Outbound("2001", ModeSurvivable)
+				_, _ = p.Outbound("2001", mode.Survivable)
 			}
 		})
 	})

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/outpost/outpost/mode"
 )
 
 // Route is where a call goes.
@@ -19,17 +21,6 @@ const (
 )
 
 func (r Route) valid() bool { return r == RouteLocal || r == RouteHQ || r == RoutePSTN }
-
-// Mode is the box's operating mode (DESIGN.md §1), decided elsewhere.
-// The zero Mode is treated as ModeNormal.
-type Mode string
-
-// The modes.
-const (
-	ModeNormal     Mode = "normal"
-	ModeSurvivable Mode = "survivable"
-	ModeStandalone Mode = "standalone"
-)
 
 // RuleEmergency is Decision.Rule for a number in Config.Emergency.
 const RuleEmergency = "emergency"
@@ -111,15 +102,15 @@ type Plan struct {
 	exts      map[string]struct{}
 }
 
-var modeNames = [3]Mode{ModeNormal, ModeSurvivable, ModeStandalone}
+var modeNames = [3]mode.Mode{mode.Normal, mode.Survivable, mode.Standalone}
 
-func modeIndex(m Mode) (int, bool) {
+func modeIndex(m mode.Mode) (int, bool) {
 	switch m {
-	case ModeNormal, "":
+	case mode.Normal, "":
 		return 0, true
-	case ModeSurvivable:
+	case mode.Survivable:
 		return 1, true
-	case ModeStandalone:
+	case mode.Standalone:
 		return 2, true
 	}
 	return 0, false
@@ -210,8 +201,8 @@ func compileRule(r Rule, i int, hqPrefix string) (rule, error) {
 	}
 	head += " (" + r.Match + ") matched "
 	cr := rule{name: r.Name, re: re, head: head}
-	for mi, mode := range modeNames {
-		cr.act[mi] = plan(r, mode, hqPrefix)
+	for mi, md := range modeNames {
+		cr.act[mi] = plan(r, md, hqPrefix)
 	}
 	return cr, nil
 }
@@ -228,11 +219,11 @@ func direct(m string, route Route, strip int, prepend string, survivable bool, l
 func noRoute(m, why string) action { return action{desc: "; " + m + " mode: " + why + ": no route"} }
 
 // plan decides, once per rule and mode, what a match does.
-func plan(r Rule, mode Mode, hqPrefix string) action {
-	m := string(mode)
+func plan(r Rule, md mode.Mode, hqPrefix string) action {
+	m := string(md)
 	alt := r.Survivable
-	switch mode {
-	case ModeSurvivable:
+	switch md {
+	case mode.Survivable:
 		route, strip, prepend, label := r.Route, r.Strip, r.Prepend, ""
 		if alt != nil {
 			route, strip, prepend = alt.Route, alt.Strip, alt.Prepend
@@ -247,7 +238,7 @@ func plan(r Rule, mode Mode, hqPrefix string) action {
 		return action{ok: true, route: RoutePSTN, strip: strip, prepend: hqPrefix + prepend, survivable: true,
 			desc: "; " + m + " mode: " + label + "hq unreachable: pstn_prefix fallback: route pstn, strip " +
 				strconv.Itoa(strip) + ", prepend pstn_prefix " + strconv.Quote(hqPrefix) + " + " + strconv.Quote(prepend)}
-	case ModeStandalone:
+	case mode.Standalone:
 		if r.Route != RouteHQ {
 			return direct(m, r.Route, r.Strip, r.Prepend, false, "")
 		}
@@ -281,16 +272,16 @@ func stripChars(s string, n int) string {
 // Outbound decides the route of a call to number in mode. ok is false when
 // the call cannot be routed (the B2BUA answers 404/484); the Decision then
 // still carries Number, the matched rule (if any) and an Explain line.
-func (p *Plan) Outbound(number string, mode Mode) (Decision, bool) {
+func (p *Plan) Outbound(number string, md mode.Mode) (Decision, bool) {
 	d := Decision{Number: number, RuleIndex: -1}
 	if slices.Contains(p.emergency, number) {
 		d.Target, d.Route, d.Rule, d.Emergency = number, RoutePSTN, RuleEmergency, true
 		d.Explain = "emergency number " + number + ": route pstn unchanged, in every mode -> " + number
 		return d, true
 	}
-	mi, known := modeIndex(mode)
+	mi, known := modeIndex(md)
 	if !known {
-		d.Explain = "unknown mode " + strconv.Quote(string(mode)) + ": no route for " + number
+		d.Explain = "unknown mode " + strconv.Quote(string(md)) + ": no route for " + number
 		return d, false
 	}
 	for i := range p.rules {

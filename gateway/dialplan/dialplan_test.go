@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/outpost/outpost/mode"
 )
 
 // exampleConfig reads the dial plan parts of examples/branch.json (the
@@ -58,7 +60,7 @@ func examplePlan(tb testing.TB) *Plan {
 type outCase struct {
 	name      string
 	number    string
-	mode      Mode
+	md        mode.Mode
 	ok        bool
 	route     Route
 	target    string
@@ -71,21 +73,21 @@ type outCase struct {
 
 func checkDecision(t *testing.T, p *Plan, c outCase) {
 	t.Helper()
-	d, ok := p.Outbound(c.number, c.mode)
+	d, ok := p.Outbound(c.number, c.md)
 	if ok != c.ok || d.Route != c.route || d.Target != c.target || d.Rule != c.rule ||
 		d.RuleIndex != c.index || d.Survivable != c.surv || d.Emergency != c.emergency || d.Number != c.number {
 		t.Errorf("Outbound(%q, %q) = %+v, %v\nwant ok=%v route=%q target=%q rule=%q index=%d survivable=%v emergency=%v",
-			c.number, c.mode, d, ok, c.ok, c.route, c.target, c.rule, c.index, c.surv, c.emergency)
+			c.number, c.md, d, ok, c.ok, c.route, c.target, c.rule, c.index, c.surv, c.emergency)
 	}
 	if d.Explain == "" {
-		t.Errorf("Outbound(%q, %q): empty Explain", c.number, c.mode)
+		t.Errorf("Outbound(%q, %q): empty Explain", c.number, c.md)
 	}
 	if want, exact := strings.CutPrefix(c.explain, "="); exact {
 		if d.Explain != want {
-			t.Errorf("Outbound(%q, %q).Explain =\n  %s\nwant\n  %s", c.number, c.mode, d.Explain, want)
+			t.Errorf("Outbound(%q, %q).Explain =\n  %s\nwant\n  %s", c.number, c.md, d.Explain, want)
 		}
 	} else if !strings.Contains(d.Explain, c.explain) {
-		t.Errorf("Outbound(%q, %q).Explain = %q, want it to contain %q", c.number, c.mode, d.Explain, c.explain)
+		t.Errorf("Outbound(%q, %q).Explain = %q, want it to contain %q", c.number, c.md, d.Explain, c.explain)
 	}
 }
 
@@ -93,7 +95,7 @@ func TestOutboundExample(t *testing.T) {
 	p := examplePlan(t)
 	const (
 		local, hq, pstn = RouteLocal, RouteHQ, RoutePSTN
-		N, S, A         = ModeNormal, ModeSurvivable, ModeStandalone
+		N, S, A         = mode.Normal, mode.Survivable, mode.Standalone
 	)
 	cases := []outCase{
 		// normal
@@ -136,14 +138,14 @@ func TestOutboundExample(t *testing.T) {
 		{"emergency in unknown mode", "112", "failback", true, pstn, "112", RuleEmergency, -1, false, true, "emergency"},
 	}
 	for _, c := range cases {
-		t.Run(string(c.mode)+"/"+c.name, func(t *testing.T) { checkDecision(t, p, c) })
+		t.Run(string(c.md)+"/"+c.name, func(t *testing.T) { checkDecision(t, p, c) })
 	}
 }
 
 func TestOutboundRules(t *testing.T) {
 	const (
 		local, hq, pstn = RouteLocal, RouteHQ, RoutePSTN
-		N, S, A         = ModeNormal, ModeSurvivable, ModeStandalone
+		N, S, A         = mode.Normal, mode.Survivable, mode.Standalone
 	)
 	rules := []Rule{
 		{Name: "hq4", Match: `^4\d{3}$`, Route: hq, Strip: 1, Prepend: "9"},
@@ -189,7 +191,7 @@ func TestOutboundRules(t *testing.T) {
 		{"strip counts characters", "ü42", N, true, local, "42", "unicode", 8, false, false, "-> 42"},
 	}
 	for _, c := range cases {
-		t.Run(string(c.mode)+"/"+c.name, func(t *testing.T) { checkDecision(t, withPrefix, c) })
+		t.Run(string(c.md)+"/"+c.name, func(t *testing.T) { checkDecision(t, withPrefix, c) })
 	}
 	noPrefixCases := []outCase{
 		{"hq fallback without prefix", "4123", S, false, "", "", "hq4", 0, false, false,
@@ -199,7 +201,7 @@ func TestOutboundRules(t *testing.T) {
 		{"normal unaffected", "4123", N, true, hq, "9123", "hq4", 0, false, false, "route hq"},
 	}
 	for _, c := range noPrefixCases {
-		t.Run("noprefix/"+string(c.mode)+"/"+c.name, func(t *testing.T) { checkDecision(t, noPrefix, c) })
+		t.Run("noprefix/"+string(c.md)+"/"+c.name, func(t *testing.T) { checkDecision(t, noPrefix, c) })
 	}
 }
 
@@ -216,13 +218,13 @@ func TestEmergencyEveryMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []Mode{ModeNormal, ModeSurvivable, ModeStandalone, "", "bogus"} {
+	for _, md := range []mode.Mode{mode.Normal, mode.Survivable, mode.Standalone, "", "bogus"} {
 		for _, n := range []string{"112", "911", "01"} {
-			checkDecision(t, p, outCase{"", n, mode, true, RoutePSTN, n, RuleEmergency, -1, false, true, "emergency number " + n})
+			checkDecision(t, p, outCase{"", n, md, true, RoutePSTN, n, RuleEmergency, -1, false, true, "emergency number " + n})
 		}
 		// near misses are not emergency numbers
-		if d, _ := p.Outbound("1120", mode); d.Emergency {
-			t.Errorf("1120 in %q mode treated as emergency: %+v", mode, d)
+		if d, _ := p.Outbound("1120", md); d.Emergency {
+			t.Errorf("1120 in %q mode treated as emergency: %+v", md, d)
 		}
 	}
 }
@@ -315,7 +317,7 @@ func TestCompileEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := p.Outbound("1001", ModeNormal); ok || d.RuleIndex != -1 {
+	if d, ok := p.Outbound("1001", mode.Normal); ok || d.RuleIndex != -1 {
 		t.Errorf("empty plan routed: %+v", d)
 	}
 	if _, _, ok := p.InboundDID("+78435550101"); ok {
@@ -333,13 +335,13 @@ func TestCompileCopies(t *testing.T) {
 	cfg.Rules[0].Route, cfg.Rules[1].Survivable.Prepend = RoutePSTN, "0"
 	cfg.Emergency[0], cfg.Extensions[0] = "999", "9999"
 	cfg.Inbound[0].To = "9999"
-	if d, _ := p.Outbound("1001", ModeNormal); d.Route != RouteLocal {
+	if d, _ := p.Outbound("1001", mode.Normal); d.Route != RouteLocal {
 		t.Errorf("rule changed after Compile: %+v", d)
 	}
-	if d, _ := p.Outbound("2001", ModeSurvivable); d.Target != "+74955552001" {
+	if d, _ := p.Outbound("2001", mode.Survivable); d.Target != "+74955552001" {
 		t.Errorf("alternative changed after Compile: %+v", d)
 	}
-	if d, _ := p.Outbound("112", ModeNormal); !d.Emergency {
+	if d, _ := p.Outbound("112", mode.Normal); !d.Emergency {
 		t.Errorf("emergency list changed after Compile: %+v", d)
 	}
 	if ext, _, _ := p.InboundDID("+78435550101"); ext != "1001" {
@@ -352,14 +354,14 @@ func TestConcurrent(t *testing.T) {
 	numbers := []string{"1001", "2001", "112", "88435550101", "+74951234567", "5555"}
 	want := make(map[string]Decision)
 	for _, n := range numbers {
-		want[n], _ = p.Outbound(n, ModeSurvivable)
+		want[n], _ = p.Outbound(n, mode.Survivable)
 	}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for i := range 500 {
 				n := numbers[i%len(numbers)]
-				if d, _ := p.Outbound(n, ModeSurvivable); d != want[n] {
+				if d, _ := p.Outbound(n, mode.Survivable); d != want[n] {
 					t.Errorf("Outbound(%q) = %+v, want %+v", n, d, want[n])
 					return
 				}
@@ -377,17 +379,17 @@ func TestAllocs(t *testing.T) {
 	p := examplePlan(t)
 	for _, c := range []struct {
 		number string
-		mode   Mode
+		md     mode.Mode
 		max    float64
 	}{
-		{"1001", ModeNormal, 1},             // Explain only; Target is the number itself
-		{"2001", ModeSurvivable, 2},         // Target and Explain
-		{"88435550101", ModeStandalone, 2},  // Target and Explain
-		{"112", ModeSurvivable, 1},          // Explain
-		{"+74951234567", ModeSurvivable, 1}, // last rule
+		{"1001", mode.Normal, 1},             // Explain only; Target is the number itself
+		{"2001", mode.Survivable, 2},         // Target and Explain
+		{"88435550101", mode.Standalone, 2},  // Target and Explain
+		{"112", mode.Survivable, 1},          // Explain
+		{"+74951234567", mode.Survivable, 1}, // last rule
 	} {
-		if n := testing.AllocsPerRun(100, func() { p.Outbound(c.number, c.mode) }); n > c.max {
-			t.Errorf("Outbound(%q, %q): %v allocs, want ≤ %v", c.number, c.mode, n, c.max)
+		if n := testing.AllocsPerRun(100, func() { p.Outbound(c.number, c.md) }); n > c.max {
+			t.Errorf("Outbound(%q, %q): %v allocs, want ≤ %v", c.number, c.md, n, c.max)
 		}
 	}
 	if n := testing.AllocsPerRun(100, func() { p.InboundDID("+78435550101") }); n > 3 {

@@ -40,7 +40,7 @@
 // # What it does not do
 //
 // No SIP, no I/O, no health checking and no clock: the mode is an input,
-// decided elsewhere (appliance/mode). It does not validate the whole
+// decided by the mode machine (package mode). It does not validate the whole
 // document (appliance/config does) and imports nothing of this repository;
 // the appliance translates the stored document into Config.
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/mode"
 )
 
 func Example() {
@@ -21,14 +22,14 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	for _, mode := range []dialplan.Mode{dialplan.ModeNormal, dialplan.ModeSurvivable} {
-		d, ok := p.Outbound("2001", mode)
+	for _, md := range []mode.Mode{mode.Normal, mode.Survivable} {
+		d, ok := p.Outbound("2001", md)
 		fmt.Println(ok, d.Route, d.Target)
 		fmt.Println(d.Explain)
 	}
-	d, _ := p.Outbound("112", dialplan.ModeStandalone)
+	d, _ := p.Outbound("112", mode.Standalone)
 	fmt.Println(d.Route, d.Target, d.Rule)
-	_, ok := p.Outbound("5555", dialplan.ModeNormal)
+	_, ok := p.Outbound("5555", mode.Normal)
 	fmt.Println(ok)
 	fmt.Println(p.InboundDID("+78435550101"))
 	// Output:

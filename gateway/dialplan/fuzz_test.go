@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/outpost/outpost/mode"
 )
 
 // FuzzOutbound runs random dialled numbers through the example plan in every
@@ -27,12 +29,12 @@ func FuzzOutbound(f *testing.F) {
 	f.Fuzz(func(t *testing.T, number string) {
 		first := slices.IndexFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(number) })
 		emergency := slices.Contains(cfg.Emergency, number)
-		for _, mode := range []Mode{ModeNormal, ModeSurvivable, ModeStandalone} {
-			d, ok := p.Outbound(number, mode)
-			if again, ok2 := p.Outbound(number, mode); again != d || ok2 != ok {
+		for _, md := range []mode.Mode{mode.Normal, mode.Survivable, mode.Standalone} {
+			d, ok := p.Outbound(number, md)
+			if again, ok2 := p.Outbound(number, md); again != d || ok2 != ok {
 				t.Fatalf("not deterministic: %+v, %v then %+v, %v", d, ok, again, ok2)
 			}
-			bad := func(why string) { t.Fatalf("%s: Outbound(%q, %q) = %+v, %v", why, number, mode, d, ok) }
+			bad := func(why string) { t.Fatalf("%s: Outbound(%q, %q) = %+v, %v", why, number, md, d, ok) }
 			if d.Number != number {
 				bad("Number differs")
 			}
@@ -63,11 +65,11 @@ func FuzzOutbound(f *testing.F) {
 			if first < 0 || d.Target == "" || !d.Route.valid() || !strings.HasSuffix(d.Explain, " -> "+d.Target) {
 				bad("inconsistent route")
 			}
-			if mode != ModeNormal && d.Route == RouteHQ {
-				bad("hq route outside normal mode")
+			if md != mode.Normal && d.Route == RouteHQ {
+				bad("hq route outside normal md")
 			}
-			if mode == ModeNormal && d.Survivable {
-				bad("Survivable in normal mode")
+			if md == mode.Normal && d.Survivable {
+				bad("Survivable in normal md")
 			}
 			r := cfg.Rules[first]
 			route, strip, prepend := r.Route, r.Strip, r.Prepend

@@ -16,7 +16,7 @@ const (
 )
 
 // ErrRunning is returned by a second concurrent Driver.Run.
-var ErrRunning = errors.New("appliance/mode: driver already running")
+var ErrRunning = errors.New("mode: driver already running")
 
 // Driver runs a Machine with the real clock. Send and Reconfigure may be
 // called from any goroutine, before or during Run; Run owns the one timer

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// Mode is the box's operating mode. The values are the ones dialplan.Mode
-// and the management API use.
+// Mode is the box's operating mode: one type for the machine that decides
+// it, the dial plan that routes by it and the management API that shows
+// it. The zero Mode is treated as Normal by the dial plan.
 type Mode string
 
 const (
