@@ -73,15 +73,14 @@ func (c Config) b2buaConfig(hq *hqTrunk, localFor func(dest string) *sip.Addr) b
 	return bc
 }
 
-// nextHQ is the HQ trunk for cfg: the current one when its section is
-// unchanged (keeping DNS cache and health), a new one otherwise. Called
-// with s.mu held or before the server runs.
-func (s *Server) nextHQ(cfg Config) (*hqTrunk, error) {
+// nextHQ is the HQ trunk for cfg: cur when its section is unchanged
+// (keeping DNS cache and health), a new one otherwise.
+func nextHQ(cur *hqTrunk, cfg Config) (*hqTrunk, error) {
 	if cfg.HQTrunk == nil {
 		return nil, nil
 	}
-	if s.hq != nil && s.hq.same(*cfg.HQTrunk) {
-		return s.hq, nil
+	if cur != nil && cur.same(*cfg.HQTrunk) {
+		return cur, nil
 	}
 	return newHQTrunk(*cfg.HQTrunk)
 }

@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.plan.Store(plan)
 	s.mode.Store(cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
-	if s.hq, err = s.nextHQ(cfg); err != nil {
+	if s.hq, err = nextHQ(nil, cfg); err != nil {
 		ua.Close()
 		return nil, err
 	}
@@ -172,13 +172,15 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.probe.init(ua, cfg, bound)
 	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
 	reg.OnPresence(s.up.presence)
-	if err := s.up.apply(cfg, s.hq, bound, reg.Present(), cfg.Mode); err != nil {
+	ucfg, err := checkedUpstream(cfg, s.hq, bound)
+	if err != nil {
 		for _, l := range bound {
 			l.close()
 		}
 		ua.Close()
 		return nil, err
 	}
+	s.up.apply(ucfg, reg.Present(), cfg.Mode)
 	return s, nil
 }
 
@@ -313,60 +315,6 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
-	}
-	return nil
-}
-
-// Reconfigure applies cfg live: new listeners are bound first (a failure
-// changes nothing), then the registrar takes its section, then listeners
-// that are gone are closed. Unchanged listeners keep their sockets.
-func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	plan, err := dialplan.Compile(cfg.Dialplan)
-	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	hq, err := s.nextHQ(cfg)
-	if err != nil {
-		return err
-	}
-	if err := s.b2b.Reconfigure(cfg.b2buaConfig(hq, s.probe.from)); err != nil {
-		return fmt.Errorf("gateway: %w", err)
-	}
-	next, err := bindAll(cfg, s.listeners)
-	if err != nil {
-		return err
-	}
-	if err := s.reg.Reconfigure(ctx, cfg.Registrar); err != nil {
-		for k, l := range next {
-			if s.listeners[k] == nil {
-				l.close()
-			}
-		}
-		return err
-	}
-	for k, l := range s.listeners {
-		if next[k] == nil {
-			l.close()
-			s.log.Info("sip listener closed", "listener", l.bound)
-		}
-	}
-	for k, l := range next {
-		if s.listeners[k] == nil {
-			s.serve(l)
-			s.log.Info("sip listening", "listener", l.bound)
-		}
-	}
-	s.listeners = next
-	s.fp.setSockets(next)
-	s.plan.Store(plan) // the next call uses the new plan; calls in progress keep theirs
-	s.mode.Store(cfg.Mode)
-	s.probe.swap(s.hq, hq, cfg, next, s.log)
-	s.hq = hq
-	s.cfg = cfg
-	if err := s.up.apply(cfg, hq, next, s.reg.Present(), cfg.Mode); err != nil {
-		return err // the appliance restores the previous document
 	}
 	return nil
 }

@@ -60,28 +60,25 @@ func (u *upstreamPart) presence(aor string, present bool) {
 	}
 }
 
-// apply makes the agent match cfg: built (and started, if the Server runs)
-// when upstream registration is enabled with an HQ, reconfigured when it
-// changes, stopped when it is disabled. present lists the extensions that
-// have local bindings now, for a new agent.
-func (u *upstreamPart) apply(cfg Config, hq *hqTrunk, ls map[Listen]*listener, present []string, m mode.Mode) error {
-	if cfg.Upstream == nil || hq == nil {
+// apply makes the agent match ucfg (checked by Prepare): built (and
+// started, if the Server runs) when upstream registration is enabled,
+// reconfigured when it changes, stopped when ucfg is nil. present lists
+// the extensions that have local bindings now, for a new agent.
+func (u *upstreamPart) apply(ucfg *upstream.Config, present []string, m mode.Mode) {
+	if ucfg == nil {
 		u.close()
-		return nil
-	}
-	ucfg, err := upstreamSettings(cfg, hq, ls)
-	if err != nil {
-		return err
+		return
 	}
 	if a := u.current(); a != nil {
-		if err := a.Reconfigure(context.Background(), ucfg); err != nil {
-			return fmt.Errorf("gateway: upstream registration: %w", err)
+		if err := a.Reconfigure(context.Background(), *ucfg); err != nil {
+			u.log.Error("upstream registration: reconfigure refused a checked config", "err", err)
 		}
-		return nil
+		return
 	}
-	a, err := upstream.New(u.ua, ucfg, u.log)
+	a, err := upstream.New(u.ua, *ucfg, u.log)
 	if err != nil {
-		return fmt.Errorf("gateway: upstream registration: %w", err)
+		u.log.Error("upstream registration: a checked config refused", "err", err)
+		return
 	}
 	if m == mode.Survivable {
 		a.Pause()
@@ -93,7 +90,6 @@ func (u *upstreamPart) apply(cfg Config, hq *hqTrunk, ls map[Listen]*listener, p
 	if u.ctx != nil {
 		u.start()
 	}
-	return nil
 }
 
 func (u *upstreamPart) run(ctx context.Context) {

@@ -81,19 +81,19 @@ type Config struct {
 	// from. "" = the listener the A-leg INVITE arrived on.
 	LocalAddr string
 	// HQ is the HQ pool for route "hq"; nil = calls to HQ get 503.
-	HQ Trunk
+	HQ Trunk `json:"-"`
 	// Media makes the Anchor of each bridge; nil = SDP passes through
 	// untouched (apart from the o= line after a transfer, see
 	// party.outSDP).
-	Media MediaFunc
+	Media MediaFunc `json:"-"`
 	// LocalFor, when set, picks the UDP listener a B leg to dest
 	// ("ip:port") leaves from — the one on the interface facing it — and
 	// the Anchor's address facing that leg; nil = LocalAddr, else the
 	// listener the A leg arrived on.
-	LocalFor func(dest string) *sip.Addr
+	LocalFor func(dest string) *sip.Addr `json:"-"`
 	// OnEnd receives the CDR of every call, once, when it ends. It runs on
 	// the goroutine that ended the call: keep it short.
-	OnEnd func(CDR)
+	OnEnd func(CDR) `json:"-"`
 }
 
 const (
@@ -206,6 +206,17 @@ const defaultMaxCalls = 4000
 // Reconfigure checks cfg and makes it the configuration of the next call;
 // calls in progress keep theirs.
 func (b *B2BUA) Reconfigure(cfg Config) error {
+	commit, err := b.Prepare(cfg)
+	if err != nil {
+		return err
+	}
+	commit()
+	return nil
+}
+
+// Prepare checks cfg without changing what runs; the function it returns
+// makes cfg the configuration of the next call and cannot fail.
+func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
 	if cfg.RingTimeout <= 0 {
 		cfg.RingTimeout = defaultRingTimeout
 	}
@@ -225,26 +236,25 @@ func (b *B2BUA) Reconfigure(cfg Config) error {
 	for i, g := range cfg.PSTNGateways {
 		gw, err := parseGateway(g)
 		if err != nil {
-			return fmt.Errorf("b2bua: pstn gateway %d: %w", i, err)
+			return nil, fmt.Errorf("b2bua: pstn gateway %d: %w", i, err)
 		}
 		s.gateways = append(s.gateways, gw)
 	}
 	if cfg.ContactHost != "" {
 		host, port, err := sip.ParseAddr(cfg.ContactHost)
 		if err != nil {
-			return fmt.Errorf("b2bua: contact host %q: %w", cfg.ContactHost, err)
+			return nil, fmt.Errorf("b2bua: contact host %q: %w", cfg.ContactHost, err)
 		}
 		s.contact = &sip.Uri{Scheme: "sip", Host: host, Port: port}
 	}
 	if cfg.LocalAddr != "" {
 		a, err := parseIPAddr(cfg.LocalAddr)
 		if err != nil {
-			return fmt.Errorf("b2bua: local addr: %w", err)
+			return nil, fmt.Errorf("b2bua: local addr: %w", err)
 		}
 		s.laddr = &a
 	}
-	b.set.Store(s)
-	return nil
+	return func() { b.set.Store(s) }, nil
 }
 
 func parseGateway(s string) (gateway, error) {

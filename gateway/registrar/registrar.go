@@ -138,21 +138,46 @@ func (r *Registrar) build(cfg Config) (*state, error) {
 // A changed realm or algorithm list invalidates outstanding nonces, which
 // clients see as stale=true and answer without asking their user.
 func (r *Registrar) Reconfigure(_ context.Context, cfg Config) error {
-	r.reconfMu.Lock()
-	defer r.reconfMu.Unlock()
-	old := r.st.Load()
-	st, err := r.build(cfg)
+	c, err := r.Prepare(cfg)
 	if err != nil {
 		return err
 	}
-	if old.cfg.Realm == cfg.Realm && slices.Equal(old.cfg.algorithms(), cfg.algorithms()) {
-		st.auth = old.auth // keep nonces valid across unrelated changes
+	c.Commit()
+	return nil
+}
+
+// Change is a checked configuration, ready to replace the running one.
+type Change struct {
+	r  *Registrar
+	st *state
+}
+
+// Prepare checks cfg and builds what it needs without changing what runs:
+// the appliance prepares every part of a document before committing any.
+func (r *Registrar) Prepare(cfg Config) (*Change, error) {
+	st, err := r.build(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if old.storm != nil && st.storm != nil && old.cfg.stormRate() == cfg.stormRate() {
+	return &Change{r: r, st: st}, nil
+}
+
+// Commit makes the prepared configuration the running one. It cannot
+// fail. Nonces stay valid across changes that keep the realm and the
+// algorithms; the bindings of removed users are dropped.
+func (c *Change) Commit() {
+	r, st := c.r, c.st
+	r.reconfMu.Lock()
+	defer r.reconfMu.Unlock()
+	old := r.st.Load()
+	if old.cfg.Realm == st.cfg.Realm && slices.Equal(old.cfg.algorithms(), st.cfg.algorithms()) {
+		st.auth = old.auth
+	}
+	if old.storm != nil && st.storm != nil && old.cfg.stormRate() == st.cfg.stormRate() {
 		st.storm = old.storm
 	}
 	r.st.Store(st)
-	r.fails.setLimit(cfg.authFailLimit())
+	r.fails.setLimit(st.cfg.authFailLimit())
 	for ext := range old.users {
 		if _, ok := st.users[ext]; !ok {
 			if n := r.tbl.dropAOR(ext); n > 0 {
@@ -160,7 +185,6 @@ func (r *Registrar) Reconfigure(_ context.Context, cfg Config) error {
 			}
 		}
 	}
-	return nil
 }
 
 // Run expires bindings on time and writes changes behind until ctx ends;

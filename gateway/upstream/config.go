@@ -102,6 +102,13 @@ type settings struct {
 	retryInterval time.Duration
 }
 
+// Check reports what New or Reconfigure would refuse in c, so that a
+// caller can prepare a change it commits later without failing.
+func (c Config) Check() error {
+	_, err := c.settings()
+	return err
+}
+
 func (c Config) settings() (*settings, error) {
 	s := &settings{
 		trunk:         c.Trunk,

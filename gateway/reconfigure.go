@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/gateway/upstream"
+)
+
+// Change is a reconfiguration of the Server that Prepare has checked and
+// made ready (new listeners bound but not served, a new HQ trunk built but
+// not probing, the registrar's and the B2BUA's new settings built) without
+// changing what runs. Commit makes it run and cannot fail; Abort releases
+// what Prepare took. Exactly one of them must be called, and no other
+// Prepare or Reconfigure may happen in between (the appliance serialises
+// its applies).
+type Change struct {
+	s        *Server
+	cfg      Config
+	plan     *dialplan.Plan
+	hq       *hqTrunk
+	b2b      func()
+	reg      *registrar.Change
+	next     map[Listen]*listener // every listener of cfg: kept ones and new ones
+	running  map[Listen]*listener // the listeners when Prepare began
+	upstream *upstream.Config     // nil = no upstream registration
+}
+
+// Prepare does every fallible step of applying cfg: compiling the dial
+// plan, building the HQ trunk (when its section changed), checking the
+// B2BUA's and the registrar's settings, binding the listeners cfg adds and
+// working out the upstream registration's settings.
+//
+// It holds no lock of the Server while it works (building a trunk may wait
+// a second for DNS), so calls and probes go on undisturbed.
+func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
+	s.mu.Lock()
+	running, hq := s.listeners, s.hq
+	s.mu.Unlock()
+	c := &Change{s: s, cfg: cfg, running: running}
+	var err error
+	if c.plan, err = dialplan.Compile(cfg.Dialplan); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if c.hq, err = nextHQ(hq, cfg); err != nil {
+		return nil, err
+	}
+	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, s.probe.from)); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if c.reg, err = s.reg.Prepare(cfg.Registrar); err != nil {
+		return nil, err
+	}
+	if c.next, err = bindAll(cfg, running); err != nil {
+		return nil, err
+	}
+	if c.upstream, err = checkedUpstream(cfg, c.hq, c.next); err != nil {
+		c.closeNew()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Commit makes the prepared configuration run: the next call uses the new
+// plan and settings (calls in progress keep theirs), new listeners are
+// served, listeners that are gone are closed (unchanged ones keep their
+// sockets), probing moves to a new HQ trunk and upstream registration
+// follows.
+func (c *Change) Commit() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.b2b()
+	c.reg.Commit()
+	for k, l := range s.listeners {
+		if c.next[k] == nil {
+			l.close()
+			s.log.Info("sip listener closed", "listener", l.bound)
+		}
+	}
+	for k, l := range c.next {
+		if s.listeners[k] == nil {
+			s.serve(l)
+			s.log.Info("sip listening", "listener", l.bound)
+		}
+	}
+	s.listeners = c.next
+	s.fp.setSockets(c.next)
+	s.plan.Store(c.plan)
+	s.mode.Store(c.cfg.Mode)
+	s.probe.swap(s.hq, c.hq, c.cfg, c.next, s.log)
+	s.hq = c.hq
+	s.cfg = c.cfg
+	s.up.apply(c.upstream, s.reg.Present(), c.cfg.Mode)
+}
+
+// Abort closes the listeners Prepare bound; nothing else was started.
+func (c *Change) Abort() { c.closeNew() }
+
+func (c *Change) closeNew() {
+	for k, l := range c.next {
+		if c.running[k] == nil {
+			l.close()
+		}
+	}
+}
+
+// checkedUpstream is the upstream agent's configuration for cfg, checked;
+// nil when cfg asks for no upstream registration.
+func checkedUpstream(cfg Config, hq *hqTrunk, ls map[Listen]*listener) (*upstream.Config, error) {
+	if cfg.Upstream == nil || hq == nil {
+		return nil, nil
+	}
+	ucfg, err := upstreamSettings(cfg, hq, ls)
+	if err == nil {
+		err = ucfg.Check()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gateway: upstream registration: %w", err)
+	}
+	return &ucfg, nil
+}
+
+// Reconfigure prepares and commits cfg: on error nothing has changed.
+func (s *Server) Reconfigure(ctx context.Context, cfg Config) error {
+	c, err := s.Prepare(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	c.Commit()
+	return nil
+}
