@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -159,9 +158,7 @@ func (p *party) finish(req *sip.Request) {
 	if len(p.routes) == 0 && p.dest != "" {
 		req.SetDestination(p.dest)
 	}
-	if p.laddr != nil && strings.EqualFold(p.transport, "UDP") {
-		req.Laddr = sip.Addr{IP: append(net.IP(nil), p.laddr.IP...), Port: p.laddr.Port}
-	}
+	setLaddr(req, p.transport, p.laddr)
 }
 
 // ack builds the ACK for a 2xx to our re-INVITE number cseq (RFC 3261
