@@ -1,11 +1,14 @@
 //go:build relaybench
 
-// Command relayd is a bench-only daemon: it runs media/relay and speaks
-// the small part of rtpengine's ng control protocol (bencode over UDP:
-// ping, offer, answer, delete) that the peers' rtpblast generator uses,
-// so that the same generator drives rtpengine and our relay in one run.
-// The relay is not yet reachable through SIP in outpostd (issue 4 wires
-// it into the B2BUA).
+// Command relayd is a bench-only daemon: it runs media/relay without SIP
+// and speaks the small part of rtpengine's ng control protocol (bencode
+// over UDP: ping, offer, answer, delete, and statistics/list for the
+// relay's counters) that the peers' rtpblast generator uses, so that the
+// same generator drives rtpengine and our relay in one run. Both legs of
+// every session use the one -ip address; an offer is leg A's, an answer
+// leg B's. In outpostd the same relay is driven by the B2BUA instead
+// (appliance adapts a relay.Session to b2bua.Anchor per call); relayd
+// measures the relay alone.
 //
 // Built only with -tags relaybench: DESIGN §2's dependency test lets no
 // package outside cmd/appliance/media import media, and a bench tool has

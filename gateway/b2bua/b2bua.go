@@ -127,7 +127,10 @@ type CallInfo struct {
 	Answered time.Time // zero until answered
 }
 
-type gateway struct {
+// trunkHop is the next hop of a trunk call, parsed from
+// "[udp:|tcp:]host:port": a PSTN gateway of Config.PSTNGateways or one of
+// the HQ trunk's targets.
+type trunkHop struct {
 	transport string // "UDP" / "TCP"
 	hostport  string
 	host      string
@@ -183,7 +186,7 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 // settings is one Config, parsed.
 type settings struct {
 	cfg      Config
-	gateways []gateway
+	gateways []trunkHop
 	contact  *sip.Uri  // parsed ContactHost, nil = per call
 	laddr    *sip.Addr // parsed LocalAddr, nil = per call
 }
@@ -257,7 +260,7 @@ func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
 	return func() { b.set.Store(s) }, nil
 }
 
-func parseGateway(s string) (gateway, error) {
+func parseGateway(s string) (trunkHop, error) {
 	tr := "UDP"
 	if p, rest, ok := strings.Cut(s, ":"); ok {
 		switch strings.ToLower(p) {
@@ -267,13 +270,13 @@ func parseGateway(s string) (gateway, error) {
 	}
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
-		return gateway{}, fmt.Errorf("%q: %w", s, err)
+		return trunkHop{}, fmt.Errorf("%q: %w", s, err)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n <= 0 || n > 65535 {
-		return gateway{}, fmt.Errorf("%q: bad port", s)
+		return trunkHop{}, fmt.Errorf("%q: bad port", s)
 	}
-	return gateway{transport: tr, hostport: s, host: host, port: n}, nil
+	return trunkHop{transport: tr, hostport: s, host: host, port: n}, nil
 }
 
 func parseIPAddr(s string) (sip.Addr, error) {

@@ -75,6 +75,12 @@
 //     every path that ends the bridge. Apart from that, SDP is relayed as
 //     is, except that after a transfer the o= line a party sees keeps its
 //     origin with the version raised (RFC 3264 §8).
+//   - SDP is read (o=, directions) and edited (that o= line, a
+//     transfer's sendrecv offer) only with media/sdprewrite, the code
+//     base's one SDP reader: a pure leaf, the one media package this
+//     package imports (DESIGN §2's test allows exactly that edge); the
+//     relay itself stays behind the Anchor interface. An edited body is
+//     written with CRLF line ends.
 //   - REFER (RFC 3515) from a party, answered 202, with NOTIFYs
 //     (message/sipfrag) "100 Trying" and the final status. Blind (Refer-To
 //     without Replaces): the Refer-To user is routed like a dialled number

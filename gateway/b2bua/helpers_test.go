@@ -12,6 +12,8 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/media/sdprewrite"
 )
 
 // mkSDP is one audio stream at 127.0.0.1:port, direction dir ("" = none).
@@ -23,17 +25,15 @@ func mkSDP(user string, sess, ver, port int, dir string) []byte {
 	return []byte(s)
 }
 
-// mirror is the direction that answers an offer's direction (RFC 3264 §6.1).
-func mirror(dir string) string {
-	switch dir {
-	case "sendonly":
-		return "recvonly"
-	case "recvonly":
-		return "sendonly"
-	case "inactive":
-		return "inactive"
+// dirOf is the audio direction of an SDP body as sdprewrite reads it
+// (media level, else session level, else sendrecv); "" when the body has
+// no audio stream.
+func dirOf(body []byte) string {
+	s, err := sdprewrite.Parse(body)
+	if err != nil {
+		return ""
 	}
-	return "sendrecv"
+	return s.Audio.Direction.String()
 }
 
 // mediaPort is the phone's (pretend) RTP port.
@@ -43,8 +43,8 @@ func (p *phone) mediaPort() int { return 20000 + p.port%20000 }
 // the matching direction (an offerless re-INVITE gets a sendrecv offer).
 func answerMirror(p *phone, req *sip.Request) (int, []byte) {
 	dir := "sendrecv"
-	if len(req.Body()) > 0 {
-		dir = mirror(sdpDirection(req.Body()))
+	if s, err := sdprewrite.Parse(req.Body()); err == nil {
+		dir = s.Audio.Direction.Reverse().String() // RFC 3264 §6.1
 	}
 	p.mu.Lock()
 	if p.sdpUser == "" { // the phone's own session: sdpB when it answered, else sdpA

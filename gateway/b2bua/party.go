@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/media/sdprewrite"
 )
 
 // party is our dialog with one remote party of an answered call: the
@@ -66,10 +67,10 @@ type party struct {
 	gone       bool   // BYE sent or received
 	sdpIn      []byte // last session description from the party
 	sdpInType  string
-	sdpOut     []byte       // last session description sent to it
-	oOut       origin       // o= of sdpOut
-	oSrc       origin       // o= of the SDP sdpOut was made from (continuity, see outSDP)
-	lastAck    *sip.Request // our last ACK to a re-INVITE 2xx, re-sent on its retransmissions
+	sdpOut     []byte            // last session description sent to it
+	oOut       sdprewrite.Origin // o= of sdpOut
+	oSrc       sdprewrite.Origin // o= of the SDP sdpOut was made from (continuity, see outSDP)
+	lastAck    *sip.Request      // our last ACK to a re-INVITE 2xx, re-sent on its retransmissions
 }
 
 func (p *party) bridge() (*call, Leg) {
@@ -157,9 +158,7 @@ func (p *party) finish(req *sip.Request) {
 	if len(p.routes) == 0 && p.dest != "" {
 		req.SetDestination(p.dest)
 	}
-	if p.laddr != nil && strings.EqualFold(p.transport, "UDP") {
-		req.Laddr = sip.Addr{IP: append(net.IP(nil), p.laddr.IP...), Port: p.laddr.Port}
-	}
+	setLaddr(req, p.transport, p.laddr)
 }
 
 // ack builds the ACK for a 2xx to our re-INVITE number cseq (RFC 3261
@@ -297,18 +296,22 @@ func (p *party) outSDP(sdp []byte) []byte {
 	if len(sdp) == 0 {
 		return sdp
 	}
-	o := parseOrigin(sdp)
+	s, ok := readSDP(sdp)
+	var o sdprewrite.Origin // zero: no usable o= line, the body goes as is
+	if ok {
+		o = s.Origin
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := sdp
-	if o.ok && p.oOut.ok && !o.sameSession(p.oOut) {
+	if !o.IsZero() && !p.oOut.IsZero() && !o.SameSession(p.oOut) {
 		n := p.oOut
-		if !(o == p.oSrc) { // a repeat of the same description keeps its version
-			n.version++
+		if o != p.oSrc { // a repeat of the same description keeps its version
+			n.Version++
 		}
-		out = withOrigin(sdp, n)
+		out = s.WithOrigin(n)
 		p.oSrc, p.oOut = o, n
-	} else if o.ok {
+	} else if !o.IsZero() {
 		p.oSrc, p.oOut = o, o
 	}
 	p.sdpOut = out

@@ -29,7 +29,7 @@ func TestHoldAndResumeBothDirections(t *testing.T) {
 	if res == nil || res.StatusCode != 200 {
 		t.Fatalf("hold: %v", res)
 	}
-	if got := sdpDirection(res.Body()); got != "recvonly" {
+	if got := dirOf(res.Body()); got != "recvonly" {
 		t.Errorf("caller's 200 says %q, want B's recvonly answer:\n%s", got, res.Body())
 	}
 	if !strings.Contains(string(res.Body()), "o=b 2 3 ") {
@@ -61,21 +61,21 @@ func TestHoldAndResumeBothDirections(t *testing.T) {
 
 	// The caller resumes.
 	res = a.send(ctx, oc.sess, oc.boxOf(), sip.INVITE, mkSDP("a", 1, 3, 40000, "sendrecv"), "")
-	if res == nil || res.StatusCode != 200 || sdpDirection(res.Body()) != "sendrecv" {
+	if res == nil || res.StatusCode != 200 || dirOf(res.Body()) != "sendrecv" {
 		t.Fatalf("resume: %v", res)
 	}
-	if re := recv(t, b.reinvites, "resume at B"); sdpDirection(re.Body()) != "sendrecv" {
-		t.Errorf("B got %q on resume", sdpDirection(re.Body()))
+	if re := recv(t, b.reinvites, "resume at B"); dirOf(re.Body()) != "sendrecv" {
+		t.Errorf("B got %q on resume", dirOf(re.Body()))
 	}
 	recv(t, b.acks, "ACK of the resume at B")
 
 	// The callee puts the call on hold the other way.
 	res = b.send(ctx, d, boxOfUAS(d), sip.INVITE, mkSDP("b", 2, 3, 41000, "inactive"), "")
-	if res == nil || res.StatusCode != 200 || sdpDirection(res.Body()) != "inactive" {
+	if res == nil || res.StatusCode != 200 || dirOf(res.Body()) != "inactive" {
 		t.Fatalf("callee's hold: %v", res)
 	}
 	re = recv(t, a.reinvites, "re-INVITE at A")
-	if sdpDirection(re.Body()) != "inactive" || !strings.Contains(string(re.Body()), "o=b 2 3 ") {
+	if dirOf(re.Body()) != "inactive" || !strings.Contains(string(re.Body()), "o=b 2 3 ") {
 		t.Errorf("A got\n%s", re.Body())
 	}
 	if re.CallID().Value() != oc.sess.InviteRequest.CallID().Value() {
@@ -204,12 +204,12 @@ func TestUpdateRelayed(t *testing.T) {
 	oc, _ := e.call(ctx, a, b, "1002")
 
 	res := a.send(ctx, oc.sess, oc.boxOf(), sip.UPDATE, mkSDP("a", 1, 2, 40000, "sendonly"), "")
-	if res == nil || res.StatusCode != 200 || sdpDirection(res.Body()) != "recvonly" {
+	if res == nil || res.StatusCode != 200 || dirOf(res.Body()) != "recvonly" {
 		t.Fatalf("UPDATE: %v", res)
 	}
 	up := recv(t, b.updates, "UPDATE at B")
-	if sdpDirection(up.Body()) != "sendonly" {
-		t.Errorf("B's UPDATE says %q", sdpDirection(up.Body()))
+	if dirOf(up.Body()) != "sendonly" {
+		t.Errorf("B's UPDATE says %q", dirOf(up.Body()))
 	}
 	if res := a.send(ctx, oc.sess, oc.boxOf(), sip.UPDATE, nil, ""); res == nil || res.StatusCode != 200 {
 		t.Errorf("refresh UPDATE: %v", res)

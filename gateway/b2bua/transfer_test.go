@@ -223,7 +223,7 @@ func TestAttendedTransfer(t *testing.T) {
 	if re.CallID().Value() != cInv.CallID().Value() {
 		t.Error("1003's re-INVITE is not in its dialog")
 	}
-	if !strings.Contains(string(re.Body()), "m=audio 40000 ") || sdpDirection(re.Body()) != "sendrecv" {
+	if !strings.Contains(string(re.Body()), "m=audio 40000 ") || dirOf(re.Body()) != "sendrecv" {
 		t.Errorf("1003 did not get the transferee's session:\n%s", re.Body())
 	}
 	ra := recv(t, a.reinvites, "re-INVITE at 1001")
@@ -308,7 +308,7 @@ func TestInviteWithReplaces(t *testing.T) {
 	if !strings.Contains(string(re.Body()), "m=audio 40000 ") {
 		t.Errorf("A did not get the new phone's session:\n%s", re.Body())
 	}
-	if sdpDirection(ow.sess.InviteResponse.Body()) != "sendrecv" || !strings.Contains(string(ow.sess.InviteResponse.Body()), "m=audio "+strconv.Itoa(a.mediaPort())) {
+	if dirOf(ow.sess.InviteResponse.Body()) != "sendrecv" || !strings.Contains(string(ow.sess.InviteResponse.Body()), "m=audio "+strconv.Itoa(a.mediaPort())) {
 		t.Errorf("the new phone did not get A's answer:\n%s", ow.sess.InviteResponse.Body())
 	}
 	recv(t, b.byes, "BYE at the replaced phone")

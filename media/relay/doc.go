@@ -6,11 +6,13 @@
 // The B2BUA drives a Session with the SDP of the call: Offer(from, sdp)
 // for each offer (INVITE, re-INVITE) returns the SDP to send to the other
 // leg; Answer(from, sdp) for each answer (183, 200) returns the SDP for
-// the offerer; Close (or Release) at the end. The gateway defines the
-// interface it needs and may not import this package (DESIGN §2), so the
-// methods it calls use plain types: Leg is an alias of int, Release
-// returns nothing, and ErrNotAcceptable carries SIPStatus() 488 for
-// errors.As with an interface the gateway declares.
+// the offerer; Close at the end. The gateway may not import this package
+// (DESIGN §2): it declares the interface it needs (b2bua.Anchor, with its
+// own Leg type), and the appliance adapts a Session to it, converting
+// legs with relay.Leg(from) (Leg is an alias of int). The B2BUA answers
+// any Anchor error with 488; ErrNotAcceptable also carries SIPStatus()
+// 488 for code that finds the status with errors.As. Release (Close
+// without the figures) is for an interface that cannot name LegStats.
 //
 // # Design decisions
 //

@@ -3,6 +3,11 @@
 // address and ports, a chosen codec list with payload types, and the
 // direction attribute, leaving every other line as the sender wrote it.
 //
+// It is the code base's one SDP reader: the B2BUA (gateway/b2bua, allowed
+// to import this pure leaf for that reason) reads origins and directions
+// with ParseAny and makes its two small edits, WithOrigin and
+// WithSendRecv, here too.
+//
 // Design decisions:
 //
 //   - Parsing is line based and tolerant (RFC 4566 grammar, loosely): real
@@ -29,7 +34,18 @@
 //     the relay turns it into a direction.
 //   - The o= line is the caller's: RFC 3264 §8 wants the same session id
 //     and a version that grows by one with each change on a leg, and only
-//     the relay knows what it sent before.
+//     the relay knows what it sent before. Origin is read only from a
+//     complete session-level o= line (six fields, a numeric version; the
+//     first one when there are several) and is zero otherwise, so a
+//     caller continuing an origin never builds on a guess.
+//   - Directions follow RFC 3264 §5.1 and RFC 4566 §6: the audio
+//     section's own attribute, else the session-level one, else sendrecv;
+//     attributes of other m= sections do not apply to audio.
+//   - Parse wants an audio stream (the relay has nothing to do without
+//     one); ParseAny reads any description, for code that only needs the
+//     session level. WithOrigin and WithSendRecv change only their lines
+//     and, like Rewrite, write CRLF; a description they do not change is
+//     returned byte for byte.
 //
 // The package knows nothing of ports, sockets or policies, and imports
 // nothing of this module.

@@ -2,6 +2,7 @@ package sdprewrite
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -49,7 +50,12 @@ func connLine(a netip.Addr) string {
 
 // Rewrite returns the SDP to send: s with the box's origin, address,
 // port, codecs and direction (see the package doc for which lines change).
+// It needs an audio stream: without one (ParseAny, HasAudio false) it
+// returns nil.
 func (s *SDP) Rewrite(p Params) []byte {
+	if !s.HasAudio() {
+		return nil
+	}
 	var b strings.Builder
 	line := func(l string) {
 		b.WriteString(l)
@@ -165,4 +171,56 @@ func (s *SDP) writeAudioTail(line func(string), p Params) {
 		line("a=rtcp:" + strconv.Itoa(p.Port+1) + " IN " + addrType(a) + " " + a.String())
 	}
 	line("a=" + p.Direction.String())
+}
+
+// WithOrigin returns the description with its session-level o= line
+// written from o (a B2BUA keeping one origin per dialog, RFC 3264 §8)
+// and every other line as the sender wrote it. A description that has no
+// o= line, or whose origin already is o, comes back byte for byte;
+// otherwise the lines are joined with CRLF and end with one.
+func (s *SDP) WithOrigin(o Origin) []byte {
+	if s.originAt < 0 || o == s.Origin {
+		return []byte(s.raw)
+	}
+	lines := slices.Clone(s.lines)
+	lines[s.originAt] = "o=" + o.value()
+	return joinCRLF(lines)
+}
+
+// WithSendRecv returns the description with every direction attribute
+// (session level and every media section) made a=sendrecv, and every
+// other line as the sender wrote it: a description remembered from a
+// held call becomes an offer that does not start on hold (RFC 3264 §8.4).
+// No attribute is added, since sendrecv is the default (§5.1), and
+// c=0.0.0.0 is left alone (only the sender knows its real address). A
+// description without another direction comes back byte for byte;
+// otherwise the lines are joined with CRLF and end with one.
+func (s *SDP) WithSendRecv() []byte {
+	var lines []string
+	for i, l := range s.lines {
+		if !strings.HasPrefix(l, "a=") {
+			continue
+		}
+		name, _, _ := strings.Cut(l[2:], ":")
+		if d, ok := parseDirection(name); !ok || d == SendRecv {
+			continue
+		}
+		if lines == nil {
+			lines = slices.Clone(s.lines)
+		}
+		lines[i] = "a=sendrecv"
+	}
+	if lines == nil {
+		return []byte(s.raw)
+	}
+	return joinCRLF(lines)
+}
+
+func joinCRLF(lines []string) []byte {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteString("\r\n")
+	}
+	return []byte(b.String())
 }

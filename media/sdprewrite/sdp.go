@@ -80,12 +80,36 @@ func parseDirection(s string) (Direction, bool) {
 	return SendRecv, false
 }
 
-// Origin is the o= line (RFC 4566 §5.2).
+// Origin is the o= line (RFC 4566 §5.2): "o=<username> <sess-id>
+// <sess-version> <nettype> <addrtype> <unicast-address>". Parse leaves it
+// zero when the line is missing or malformed (not six fields, or a
+// version that is not a 64-bit number).
 type Origin struct {
 	Username string
 	SessID   string
 	Version  uint64
-	Addr     netip.Addr
+	NetType  string     // "IN"
+	AddrType string     // "IP4" or "IP6"
+	Address  string     // the unicast address as written: an IP literal or a host name
+	Addr     netip.Addr // Address when it is an IP literal, else invalid
+}
+
+// IsZero reports whether o is the zero Origin (no usable o= line).
+func (o Origin) IsZero() bool { return o == Origin{} }
+
+// SameSession reports whether o and p name the same session: RFC 4566
+// §5.2 makes every field but the version the session's identifier, and
+// RFC 3264 §8 keeps them and raises the version when a description in a
+// dialog changes.
+func (o Origin) SameSession(p Origin) bool {
+	o.Version, p.Version = 0, 0
+	return o == p
+}
+
+// value is the o= line without "o=".
+func (o Origin) value() string {
+	return o.Username + " " + o.SessID + " " + strconv.FormatUint(o.Version, 10) + " " +
+		o.NetType + " " + o.AddrType + " " + o.Address
 }
 
 // Media is the audio section the relay works with.
@@ -101,27 +125,53 @@ type Media struct {
 	Direction Direction  // media level, else session level, else sendrecv
 }
 
-// SDP is a parsed session description. It keeps its lines for Rewrite.
+// SDP is a parsed session description. It keeps its lines for Rewrite,
+// WithOrigin and WithSendRecv.
 type SDP struct {
-	Origin Origin
-	Audio  Media
+	Origin Origin // session-level o=; zero when missing or malformed
+	Audio  Media  // the first audio m= section; zero when HasAudio is false
 
-	lines      []string
-	audioStart int // index of the audio m= line
-	audioEnd   int // index after the audio section's last line
+	raw        string   // the description as received
+	lines      []string // its non-blank lines, without terminators and trailing blanks
+	originAt   int      // index of the session-level o= line, -1 when none
+	audioStart int      // index of the audio m= line, -1 when none
+	audioEnd   int      // index after the audio section's last line
+	audioErr   error    // why the first audio m= line is unusable
 }
 
 // Parse reads b tolerantly. It fails only when b is empty, too large, or
 // has no usable audio m= line.
 func Parse(b []byte) (*SDP, error) {
+	s, err := ParseAny(b)
+	switch {
+	case err != nil:
+		return nil, err
+	case s.audioErr != nil:
+		return nil, s.audioErr
+	case !s.HasAudio():
+		return nil, ErrNoAudio
+	}
+	return s, nil
+}
+
+// HasAudio reports whether s has a usable audio m= section (always true
+// after Parse).
+func (s *SDP) HasAudio() bool { return s.audioStart >= 0 }
+
+// ParseAny reads b like Parse but also accepts a description without a
+// usable audio stream (video only, no m= line, a malformed audio m=
+// line): HasAudio then reports false and Audio is zero. It fails only
+// when b is empty or too large. It is for code that reads the session
+// level (o=, directions) of whatever SDP it relays.
+func ParseAny(b []byte) (*SDP, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, ErrEmpty
 	}
 	if len(b) > MaxSize {
 		return nil, ErrTooLarge
 	}
-	s := &SDP{audioStart: -1}
-	for _, l := range strings.Split(string(b), "\n") {
+	s := &SDP{raw: string(b), originAt: -1, audioStart: -1}
+	for _, l := range strings.Split(s.raw, "\n") {
 		l = strings.TrimRight(l, "\r \t")
 		if l == "" {
 			continue
@@ -132,7 +182,7 @@ func Parse(b []byte) (*SDP, error) {
 	var sessHold bool
 	sessDir := SendRecv
 	haveSessDir, haveMediaDir, haveMediaC := false, false, false
-	inAudio := false
+	inAudio, seenAudio, seenOrigin := false, false, false
 	section := -1 // -1 = session level
 	rtpmaps := map[uint8]Codec{}
 	fmtps := map[uint8]string{}
@@ -143,8 +193,9 @@ func Parse(b []byte) (*SDP, error) {
 		v := l[2:]
 		switch l[0] {
 		case 'o':
-			if section == -1 {
-				s.Origin = parseOrigin(v)
+			// RFC 4566 §5: one o=, at session level; the first one counts.
+			if section == -1 && !seenOrigin {
+				s.Origin, s.originAt, seenOrigin = parseOrigin(v), i, true
 			}
 		case 'm':
 			section++
@@ -152,12 +203,14 @@ func Parse(b []byte) (*SDP, error) {
 				s.audioEnd = i
 				inAudio = false
 			}
-			if s.audioStart >= 0 || !strings.HasPrefix(v, "audio ") {
+			if seenAudio || !strings.HasPrefix(v, "audio ") {
 				continue
 			}
+			seenAudio = true
 			m, err := parseMLine(v)
 			if err != nil {
-				return nil, fmt.Errorf("media/sdprewrite: line %d %q: %w", i+1, l, err)
+				s.audioErr = fmt.Errorf("media/sdprewrite: line %d %q: %w", i+1, l, err)
+				continue
 			}
 			s.Audio = m
 			s.audioStart = i
@@ -203,7 +256,7 @@ func Parse(b []byte) (*SDP, error) {
 		}
 	}
 	if s.audioStart < 0 {
-		return nil, ErrNoAudio
+		return s, nil
 	}
 	if inAudio {
 		s.audioEnd = len(s.lines)
@@ -273,16 +326,21 @@ func parseConn(v string) (addr netip.Addr, hold bool) {
 	return addr, addr.IsUnspecified()
 }
 
-// parseOrigin reads "USER SESSID VERSION IN IP4 ADDR".
+// parseOrigin reads "USER SESSID VERSION NETTYPE ADDRTYPE ADDRESS"; a line
+// with another number of fields or a non-numeric version gives the zero
+// Origin (code that continues an origin must not guess one).
 func parseOrigin(v string) Origin {
 	f := strings.Fields(v)
-	var o Origin
-	if len(f) >= 3 {
-		o.Username, o.SessID = f[0], f[1]
-		o.Version, _ = strconv.ParseUint(f[2], 10, 64)
+	if len(f) != 6 {
+		return Origin{}
 	}
-	if len(f) >= 6 {
-		o.Addr, _ = netip.ParseAddr(f[5])
+	ver, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return Origin{}
+	}
+	o := Origin{Username: f[0], SessID: f[1], Version: ver, NetType: f[3], AddrType: f[4], Address: f[5]}
+	if a, err := netip.ParseAddr(f[5]); err == nil {
+		o.Addr = a
 	}
 	return o
 }

@@ -216,3 +216,183 @@ func TestDirection(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOrigin(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       Origin
+	}{
+		{"IPv4", "o=alice 2890844526 2890844527 IN IP4 198.18.1.30",
+			Origin{"alice", "2890844526", 2890844527, "IN", "IP4", "198.18.1.30", netip.MustParseAddr("198.18.1.30")}},
+		{"host name, extra blanks", "o=-  42\t7 IN IP4 pbx.example.com ",
+			Origin{"-", "42", 7, "IN", "IP4", "pbx.example.com", netip.Addr{}}},
+		{"IPv6", "o=x 1 18446744073709551615 IN IP6 2001:2::5",
+			Origin{"x", "1", 18446744073709551615, "IN", "IP6", "2001:2::5", netip.MustParseAddr("2001:2::5")}},
+		// RFC 4566 §5.2 has exactly six fields; anything else is no origin.
+		{"five fields", "o=x 1 1 IN IP4", Origin{}},
+		{"seven fields", "o=x 1 1 IN IP4 198.18.1.1 extra", Origin{}},
+		{"version not a number", "o=x 1 v2 IN IP4 198.18.1.1", Origin{}},
+		{"version beyond 64 bits", "o=x 1 18446744073709551616 IN IP4 198.18.1.1", Origin{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse([]byte(sdpLines("v=0", tt.line, "s=-", "c=IN IP4 198.18.1.1", "t=0 0", "m=audio 4000 RTP/AVP 0")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Origin != tt.want {
+				t.Errorf("Origin = %+v, want %+v", s.Origin, tt.want)
+			}
+			if s.Origin.IsZero() != (tt.want == Origin{}) {
+				t.Errorf("IsZero = %v", s.Origin.IsZero())
+			}
+		})
+	}
+	// The first session-level o= counts; one inside a media section is not
+	// the session's origin (RFC 4566 §5).
+	s, err := Parse([]byte(sdpLines("v=0", "o=a 1 1 IN IP4 198.18.1.1", "o=b 2 2 IN IP4 198.18.1.2", "s=-", "t=0 0", "m=audio 4000 RTP/AVP 0")))
+	if err != nil || s.Origin.Username != "a" {
+		t.Errorf("two o= lines: %+v, %v", s.Origin, err)
+	}
+	s, err = Parse([]byte(sdpLines("v=0", "s=-", "t=0 0", "m=audio 4000 RTP/AVP 0", "o=b 2 2 IN IP4 198.18.1.2")))
+	if err != nil || !s.Origin.IsZero() {
+		t.Errorf("o= in a media section: %+v, %v", s.Origin, err)
+	}
+}
+
+func TestOriginSameSession(t *testing.T) {
+	o := Origin{"alice", "1", 5, "IN", "IP4", "198.18.1.1", netip.MustParseAddr("198.18.1.1")}
+	next := o
+	next.Version++
+	if !o.SameSession(next) {
+		t.Error("a new version is the same session")
+	}
+	for _, change := range []func(*Origin){
+		func(p *Origin) { p.Username = "bob" },
+		func(p *Origin) { p.SessID = "2" },
+		func(p *Origin) { p.Address, p.Addr = "198.18.1.2", netip.MustParseAddr("198.18.1.2") },
+		func(p *Origin) { p.AddrType = "IP6" },
+	} {
+		p := o
+		change(&p)
+		if o.SameSession(p) {
+			t.Errorf("%+v and %+v are not one session (RFC 4566 §5.2)", o, p)
+		}
+	}
+}
+
+// TestDirectionLevels: RFC 3264 §5.1 / RFC 4566 §6: a direction attribute
+// at media level applies to its own stream and wins over the session
+// level; the session level applies to streams that give none; sendrecv
+// is the default. Another stream's attribute says nothing about audio, so
+// the last direction line of the body is not the audio's direction.
+func TestDirectionLevels(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines []string
+		want  Direction
+	}{
+		{"none", []string{"m=audio 4000 RTP/AVP 0"}, SendRecv},
+		{"session level only", []string{"a=sendonly", "m=audio 4000 RTP/AVP 0"}, SendOnly},
+		{"media level wins", []string{"a=inactive", "m=audio 4000 RTP/AVP 0", "a=sendrecv"}, SendRecv},
+		{"media level over session level", []string{"a=sendrecv", "m=audio 4000 RTP/AVP 0", "a=recvonly"}, RecvOnly},
+		{"a later video stream's direction", []string{"m=audio 4000 RTP/AVP 0", "m=video 4002 RTP/AVP 96", "a=inactive"}, SendRecv},
+		{"a later video stream's direction, session level too",
+			[]string{"a=sendonly", "m=audio 4000 RTP/AVP 0", "m=video 4002 RTP/AVP 96", "a=sendrecv"}, SendOnly},
+		{"an earlier video stream's direction", []string{"m=video 4002 RTP/AVP 96", "a=sendonly", "m=audio 4000 RTP/AVP 0"}, SendRecv},
+		{"a second audio stream's direction", []string{"m=audio 4000 RTP/AVP 0", "m=audio 4002 RTP/AVP 0", "a=inactive"}, SendRecv},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lines := append([]string{"v=0", "o=x 1 1 IN IP4 198.18.1.1", "s=-", "c=IN IP4 198.18.1.1", "t=0 0"}, tt.lines...)
+			s, err := Parse([]byte(sdpLines(lines...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Audio.Direction != tt.want {
+				t.Errorf("Direction = %v, want %v", s.Audio.Direction, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseAny(t *testing.T) {
+	video := sdpLines("v=0", "o=x 1 3 IN IP4 198.18.1.1", "s=-", "c=IN IP4 198.18.1.1", "t=0 0", "a=sendonly", "m=video 5000 RTP/AVP 96")
+	badAudio := sdpLines("v=0", "o=x 1 3 IN IP4 198.18.1.1", "s=-", "t=0 0", "m=audio many RTP/AVP 0", "m=audio 4000 RTP/AVP 0")
+	for _, in := range []string{video, badAudio} {
+		s, err := ParseAny([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.HasAudio() || s.Audio.Port != 0 || s.Origin.Version != 3 {
+			t.Errorf("ParseAny: audio %v %+v, origin %+v", s.HasAudio(), s.Audio, s.Origin)
+		}
+		if out := s.Rewrite(Params{Port: 1}); out != nil {
+			t.Errorf("Rewrite without audio: %q", out)
+		}
+	}
+	if _, err := Parse([]byte(video)); !errors.Is(err, ErrNoAudio) {
+		t.Errorf("Parse(video only) = %v", err)
+	}
+	// Parse still refuses a malformed first audio m= line (the second one
+	// is not taken instead).
+	if _, err := Parse([]byte(badAudio)); err == nil || errors.Is(err, ErrNoAudio) {
+		t.Errorf("Parse(bad audio m=) = %v", err)
+	}
+	for _, in := range []string{"", "\r\n", strings.Repeat("a=x\r\n", MaxSize/5+1)} {
+		if _, err := ParseAny([]byte(in)); err == nil {
+			t.Errorf("ParseAny(%.20q) accepted", in)
+		}
+	}
+	if s, err := Parse([]byte(polycom)); err != nil || !s.HasAudio() {
+		t.Errorf("Parse: HasAudio false, %v", err)
+	}
+}
+
+func TestWithOrigin(t *testing.T) {
+	in := "v=0\no=b 2 2 IN IP4 198.18.1.2\ns=-\nc=IN IP4 198.18.1.2\nt=0 0\nm=video 5000 RTP/AVP 96\na=x-keep:  two  blanks"
+	s, err := ParseAny([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := s.WithOrigin(s.Origin); string(out) != in {
+		t.Errorf("same origin changed the body:\n%s", out)
+	}
+	o := Origin{"a", "1", 7, "IN", "IP4", "pbx.example.com", netip.Addr{}}
+	want := sdpLines("v=0", "o=a 1 7 IN IP4 pbx.example.com", "s=-", "c=IN IP4 198.18.1.2", "t=0 0", "m=video 5000 RTP/AVP 96", "a=x-keep:  two  blanks")
+	if out := string(s.WithOrigin(o)); out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	if back, err := ParseAny(s.WithOrigin(o)); err != nil || back.Origin != o {
+		t.Errorf("re-parse: %+v, %v", back.Origin, err)
+	}
+	noO := "v=0\r\ns=-\r\nt=0 0\r\nm=audio 4000 RTP/AVP 0\r\n"
+	s, _ = ParseAny([]byte(noO))
+	if out := string(s.WithOrigin(o)); out != noO {
+		t.Errorf("no o= line: got\n%s", out)
+	}
+}
+
+func TestWithSendRecv(t *testing.T) {
+	held := "v=0\no=a 1 2 IN IP4 198.18.1.1\ns=-\nc=IN IP4 198.18.1.1\nt=0 0\na=recvonly\nm=audio 4000 RTP/AVP 0\na=sendonly\nm=video 5000 RTP/AVP 96\na=inactive\na=sendrecv"
+	s, err := ParseAny([]byte(held))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sdpLines("v=0", "o=a 1 2 IN IP4 198.18.1.1", "s=-", "c=IN IP4 198.18.1.1", "t=0 0", "a=sendrecv",
+		"m=audio 4000 RTP/AVP 0", "a=sendrecv", "m=video 5000 RTP/AVP 96", "a=sendrecv", "a=sendrecv")
+	out := s.WithSendRecv()
+	if string(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	if back, err := Parse(out); err != nil || back.Audio.Direction != SendRecv {
+		t.Errorf("re-parse: %v", err)
+	}
+	// Nothing to change (no attribute, or sendrecv only): byte for byte.
+	for _, in := range []string{"v=0\nm=audio 4000 RTP/AVP 0", polycom} {
+		s, _ := ParseAny([]byte(in))
+		if out := s.WithSendRecv(); string(out) != in {
+			t.Errorf("changed:\n%s", out)
+		}
+	}
+}
