@@ -11,13 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
-	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 )
 
@@ -54,127 +55,197 @@ type App struct {
 	msr     *msrPart     // MSR registration of the interfaces, media resource table
 	media   *mediaPart   // the RTP relay that anchors calls' media
 	cdr     *cdrWriter
+	admin   net.Listener // the admin socket
 	started time.Time
 
-	mu      sync.Mutex // serialises Apply/Rollback and guards doc/version
+	// parts are applied in this order (see parts.go).
+	parts []part
+	// cur is the running document and version. Readers load it without a
+	// lock; only an apply (holding applyMu) stores a new one.
+	cur atomic.Pointer[running]
+	// applyMu serialises Apply, Rollback and the rebinding of listeners
+	// that follow interface addresses. Nothing a call, a probe or a netlink
+	// event runs waits for it.
+	applyMu sync.Mutex
+	// stopping refuses applies once Run has begun to stop the parts
+	// (guarded by applyMu).
+	stopping bool
+}
+
+// running is a document the box runs and its stored version; never
+// changed once published.
+type running struct {
 	doc     *config.Document
 	version store.Version
 }
 
+func (a *App) running() *running { return a.cur.Load() }
+
 // Run starts the appliance and blocks until ctx ends or a part fails.
 func Run(ctx context.Context, opts Options) error {
+	a, err := New(ctx, opts)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// New opens the store, chooses the document to run, builds every part on
+// it and binds their sockets; nothing is served until Run. If New fails,
+// what it opened is closed.
+func New(ctx context.Context, opts Options) (_ *App, err error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	if opts.DataDir == "" {
-		return errors.New("appliance: data directory is required")
+		return nil, errors.New("appliance: data directory is required")
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
-		return fmt.Errorf("appliance: data directory: %w", err)
+		return nil, fmt.Errorf("appliance: data directory: %w", err)
 	}
 	st, err := store.Open(ctx, filepath.Join(opts.DataDir, DBFile))
 	if err != nil {
-		return fmt.Errorf("appliance: %w", err)
+		return nil, fmt.Errorf("appliance: %w", err)
 	}
-	defer st.Close()
 	a := &App{opts: opts, log: log, st: st, started: time.Now(),
 		netSrc: netcfg.NetlinkSource(0),
 		cdr:    newCDRWriter(st, log.With("part", "cdr"))}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
 	if err := a.loadInitial(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	a.mode = mode.NewDriver(modeConfig(a.doc), log.With("part", "mode"))
-	if a.media, err = newMediaPart(a.doc, log.With("part", "media")); err != nil {
-		return fmt.Errorf("appliance: %w", err)
-	}
+	doc := a.running().doc
 	a.net = netcfg.NewWatcher(a.netSrc, netcfg.Config{}, log.With("part", "netcfg"))
 	a.net0 = a.firstSnapshot(ctx)
-	gcfg, err := a.gatewayConfig(a.doc)
+	first, err := translate(doc, environment{Build: opts.Version, Mode: mode.Normal, Net: a.net0})
 	if err != nil {
-		return fmt.Errorf("appliance: %w", err)
+		return nil, fmt.Errorf("appliance: %w", err)
 	}
-	a.gw, err = gateway.New(ctx, gcfg, bindingStore{st}, log.With("part", "gateway"))
-	if err != nil {
-		return fmt.Errorf("appliance: %w", err)
+	a.mode = mode.NewDriver(first.Mode, log.With("part", "mode"))
+	if a.media, err = newMediaPart(first, a.boundPorts, log.With("part", "media")); err != nil {
+		return nil, partFailed("media", err)
+	}
+	if first, err = translate(doc, a.env()); err != nil { // the machine's first mode
+		return nil, fmt.Errorf("appliance: %w", err)
+	}
+	if a.gw, err = gateway.New(ctx, a.wire(first.Gateway), bindingStore{st}, log.With("part", "gateway")); err != nil {
+		return nil, partFailed("gateway", err)
 	}
 	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })
 	a.gw.SetLocalChooser((&localChooser{a: a, rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x07057))}).choose)
-	if a.msr, err = newMSRPart(a.doc, a.net, a.gw.Registrar(), log.With("part", "msr")); err != nil {
-		return fmt.Errorf("appliance: %w", err)
+	if a.msr, err = newMSRPart(first, a.net, a.netState, a.gw.Registrar(), log.With("part", "msr")); err != nil {
+		return nil, partFailed("msr", err)
 	}
-
-	sockPath := filepath.Join(opts.DataDir, SocketFile)
-	ln, err := listenUnix(sockPath)
+	if a.admin, err = listenUnix(filepath.Join(opts.DataDir, SocketFile)); err != nil {
+		return nil, fmt.Errorf("appliance: admin socket: %w", err)
+	}
+	a.mgmt = newMgmt(api.Handler(a, log.With("part", "api"), a.metricsHandler()), log.With("part", "management"))
+	a.parts = []part{gatewayPart{a}, a.media, a.msr, a.mgmt, modePart{a}}
+	c, err := a.mgmt.prepare(ctx, first)
 	if err != nil {
-		return fmt.Errorf("appliance: admin socket: %w", err)
+		return nil, partFailed("management", err)
 	}
-	handler := api.Handler(a, log.With("part", "api"), a.metricsHandler())
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	a.mgmt = newMgmt(handler, log.With("part", "management"))
-	if err := a.mgmt.Reconfigure(ctx, a.doc.Management); err != nil {
-		ln.Close()
-		return fmt.Errorf("appliance: %w", err)
-	}
-	defer a.mgmt.Stop()
+	c.Commit()
+	return a, nil
+}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	// A part that fails stops the appliance; its error is logged even when
-	// the appliance was already stopping (e.g. a failed final flush).
-	fail := func(err error) {
-		log.Error("part failed", "err", err)
-		cancel(err)
+// close releases what New opened, for a New that failed.
+func (a *App) close() {
+	if a.admin != nil {
+		a.admin.Close()
+		os.Remove(a.admin.Addr().String())
 	}
-	wg.Go(func() {
-		if err := a.gw.Run(ctx); err != nil {
-			fail(err)
-		}
-	})
-	wg.Go(func() {
-		if err := a.net.Run(ctx); err != nil {
-			fail(fmt.Errorf("appliance: netcfg: %w", err))
-		}
-	})
-	wg.Go(func() {
-		if err := a.mode.Run(ctx); err != nil {
-			fail(fmt.Errorf("appliance: mode: %w", err))
-		}
-	})
-	wg.Go(func() { a.runMode(ctx) })
-	wg.Go(func() {
-		if err := a.media.run(ctx); err != nil {
-			fail(fmt.Errorf("appliance: media: %w", err))
-		}
-	})
-	wg.Go(func() {
-		if err := a.msr.run(ctx); err != nil {
-			fail(fmt.Errorf("appliance: msr: %w", err))
-		}
-	})
-	wg.Go(func() {
-		if err := a.cdr.Run(ctx); err != nil {
-			fail(fmt.Errorf("appliance: cdr: %w", err))
-		}
-	})
-	wg.Go(func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fail(fmt.Errorf("appliance: admin api: %w", err))
-		}
-	})
+	if a.gw != nil {
+		a.gw.Close()
+	}
+	a.st.Close()
+}
+
+// service is one long-running goroutine of the appliance.
+type service struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// Run serves until ctx ends or a part fails, then stops the parts in
+// order, each after the one before has returned:
+//
+//  1. the admin socket and the management API: no pushes while stopping;
+//  2. the gateway: SIP stops, calls end, their CDRs are queued (the drain
+//     of calls in progress, when it comes, belongs here);
+//  3. msr: the interfaces' MSR UAs unREGISTER;
+//  4. the media relay: every session closed;
+//  5. the netlink watcher, the mode machine and its follower;
+//  6. the CDR writer, last, so every ended call's record is written;
+//
+// and closes the store.
+func (a *App) Run(ctx context.Context) error {
+	defer a.st.Close()
+	defer a.mgmt.Stop()
+	sockPath := filepath.Join(a.opts.DataDir, SocketFile)
+	hs := &http.Server{Handler: a.mgmt.handler, ReadHeaderTimeout: 10 * time.Second}
+	rebind := make(chan struct{}, 1)
+	services := []service{ // in stop order
+		{"admin api", func(ctx context.Context) error {
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(a.admin) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+			a.mgmt.Stop()
+			<-errc
+			return nil
+		}},
+		{"gateway", a.gw.Run},
+		{"msr", a.msr.run},
+		{"media", a.media.run},
+		{"follow addresses", func(ctx context.Context) error { a.followAddresses(ctx, rebind); return nil }},
+		{"mode follower", func(ctx context.Context) error { a.runMode(ctx, rebind); return nil }},
+		{"mode", a.mode.Run},
+		{"netcfg", a.net.Run},
+		{"cdr", a.cdr.Run},
+	}
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	stops := make([]func(), len(services))
+	for i, s := range services {
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := s.run(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) && sctx.Err() == nil {
+				a.log.Error("part failed", "part", s.name, "err", err)
+				fail(fmt.Errorf("appliance: %s: %w", s.name, err))
+			} else if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("part failed while stopping", "part", s.name, "err", err)
+			}
+		}()
+		stops[i] = func() { cancel(); <-done }
+	}
 	a.announce(sockPath)
 
 	<-ctx.Done()
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer scancel()
-	_ = hs.Shutdown(sctx)
-	wg.Wait()
+	a.applyMu.Lock() // an apply in progress ends first; later ones are refused
+	a.stopping = true
+	a.applyMu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 	os.Remove(sockPath)
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	log.Info("outpostd stopped")
+	a.log.Info("outpostd stopped")
 	return nil
 }
 
@@ -203,9 +274,8 @@ func listenUnix(path string) (net.Listener, error) {
 // announce logs what a person at the console needs: where SIP listens and,
 // on the embedded default, how to register a softphone.
 func (a *App) announce(sock string) {
-	a.mu.Lock()
-	doc, v := a.doc, a.version
-	a.mu.Unlock()
+	cur := a.running()
+	doc, v := cur.doc, cur.version
 	listeners := a.gw.Listeners()
 	a.log.Info("outpostd running", "version", a.opts.Version, "config_version", v.Version,
 		"config_source", v.Source, "mode", a.mode.Mode(), "sip", listeners, "admin_socket", sock)

@@ -44,7 +44,7 @@ func (a *App) loadInitial(ctx context.Context) error {
 		}
 		source = "file:" + a.opts.ConfigFile
 	case active != nil:
-		a.doc, a.version = active, v
+		a.cur.Store(&running{doc: active, version: v})
 		return nil
 	case a.opts.FactoryFile != "":
 		data, err := os.ReadFile(a.opts.FactoryFile)
@@ -66,13 +66,13 @@ func (a *App) loadInitial(ctx context.Context) error {
 		source = sourceDefault
 	}
 	if active != nil && sha256Hex(sealed) == v.SHA256 {
-		a.doc, a.version = active, v // same document as stored: no new version
+		a.cur.Store(&running{doc: active, version: v}) // same document as stored: no new version
 		return nil
 	}
 	if v, err = a.st.ApplyConfig(ctx, sealed, source); err != nil {
 		return fmt.Errorf("appliance: storing config: %w", err)
 	}
-	a.doc, a.version = doc, v
+	a.cur.Store(&running{doc: doc, version: v})
 	return nil
 }
 
@@ -129,30 +129,31 @@ func validationError(err error) error {
 
 // Apply validates doc, applies it live and stores it as a new version.
 func (a *App) Apply(ctx context.Context, raw []byte, source string, ifMatch int64, dryRun bool) (api.ApplyResult, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if ifMatch != 0 && ifMatch != a.version.Version {
-		return api.ApplyResult{}, fmt.Errorf("%w: running version is %d, If-Match says %d", api.ErrConflict, a.version.Version, ifMatch)
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	cur := a.running()
+	if ifMatch != 0 && ifMatch != cur.version.Version {
+		return api.ApplyResult{}, fmt.Errorf("%w: running version is %d, If-Match says %d", api.ErrConflict, cur.version.Version, ifMatch)
 	}
-	doc, sealed, err := prepare(raw, a.doc)
+	doc, sealed, err := prepare(raw, cur.doc)
 	if err != nil {
 		return api.ApplyResult{}, err
 	}
 	if dryRun {
-		return api.ApplyResult{Version: apiVersion(a.version), DryRun: true, Valid: true, Diff: config.Diff(a.doc, doc)}, nil
+		return api.ApplyResult{Version: apiVersion(cur.version), DryRun: true, Valid: true, Diff: config.Diff(cur.doc, doc)}, nil
 	}
-	if sha256Hex(sealed) == a.version.SHA256 {
+	if sha256Hex(sealed) == cur.version.SHA256 {
 		// HQ re-pushing the running document (or a redacted copy of it) is
 		// a no-op, not a new version: history stays readable.
-		return api.ApplyResult{Version: apiVersion(a.version), Valid: true, Unchanged: true}, nil
+		return api.ApplyResult{Version: apiVersion(cur.version), Valid: true, Unchanged: true}, nil
 	}
 	return a.applyLocked(ctx, doc, sealed, source)
 }
 
 // Rollback re-applies a stored version as a new version.
 func (a *App) Rollback(ctx context.Context, version int64) (api.ApplyResult, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
 	_, raw, err := a.st.Config(ctx, version)
 	if errors.Is(err, store.ErrNotFound) {
 		return api.ApplyResult{}, fmt.Errorf("config version %d: %w", version, api.ErrNotFound)
@@ -160,65 +161,37 @@ func (a *App) Rollback(ctx context.Context, version int64) (api.ApplyResult, err
 	if err != nil {
 		return api.ApplyResult{}, err
 	}
-	doc, sealed, err := prepare(raw, a.doc)
+	doc, sealed, err := prepare(raw, a.running().doc)
 	if err != nil {
 		return api.ApplyResult{}, err
 	}
 	return a.applyLocked(ctx, doc, sealed, fmt.Sprintf("rollback:%d", version))
 }
 
-// applyLocked reconfigures the parts, then commits. If the commit fails the
-// parts go back to the running document.
+// applyLocked prepares every part for doc, stores it as the new version,
+// then commits every part; if a part refuses or the store fails, every
+// prepared part is aborted and the box runs on exactly as before.
 func (a *App) applyLocked(ctx context.Context, doc *config.Document, sealed []byte, source string) (api.ApplyResult, error) {
-	gcfg, err := a.gatewayConfig(doc)
+	if a.stopping {
+		return api.ApplyResult{}, errStopping
+	}
+	next, err := translate(doc, a.env())
 	if err != nil {
 		return api.ApplyResult{}, validationError(err)
 	}
-	// Parts in a fixed order; on the first failure the parts already
-	// changed go back to the running document.
-	restore := func(why string) {
-		if old, oerr := a.gatewayConfig(a.doc); oerr == nil {
-			if rerr := a.gw.Reconfigure(ctx, old); rerr != nil {
-				a.log.Error("restoring the gateway after "+why+" failed", "err", rerr)
-			}
-		}
-		if rerr := a.media.reconfigure(a.doc); rerr != nil {
-			a.log.Error("restoring the media relay after "+why+" failed", "err", rerr)
-		}
-		if rerr := a.msr.reconfigure(ctx, a.doc); rerr != nil {
-			a.log.Error("restoring msr after "+why+" failed", "err", rerr)
-		}
-		if rerr := a.mgmt.Reconfigure(ctx, a.doc.Management); rerr != nil {
-			a.log.Error("restoring the management api after "+why+" failed", "err", rerr)
-		}
-	}
-	if err := a.gw.Reconfigure(ctx, gcfg); err != nil {
-		return api.ApplyResult{}, fmt.Errorf("applying to gateway: %w", err)
-	}
-	if err := a.media.reconfigure(doc); err != nil {
-		restore("a failed media change")
-		return api.ApplyResult{}, fmt.Errorf("applying to media: %w", err)
-	}
-	if err := a.msr.reconfigure(ctx, doc); err != nil {
-		restore("a failed msr change")
-		return api.ApplyResult{}, fmt.Errorf("applying to msr: %w", err)
-	}
-	if err := a.mgmt.Reconfigure(ctx, doc.Management); err != nil {
-		restore("a failed management change")
-		return api.ApplyResult{}, fmt.Errorf("applying to management: %w", err)
+	changes, err := prepareAll(ctx, a.parts, next)
+	if err != nil {
+		a.log.Warn("config refused", "source", source, "err", err)
+		return api.ApplyResult{}, err
 	}
 	v, err := a.st.ApplyConfig(ctx, sealed, source)
 	if err != nil {
-		restore("a failed commit")
+		changes.abort()
 		return api.ApplyResult{}, fmt.Errorf("storing config: %w", err)
 	}
-	wanChanged := a.doc.WAN.Interface != doc.WAN.Interface
-	a.doc, a.version = doc, v
-	// The mode machine cannot fail, so it changes after the commit.
-	_ = a.mode.Reconfigure(ctx, modeConfig(doc))
-	if wanChanged {
-		a.reseedWAN(doc.WAN.Interface)
-	}
+	// The version is stored: from here on nothing fails.
+	a.cur.Store(&running{doc: doc, version: v})
+	changes.commit()
 	a.log.Info("config applied", "version", v.Version, "source", source)
 	return api.ApplyResult{Version: apiVersion(v), Valid: true}, nil
 }

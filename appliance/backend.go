@@ -21,9 +21,8 @@ import (
 var _ api.Backend = (*App)(nil)
 
 func (a *App) Status(context.Context) api.Status {
-	a.mu.Lock()
-	doc, v := a.doc, a.version
-	a.mu.Unlock()
+	cur := a.running()
+	doc, v := cur.doc, cur.version
 	bs := a.gw.Registrar().Bindings()
 	aors := map[string]bool{}
 	for _, b := range bs {
@@ -190,9 +189,7 @@ func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding,
 }
 
 func (a *App) Route(_ context.Context, number string) api.RouteResult {
-	a.mu.Lock()
-	m := a.routingMode(a.doc)
-	a.mu.Unlock()
+	m := routingMode(a.running().doc, a.mode.Mode())
 	ex := a.gw.Route(number, m)
 	return api.RouteResult{
 		Number: number, Mode: string(m), Routed: ex.OK, Route: string(ex.Route), Target: ex.Target,

@@ -36,9 +36,7 @@ type localChooser struct {
 }
 
 func (c *localChooser) choose(dest netip.Addr, cands []netip.Addr) (netip.Addr, bool) {
-	c.a.mu.Lock()
-	doc := c.a.doc
-	c.a.mu.Unlock()
+	doc := c.a.running().doc
 	entries := onLinkResources(c.a.netState(), doc, dest, cands, c.load())
 	if len(entries) < 2 {
 		return netip.Addr{}, false // the routing table decides

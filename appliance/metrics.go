@@ -4,10 +4,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outpost/outpost/mode"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/outpost/outpost/mode"
 )
 
 // metricsHandler serves GET /metrics (Prometheus text format) from a
@@ -29,9 +30,7 @@ func (a *App) metricsHandler() http.Handler {
 	}, func() float64 { return 1 }))
 
 	gauge("config_version", "Active config document version.", func() float64 {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return float64(a.version.Version)
+		return float64(a.running().version.Version)
 	})
 	for _, m := range []mode.Mode{mode.Normal, mode.Survivable, mode.Standalone} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -14,9 +14,7 @@ import (
 // snapshot, not a fresh netlink dump: the API never waits on the kernel) and
 // the role the active document gives each.
 func (a *App) Interfaces(context.Context) api.Interfaces {
-	a.mu.Lock()
-	doc := a.doc
-	a.mu.Unlock()
+	doc := a.running().doc
 	st := a.net.State()
 	defaults := map[string]bool{}
 	for _, r := range st.DefaultRoutes() {

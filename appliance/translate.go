@@ -2,15 +2,76 @@ package appliance
 
 import (
 	"fmt"
+	"net"
+	"slices"
+	"strconv"
 
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/digest"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/media/msr"
+	"github.com/outpost/outpost/media/relay"
+	"github.com/outpost/outpost/media/selection"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 )
+
+// partConfigs is one document translated into each part's Config. All
+// translation from the stored document to the parts happens here, in
+// translate, and nowhere else; testdata/translate holds golden files of it.
+type partConfigs struct {
+	Gateway    gateway.Config
+	Relay      relay.Config
+	Anchor     anchorPolicy
+	MSR        msr.Config
+	Selection  selection.Policy
+	Mode       mode.Config
+	WAN        string // the interface whose link and routes the mode machine watches
+	Management mgmtConfig
+}
+
+// environment is what a translation depends on besides the document: the
+// build (for the Server header), the mode the box is in, and the network
+// (listen specs that name interfaces become their addresses).
+type environment struct {
+	Build string
+	Mode  mode.Mode
+	Net   netcfg.State
+}
+
+// translate turns a validated, sealed document into each part's Config.
+func translate(d *config.Document, env environment) (*partConfigs, error) {
+	g, err := gatewayConfig(d, env.Build, routingMode(d, env.Mode), env.Net)
+	if err != nil {
+		return nil, err
+	}
+	return &partConfigs{
+		Gateway:    g,
+		Relay:      relayConfig(d),
+		Anchor:     anchorPolicy{Always: d.Media.Relay},
+		MSR:        msrConfig(d),
+		Selection:  selectionPolicy(d),
+		Mode:       mode.Config{HQ: !d.Standalone(), Hold: d.HQ.EffectiveHold()},
+		WAN:        d.WAN.Interface,
+		Management: mgmtConfig{Management: d.Management},
+	}, nil
+}
+
+// routingMode is the mode a gateway built for d routes in: what the mode
+// machine says (running), except that a document with no HQ is standalone
+// and one that just gained an HQ starts normal (the machine follows once
+// the document is committed).
+func routingMode(d *config.Document, running mode.Mode) mode.Mode {
+	switch {
+	case d.Standalone():
+		return mode.Standalone
+	case running == mode.Standalone:
+		return mode.Normal
+	}
+	return running
+}
 
 // gatewayConfig is the gateway's section of a (validated, sealed) document.
 // Listen specs that name interfaces become one listener per address the
@@ -96,4 +157,74 @@ func dialplanConfig(d *config.Document) dialplan.Config {
 		c.Extensions = append(c.Extensions, u.Extension)
 	}
 	return c
+}
+
+func relayConfig(d *config.Document) relay.Config {
+	return relay.Config{PortMin: d.Media.EffectivePortMin(), PortMax: d.Media.EffectivePortMax(),
+		Codecs: d.Media.EffectiveCodecs(), InactivityTimeout: d.Media.EffectiveInactivity()}
+}
+
+func msrConfig(d *config.Document) msr.Config {
+	m := d.MSR
+	return msr.Config{Enabled: m.Enabled, Name: m.Name, Servers: m.Servers,
+		ServiceInterface: m.EffectiveServiceInterface(d.WAN), Interfaces: m.EffectiveInterfaces(),
+		Username: m.EffectiveUsername(), Password: m.EffectivePassword(),
+		RegisterInterval: m.EffectiveRegisterInterval(), RetryInterval: m.EffectiveRetryInterval(),
+		ControlPort: m.EffectiveControlPort(), HeaderPrefix: m.EffectiveHeaderPrefix(),
+		Zone: d.Site.Zone, Site: d.Site.Site}
+}
+
+func selectionPolicy(d *config.Document) selection.Policy {
+	return selection.Policy{Matrix: d.MediaResources.Matrix, Performance: d.MediaResources.Performance}
+}
+
+// listeners turns the listen specs into the gateway's listeners. A spec
+// naming an interface ("udp:wan0:5060") or every interface ("udp:*:5060",
+// loopback excluded) gives one listener per address the interface has now
+// (IPv6 link-local addresses excepted: they need a zone and phones do not
+// use them); an interface without an address gives none, until it gets
+// one (followAddresses). An address that an explicit spec already binds
+// is not bound twice.
+func listeners(ls []config.Listen, st netcfg.State) []gateway.Listen {
+	var out []gateway.Listen
+	have := func(g gateway.Listen) bool { return slices.Contains(out, g) }
+	for _, l := range ls {
+		if l.Interface == "" {
+			if g := (gateway.Listen{Transport: l.Transport, Addr: l.Addr()}); !have(g) {
+				out = append(out, g)
+			}
+		}
+	}
+	for _, l := range ls {
+		if l.Interface == "" {
+			continue
+		}
+		for _, name := range interfacesFor(l.Interface, st) {
+			for _, p := range st.AddrsOf(name) {
+				a := p.Addr()
+				if a.IsLinkLocalUnicast() || a.IsLoopback() {
+					continue
+				}
+				g := gateway.Listen{Transport: l.Transport, Addr: net.JoinHostPort(a.String(), strconv.Itoa(l.Port))}
+				if !have(g) {
+					out = append(out, g)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func interfacesFor(spec string, st netcfg.State) []string {
+	if spec != "*" {
+		return []string{spec}
+	}
+	var names []string
+	for _, l := range st.Links {
+		if !l.Loopback {
+			names = append(names, l.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -385,3 +385,14 @@ func localName(req *sip.Request, tx sip.ServerTransaction) string {
 	}
 	return strings.ToLower(req.Transport())
 }
+
+// Close releases a Server that never ran (Run closes what it served):
+// its listeners and the SIP stack.
+func (s *Server) Close() {
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		l.close()
+	}
+	s.mu.Unlock()
+	s.ua.Close()
+}

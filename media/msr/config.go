@@ -133,6 +133,12 @@ type server struct {
 	port uint16
 }
 
+// Check reports what New and Reconfigure would refuse in c.
+func (c Config) Check() error {
+	_, err := c.withDefaults().validate()
+	return err
+}
+
 // validate checks c (defaults applied) and splits its servers.
 func (c Config) validate() ([]server, error) {
 	var errs []error

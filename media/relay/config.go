@@ -66,6 +66,10 @@ type Config struct {
 	Batch int
 }
 
+// Check returns c with its zero fields filled in, or what is wrong with it:
+// what New and Reconfigure would refuse.
+func (c Config) Check() (Config, error) { return c.withDefaults() }
+
 // withDefaults fills the zero fields and checks the rest.
 func (c Config) withDefaults() (Config, error) {
 	if c.PortMin == 0 && c.PortMax == 0 {

@@ -2,12 +2,12 @@ package appliance
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
-	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/media/msr"
 	"github.com/outpost/outpost/media/selection"
@@ -24,30 +24,17 @@ type msrPart struct {
 	unsub  func()
 	prefix atomic.Value // string: the header prefix of the active document
 	log    *slog.Logger
-}
-
-func msrConfig(d *config.Document) msr.Config {
-	m := d.MSR
-	return msr.Config{Enabled: m.Enabled, Name: m.Name, Servers: m.Servers,
-		ServiceInterface: m.EffectiveServiceInterface(d.WAN), Interfaces: m.EffectiveInterfaces(),
-		Username: m.EffectiveUsername(), Password: m.EffectivePassword(),
-		RegisterInterval: m.EffectiveRegisterInterval(), RetryInterval: m.EffectiveRetryInterval(),
-		ControlPort: m.EffectiveControlPort(), HeaderPrefix: m.EffectiveHeaderPrefix(),
-		Zone: d.Site.Zone, Site: d.Site.Site}
-}
-
-func selectionPolicy(d *config.Document) selection.Policy {
-	return selection.Policy{Matrix: d.MediaResources.Matrix, Performance: d.MediaResources.Performance}
+	net    func() netcfg.State
 }
 
 // newMSRPart builds the agent on the netcfg watcher's events (a fresh
 // subscription replays the whole state first, so the agent starts from an
 // empty one) and connects the registrar's MSR REGISTERs to the table.
-func newMSRPart(d *config.Document, w *netcfg.Watcher, reg *registrar.Registrar, log *slog.Logger) (*msrPart, error) {
-	p := &msrPart{table: selection.NewTable(selectionPolicy(d), time.Now), log: log}
-	p.prefix.Store(d.MSR.EffectiveHeaderPrefix())
+func newMSRPart(next *partConfigs, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, log *slog.Logger) (*msrPart, error) {
+	p := &msrPart{table: selection.NewTable(next.Selection, time.Now), log: log, net: net}
+	p.prefix.Store(next.MSR.HeaderPrefix)
 	ch, unsub := w.Subscribe(64)
-	agent, err := msr.New(msrConfig(d), ch, netcfg.State{}, log)
+	agent, err := msr.New(next.MSR, ch, netcfg.State{}, log)
 	if err != nil {
 		unsub()
 		return nil, err
@@ -91,13 +78,31 @@ func (p *msrPart) run(ctx context.Context) error {
 	return err
 }
 
-func (p *msrPart) reconfigure(ctx context.Context, d *config.Document) error {
-	if err := p.agent.Reconfigure(ctx, msrConfig(d)); err != nil {
-		return err
+func (*msrPart) name() string { return "msr" }
+
+// prepare checks the agent's configuration and that the service interface
+// it registers from exists. The agent binds its sockets when it applies a
+// configuration, on its own goroutine: if that fails there (an address
+// taken since prepare), it keeps its previous configuration and says so in
+// the log and in outpostctl interfaces, while the document is committed.
+func (p *msrPart) prepare(ctx context.Context, next *partConfigs) (change, error) {
+	cfg := next.MSR
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
-	p.table.SetPolicy(selectionPolicy(d))
-	p.prefix.Store(d.MSR.EffectiveHeaderPrefix())
-	return nil
+	if cfg.Enabled {
+		if _, ok := p.net().Link(cfg.ServiceInterface); !ok {
+			return nil, fmt.Errorf("service interface %q does not exist", cfg.ServiceInterface)
+		}
+	}
+	policy := next.Selection
+	return funcs{commit: func() {
+		if err := p.agent.Reconfigure(context.WithoutCancel(ctx), cfg); err != nil {
+			p.log.Error("msr: applying the configuration failed; the previous one is kept", "err", err)
+		}
+		p.table.SetPolicy(policy)
+		p.prefix.Store(cfg.HeaderPrefix)
+	}}, nil
 }
 
 // msrStatus is the MSR part of GET /api/v1/interfaces.
@@ -130,9 +135,7 @@ func (a *App) msrStatus() ([]api.MSRUA, *api.ControlChannel) {
 // resources (this box's interfaces and the MSRs registered here) and the
 // selection policy.
 func (a *App) MediaResources(context.Context) api.MediaResources {
-	a.mu.Lock()
-	doc := a.doc
-	a.mu.Unlock()
+	doc := a.running().doc
 	out := api.MediaResources{Resources: []api.MediaResource{}, Matrix: doc.MediaResources.Matrix, Performance: doc.MediaResources.Performance,
 		Zone: doc.Site.Zone, Site: doc.Site.Site}
 	add := func(e selection.Entry, local bool) {

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/outpost/outpost/appliance/api"
-	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/media/relay"
 )
@@ -17,51 +18,62 @@ import (
 // mediaPart anchors calls' media on the RTP relay (media.relay): the
 // B2BUA asks it for an Anchor per call, the CDR gets each call's per-leg
 // statistics when it ends, and outpostctl calls shows them live.
-//
-// Where media is anchored: with media.relay true, every call (the box is
-// always in the media path: NAT, VLAN separation, transcoding, statistics);
-// with it false, only calls whose two legs face different local addresses
-// (different interfaces/VLANs, or a PSTN gateway on its own segment), and
-// the phones of one VLAN talk directly.
 type mediaPart struct {
-	r    *relay.Relay
-	log  *slog.Logger
-	mu   sync.Mutex
-	live map[string]*relay.Session // by call ID, while the call lasts
-	done map[string][2]relay.LegStats
-	// always is media.relay of the active document.
-	always bool
+	r      *relay.Relay
+	log    *slog.Logger
+	policy atomic.Pointer[anchorPolicy]
+	ports  func() []int // ports the box's other parts have bound (SIP, management, MSR control)
+	mu     sync.Mutex
+	live   map[string]*relay.Session // by call ID, while the call lasts
+	done   map[string][2]relay.LegStats
 }
 
-func relayConfig(d *config.Document) relay.Config {
-	return relay.Config{PortMin: d.Media.EffectivePortMin(), PortMax: d.Media.EffectivePortMax(),
-		Codecs: d.Media.EffectiveCodecs(), InactivityTimeout: d.Media.EffectiveInactivity()}
+// anchorPolicy says which calls are anchored. With Always (media.relay),
+// every call: the box is always in the media path (NAT, VLAN separation,
+// transcoding, statistics). Without it, only calls whose two legs face
+// different local addresses (different interfaces/VLANs, or a PSTN gateway
+// on its own segment); the phones of one VLAN then talk directly.
+type anchorPolicy struct {
+	Always bool
 }
 
-func newMediaPart(d *config.Document, log *slog.Logger) (*mediaPart, error) {
-	r, err := relay.New(relayConfig(d), log)
+func newMediaPart(next *partConfigs, ports func() []int, log *slog.Logger) (*mediaPart, error) {
+	r, err := relay.New(next.Relay, log)
 	if err != nil {
 		return nil, err
 	}
-	return &mediaPart{r: r, log: log, live: map[string]*relay.Session{}, done: map[string][2]relay.LegStats{}, always: d.Media.Relay}, nil
+	m := &mediaPart{r: r, log: log, ports: ports, live: map[string]*relay.Session{}, done: map[string][2]relay.LegStats{}}
+	m.policy.Store(&next.Anchor)
+	return m, nil
 }
 
-func (m *mediaPart) reconfigure(d *config.Document) error {
-	if err := m.r.Reconfigure(relayConfig(d)); err != nil {
-		return err
+func (*mediaPart) name() string { return "media" }
+
+// prepare checks the relay's configuration, and that its port range holds
+// none of the ports the box's listeners are bound to: a relay port there
+// would never bind, or would take a port a listener needs next.
+func (m *mediaPart) prepare(_ context.Context, next *partConfigs) (change, error) {
+	cfg, err := next.Relay.Check()
+	if err != nil {
+		return nil, err
 	}
-	m.mu.Lock()
-	m.always = d.Media.Relay
-	m.mu.Unlock()
-	return nil
+	for _, p := range m.ports() {
+		if p >= cfg.PortMin && p <= cfg.PortMax {
+			return nil, fmt.Errorf("port range %d-%d holds port %d, which a listener of the box is bound to", cfg.PortMin, cfg.PortMax, p)
+		}
+	}
+	policy := next.Anchor
+	return funcs{commit: func() {
+		if err := m.r.Reconfigure(cfg); err != nil {
+			m.log.Error("media relay refused a checked configuration", "err", err)
+		}
+		m.policy.Store(&policy)
+	}}, nil
 }
 
 // anchor is the B2BUA's MediaFunc.
 func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(reason string)) (b2bua.Anchor, error) {
-	m.mu.Lock()
-	always := m.always
-	m.mu.Unlock()
-	if !always && legA == legB {
+	if !m.policy.Load().Always && legA == legB {
 		return nil, nil // one segment: direct media
 	}
 	s, err := m.r.NewSession(relay.SessionConfig{ID: callID, LocalA: legA, LocalB: legB, OnInactive: onDead})
@@ -132,3 +144,25 @@ func apiLeg(s relay.LegStats) api.MediaLeg {
 }
 
 func (m *mediaPart) run(ctx context.Context) error { return m.r.Run(ctx) }
+
+// boundPorts are the ports the box's listeners hold now: SIP, the
+// management API and the MSR control channel.
+func (a *App) boundPorts() []int {
+	var out []int
+	add := func(hostport string) {
+		if ap, err := netip.ParseAddrPort(hostport); err == nil {
+			out = append(out, int(ap.Port()))
+		}
+	}
+	for _, l := range a.gw.Listeners() {
+		_, hp, _ := strings.Cut(l, ":")
+		add(hp)
+	}
+	if m := a.mgmt.Addr(); m != "" {
+		add(m)
+	}
+	if c := a.msr.agent.Control(); c.Listen.IsValid() {
+		out = append(out, int(c.Listen.Port()))
+	}
+	return out
+}

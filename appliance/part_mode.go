@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
@@ -17,23 +16,23 @@ import (
 // routing mode of new calls (gateway.SetMode) and, with upstream
 // registration, its pause and paced replay.
 
-func modeConfig(d *config.Document) mode.Config {
-	return mode.Config{HQ: !d.Standalone(), Hold: d.HQ.EffectiveHold()}
-}
+// modePart hands the mode machine its configuration. It cannot fail, so
+// it prepares nothing; its commit comes after the gateway's, and tells the
+// machine about a new WAN interface's state.
+type modePart struct{ a *App }
 
-// routingMode is the mode a gateway built for doc routes in: what the
-// mode machine says, except that a document with no HQ is standalone and
-// one that just gained an HQ starts normal (the machine follows once the
-// document is committed).
-func (a *App) routingMode(doc *config.Document) mode.Mode {
-	m := a.mode.Mode()
-	switch {
-	case doc.Standalone():
-		return mode.Standalone
-	case m == mode.Standalone:
-		return mode.Normal
-	}
-	return m
+func (modePart) name() string { return "mode" }
+
+func (p modePart) prepare(_ context.Context, next *partConfigs) (change, error) {
+	a := p.a
+	oldWAN, newWAN := a.running().doc.WAN.Interface, next.WAN
+	cfg := next.Mode
+	return funcs{commit: func() {
+		_ = a.mode.Reconfigure(context.Background(), cfg)
+		if oldWAN != newWAN {
+			a.reseedWAN(newWAN)
+		}
+	}}, nil
 }
 
 // hqTargetEvent turns a prober verdict into a mode event.
@@ -98,14 +97,13 @@ func routeName(r netcfg.Route) string {
 
 // runMode feeds the mode machine and applies its decisions until ctx ends.
 // The caller owns the goroutine.
-func (a *App) runMode(ctx context.Context) {
+// Address changes go to followAddresses through rebind (capacity one: a
+// burst of changes is one rebind).
+func (a *App) runMode(ctx context.Context, rebind chan<- struct{}) {
 	netCh, unsubNet := a.net.Subscribe(16)
 	defer unsubNet()
 	trCh, unsubTr := a.mode.Subscribe()
 	defer unsubTr()
-	a.mu.Lock()
-	wan := a.doc.WAN.Interface
-	a.mu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,22 +112,23 @@ func (a *App) runMode(ctx context.Context) {
 			if !ok {
 				return
 			}
-			a.mu.Lock()
-			wan = a.doc.WAN.Interface
-			a.mu.Unlock()
+			wan := a.running().doc.WAN.Interface
 			for _, ev := range wanEvents(batch, wan, time.Now()) {
 				a.mode.Send(ev)
 			}
-			a.followAddresses(ctx, batch)
+			if addressesChanged(batch) {
+				select {
+				case rebind <- struct{}{}:
+				default: // one is pending already
+				}
+			}
 		case _, ok := <-trCh:
 			if !ok {
 				return
 			}
 			// Act on the truth, not on the transition (a slow reader may
 			// miss some); the driver has logged it with its reason.
-			m := a.mode.Mode()
-			a.gw.SetMode(m)
-			a.onModeChange(ctx, m)
+			a.gw.SetMode(a.mode.Mode())
 		}
 	}
 }
@@ -158,6 +157,3 @@ func (a *App) reseedWAN(wan string) {
 		a.mode.Send(ev)
 	}
 }
-
-// onModeChange is where upstream registration pauses and resumes.
-func (a *App) onModeChange(context.Context, mode.Mode) {}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,11 +42,11 @@ func enabled(m config.Management) bool {
 func tlsConfig(m config.Management) (*tls.Config, error) {
 	cert, err := tls.X509KeyPair([]byte(m.CertPEM), []byte(m.KeyPEM))
 	if err != nil {
-		return nil, fmt.Errorf("management: certificate: %w", err)
+		return nil, fmt.Errorf("certificate: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(m.ClientCAPEM)) {
-		return nil, errors.New("management: client_ca_pem holds no certificate")
+		return nil, errors.New("client_ca_pem holds no certificate")
 	}
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
@@ -55,41 +56,72 @@ func tlsConfig(m config.Management) (*tls.Config, error) {
 	}, nil
 }
 
-// Reconfigure applies the management section: an unchanged section keeps
-// its listener; a changed one binds the new listener first (so a bad
-// address fails the push with nothing changed), then stops the old one.
-func (m *mgmt) Reconfigure(_ context.Context, sec config.Management) error {
+// mgmtConfig is the management part's configuration: the document's
+// management section (certificates are parsed in prepare).
+type mgmtConfig struct {
+	config.Management
+}
+
+// MarshalJSON keeps keys out of golden files and logs.
+func (c mgmtConfig) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Listen                       string
+		Enabled, Cert, Key, ClientCA bool
+	}{c.Listen, enabled(c.Management), c.CertPEM != "", c.KeyPEM != "", c.ClientCAPEM != ""})
+}
+
+func (*mgmt) name() string { return "management" }
+
+// prepare parses the certificates and binds the new listener; an
+// unchanged section changes nothing. Commit stops the old listener and
+// serves the new one; Abort closes the new one.
+func (m *mgmt) prepare(_ context.Context, next *partConfigs) (change, error) {
+	sec := next.Management.Management
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if sec == m.cur && (m.srv != nil) == enabled(sec) {
-		return nil
+	same := sec == m.cur && (m.srv != nil) == enabled(sec)
+	m.mu.Unlock()
+	if same {
+		return funcs{}, nil
 	}
-	var next *http.Server
+	var srv *http.Server
 	var ln net.Listener
 	if enabled(sec) {
 		tc, err := tlsConfig(sec)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if ln, err = net.Listen("tcp", sec.Listen); err != nil {
-			return fmt.Errorf("management: listen %s: %w", sec.Listen, err)
+			return nil, fmt.Errorf("listen %s: %w", sec.Listen, err)
 		}
-		next = &http.Server{Handler: m.handler, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second,
+		srv = &http.Server{Handler: m.handler, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelDebug)}
 	}
+	return funcs{
+		commit: func() { m.swap(sec, srv, ln) },
+		abort: func() {
+			if ln != nil {
+				ln.Close()
+			}
+		},
+	}, nil
+}
+
+// swap stops the running server and serves srv on ln (none when srv is nil).
+func (m *mgmt) swap(sec config.Management, srv *http.Server, ln net.Listener) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.stopLocked()
 	m.cur = sec
-	if next == nil {
-		return nil
+	if srv == nil {
+		return
 	}
-	m.srv, m.bound = next, ln.Addr().String()
+	m.srv, m.bound = srv, ln.Addr().String()
 	m.serving.Go(func() {
-		if err := next.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			m.log.Error("management api stopped", "err", err)
 		}
 	})
 	m.log.Info("management api listening (mutual TLS)", "addr", m.bound)
-	return nil
 }
 
 // Addr is the bound address of the HTTPS listener, "" when there is none.

@@ -1,0 +1,112 @@
+package appliance
+
+import (
+	"context"
+	"slices"
+
+	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/netcfg"
+)
+
+// gatewayPart applies a document to the SIP side (listeners, registrar,
+// B2BUA, HQ trunk, upstream registration): gateway.Server's own
+// Prepare/Commit/Abort, with the appliance's hooks (CDRs, media anchoring)
+// wired into each configuration.
+type gatewayPart struct{ a *App }
+
+func (gatewayPart) name() string { return "gateway" }
+
+func (p gatewayPart) prepare(ctx context.Context, next *partConfigs) (change, error) {
+	c, err := p.a.gw.Prepare(ctx, p.a.wire(next.Gateway))
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// wire adds the appliance's hooks to a translated gateway configuration.
+func (a *App) wire(cfg gateway.Config) gateway.Config {
+	cfg.Calls.OnEnd = a.recordCDR
+	cfg.Calls.Media = a.media.anchor
+	return cfg
+}
+
+// env is the environment a document is translated in now.
+func (a *App) env() environment {
+	return environment{Build: a.opts.Version, Mode: a.mode.Mode(), Net: a.netState()}
+}
+
+// netState is the newest network state: the watcher's once it has one,
+// the snapshot taken at start before.
+func (a *App) netState() netcfg.State {
+	if st := a.net.State(); len(st.Links) > 0 {
+		return st
+	}
+	return a.net0
+}
+
+// firstSnapshot reads the network state once, before the gateway binds
+// its first listeners (the watcher has no state until it runs).
+func (a *App) firstSnapshot(ctx context.Context) netcfg.State {
+	st, err := a.netSrc.Snapshot(ctx)
+	if err != nil {
+		a.log.Warn("reading network interfaces failed; interface listen specs bind nothing until netlink answers", "err", err)
+	}
+	return st
+}
+
+// addressesChanged reports whether a netcfg batch may change what listen
+// specs naming interfaces bind.
+func addressesChanged(batch []netcfg.Event) bool {
+	for _, ev := range batch {
+		switch ev.Kind {
+		case netcfg.AddrAdded, netcfg.AddrRemoved, netcfg.LinkAdded, netcfg.LinkRemoved, netcfg.LinkChanged:
+			return true
+		}
+	}
+	return false
+}
+
+// followAddresses re-applies the listen specs that name interfaces when
+// addresses come and go (a DHCP or PPPoE renewal): new addresses are bound,
+// vanished ones closed, the others kept (the gateway never rebinds an
+// unchanged listener, so calls on them go on). It runs on its own
+// goroutine, woken by the netlink handler through a channel of capacity
+// one, because it takes the apply lock: a netlink event never waits for a
+// push.
+func (a *App) followAddresses(ctx context.Context, wake <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		}
+		a.rebindListeners(ctx)
+	}
+}
+
+func (a *App) rebindListeners(ctx context.Context) {
+	a.applyMu.Lock()
+	defer a.applyMu.Unlock()
+	if a.stopping {
+		return
+	}
+	doc := a.running().doc
+	ls, err := doc.SIP.Listeners()
+	if err != nil || !slices.ContainsFunc(ls, func(l config.Listen) bool { return l.Interface != "" }) {
+		return
+	}
+	next, err := translate(doc, a.env())
+	if err != nil {
+		return
+	}
+	before := a.gw.Listeners()
+	if err := a.gw.Reconfigure(ctx, a.wire(next.Gateway)); err != nil {
+		a.log.Error("following interface addresses: rebinding SIP listeners failed", "err", err)
+		return
+	}
+	if after := a.gw.Listeners(); !slices.Equal(before, after) {
+		a.log.Info("SIP listeners follow the interfaces' addresses", "sip", after, "was", before)
+	}
+}
