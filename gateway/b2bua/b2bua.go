@@ -17,6 +17,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Contact is one live registrar binding of an extension.
@@ -54,9 +55,9 @@ type Trunk interface {
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN and HQ calls.
 type Config struct {
-	// PSTNGateways are tried in order: "udp:198.18.3.2:5060",
-	// "tcp:host:port" or plain "host:port" (udp).
-	PSTNGateways []string
+	// PSTNGateways are tried in order (udp or tcp; tls is refused: B legs
+	// have no TLS client configuration yet).
+	PSTNGateways []siptarget.Target
 	// RingTimeout bounds the time from the INVITE to an answer; then the
 	// B legs are cancelled and the caller gets 480. 0 = 60 s.
 	RingTimeout time.Duration
@@ -127,13 +128,6 @@ type CallInfo struct {
 	Answered time.Time // zero until answered
 }
 
-type gateway struct {
-	transport string // "UDP" / "TCP"
-	hostport  string
-	host      string
-	port      int
-}
-
 // B2BUA routes calls between the A leg (the caller, UAS side) and one or
 // more B legs (UAC side). It is safe for concurrent use.
 type B2BUA struct {
@@ -183,7 +177,7 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 // settings is one Config, parsed.
 type settings struct {
 	cfg      Config
-	gateways []gateway
+	gateways []siptarget.Target
 	contact  *sip.Uri  // parsed ContactHost, nil = per call
 	laddr    *sip.Addr // parsed LocalAddr, nil = per call
 }
@@ -223,11 +217,10 @@ func (b *B2BUA) Reconfigure(cfg Config) error {
 	}
 	s := &settings{cfg: cfg}
 	for i, g := range cfg.PSTNGateways {
-		gw, err := parseGateway(g)
-		if err != nil {
-			return fmt.Errorf("b2bua: pstn gateway %d: %w", i, err)
+		if g.Transport != siptarget.UDP && g.Transport != siptarget.TCP || g.Port == 0 {
+			return fmt.Errorf("b2bua: pstn gateway %d %s: transport %q not supported (want udp or tcp)", i, g, g.Transport)
 		}
-		s.gateways = append(s.gateways, gw)
+		s.gateways = append(s.gateways, g)
 	}
 	if cfg.ContactHost != "" {
 		host, port, err := sip.ParseAddr(cfg.ContactHost)
@@ -245,25 +238,6 @@ func (b *B2BUA) Reconfigure(cfg Config) error {
 	}
 	b.set.Store(s)
 	return nil
-}
-
-func parseGateway(s string) (gateway, error) {
-	tr := "UDP"
-	if p, rest, ok := strings.Cut(s, ":"); ok {
-		switch strings.ToLower(p) {
-		case "udp", "tcp":
-			tr, s = strings.ToUpper(p), rest
-		}
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return gateway{}, fmt.Errorf("%q: %w", s, err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n <= 0 || n > 65535 {
-		return gateway{}, fmt.Errorf("%q: bad port", s)
-	}
-	return gateway{transport: tr, hostport: s, host: host, port: n}, nil
 }
 
 func parseIPAddr(s string) (sip.Addr, error) {
