@@ -53,14 +53,32 @@ func rel(path string) string { return strings.TrimPrefix(path, module) }
 
 func under(path, prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
 
-// pureLeaves import nothing of ours.
+// pureLeaves import nothing of ours (but the shared leaves below).
 var pureLeaves = []string{"appliance/config", "appliance/mode", "gateway/dialplan", "gateway/digest",
-	"gateway/resolve", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout"}
+	"gateway/resolve", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout",
+	"siptarget"}
+
+// sharedLeaves are pure leaves at the module root that several parts share,
+// each with the packages (besides the composition root, appliance and cmd)
+// allowed to import it: siptarget is the one SIP target grammar of the
+// document (appliance/config), the gateway and MSR.
+var sharedLeaves = map[string][]string{
+	"siptarget": {"appliance/config", "gateway", "media/msr"},
+}
 
 // allowed says whether package from may import package to (both relative).
 func allowed(from, to string) bool {
 	if under(to, from) {
 		return true
+	}
+	for leaf, users := range sharedLeaves {
+		if under(to, leaf) {
+			for _, u := range users {
+				if under(from, u) {
+					return true
+				}
+			}
+		}
 	}
 	for _, leaf := range pureLeaves {
 		if under(from, leaf) {
@@ -81,6 +99,8 @@ func allowed(from, to string) bool {
 		return under(to, "netcfg")
 	case "images":
 		return under(to, "images")
+	case "siptarget":
+		return false // a pure leaf
 	}
 	return false
 }
@@ -123,6 +143,28 @@ func TestCtlLinksNoProtocolStacks(t *testing.T) {
 			if strings.HasPrefix(p.ImportPath, banned) {
 				t.Errorf("outpostctl links %s; it must stay a thin client", p.ImportPath)
 			}
+		}
+	}
+}
+
+func TestAllowedSharedLeaves(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"appliance/config", "siptarget", true},
+		{"gateway/resolve", "siptarget", true},
+		{"gateway/b2bua", "siptarget", true},
+		{"media/msr", "siptarget", true},
+		{"appliance", "siptarget", true},
+		{"appliance/mode", "siptarget", false},
+		{"media/relay", "siptarget", false},
+		{"netcfg", "siptarget", false},
+		{"siptarget", "gateway/resolve", false},
+		{"gateway/resolve", "gateway/dialplan", false},
+	} {
+		if got := allowed(tc.from, tc.to); got != tc.want {
+			t.Errorf("allowed(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)
 		}
 	}
 }
