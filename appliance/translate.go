@@ -16,6 +16,7 @@ import (
 	"github.com/outpost/outpost/media/selection"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // partConfigs is one document translated into each part's Config. All
@@ -121,14 +122,24 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	}
 	cfg.Dialplan = dialplanConfig(d)
 	cfg.Mode = m
-	for _, g := range d.PSTN.Gateways {
-		cfg.PSTN = append(cfg.PSTN, gateway.PSTNGateway{Name: g.Name, Target: g.EffectiveTransport() + ":" + g.Target})
+	for i, g := range d.PSTN.Gateways {
+		t, err := siptarget.Parse(g.Target, siptarget.Transport(g.EffectiveTransport()))
+		if err != nil { // Validate refuses it first
+			return gateway.Config{}, config.Errors{{Path: fmt.Sprintf("pstn.gateways[%d].target", i), Message: err.Error()}}
+		}
+		cfg.PSTN = append(cfg.PSTN, gateway.PSTNGateway{Name: g.Name, Target: t})
 	}
-	for _, t := range d.HQ.Targets {
-		cfg.HQ = append(cfg.HQ, d.HQ.EffectiveTransport()+":"+t)
+	var static []siptarget.Target
+	for i, s := range d.HQ.Targets {
+		t, err := siptarget.Parse(s, siptarget.Transport(d.HQ.EffectiveTransport()))
+		if err != nil {
+			return gateway.Config{}, config.Errors{{Path: fmt.Sprintf("hq.targets[%d]", i), Message: err.Error()}}
+		}
+		static = append(static, t)
+		cfg.HQ = append(cfg.HQ, t.String())
 	}
 	if d.HQ.Domain != "" || len(d.HQ.Targets) > 0 {
-		cfg.HQTrunk = &gateway.HQConfig{Domain: d.HQ.Domain, Static: d.HQ.Targets, Transport: d.HQ.EffectiveTransport(),
+		cfg.HQTrunk = &gateway.HQConfig{Domain: d.HQ.Domain, Static: static, Transport: siptarget.Transport(d.HQ.EffectiveTransport()),
 			DNSServers: d.HQ.DNSServers, DownAfter: d.HQ.EffectiveDownAfter(), UpAfter: d.HQ.EffectiveUpAfter(),
 			ProbeInterval: d.HQ.EffectiveOptionsInterval()}
 	}

@@ -1,7 +1,7 @@
 package gateway
 
 import (
-	"net"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -11,6 +11,7 @@ import (
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/mode"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // onInvite admits a new call. A call from a configured PSTN gateway (by
@@ -140,7 +141,7 @@ func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
 // gateway.
 func (s *Server) fromPSTN(req *sip.Request) bool {
 	s.mu.Lock()
-	targets := make([]string, 0, len(s.cfg.PSTN))
+	targets := make([]siptarget.Target, 0, len(s.cfg.PSTN))
 	for _, g := range s.cfg.PSTN {
 		targets = append(targets, g.Target)
 	}
@@ -152,23 +153,26 @@ func (s *Server) fromPSTN(req *sip.Request) bool {
 // softswitch does not answer a branch user's digest challenge; the trunk
 // is trusted by address, like a PSTN gateway).
 func (s *Server) fromHQ(req *sip.Request) bool {
-	var targets []string
+	var targets []siptarget.Target
 	for _, t := range s.HQHealth() {
-		targets = append(targets, t.Target)
+		if g, err := siptarget.Parse(t.Target, siptarget.UDP); err == nil {
+			targets = append(targets, g)
+		}
 	}
 	return sourceIsOneOf(req, targets)
 }
 
-// sourceIsOneOf reports whether req's source IP is the host of one of the
-// targets ("udp:198.18.3.2:5060"); trunks are trusted by address, whatever
-// port they send from.
-func sourceIsOneOf(req *sip.Request, targets []string) bool {
-	src, _, err := net.SplitHostPort(req.Source())
+// sourceIsOneOf reports whether req's source IP is the address of one of
+// the targets; trunks are trusted by address, whatever port and transport
+// they send from. Targets named by a host name never match (the gateway
+// does not resolve names to trust them).
+func sourceIsOneOf(req *sip.Request, targets []siptarget.Target) bool {
+	src, err := netip.ParseAddrPort(req.Source())
 	if err != nil {
 		return false
 	}
 	for _, t := range targets {
-		if g, err := parseTarget(t); err == nil && g.host == src {
+		if t.IsIP() && t.Addr == src.Addr().Unmap() {
 			return true
 		}
 	}

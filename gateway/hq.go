@@ -2,23 +2,29 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/outpost/outpost/gateway/health"
 	"github.com/outpost/outpost/gateway/resolve"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // HQConfig is where calls routed to HQ go: the HQ domain (RFC 3263) or
 // static targets, and the health thresholds.
 type HQConfig struct {
-	Domain     string
-	Static     []string // "host:port"
-	Transport  string   // udp, tcp
+	Domain string
+	// Static targets, each with its transport (siptarget.Parse with
+	// Transport as the default); when set, Domain is not resolved.
+	Static []siptarget.Target
+	// Transport of the SRV lookup of Domain: udp ("" = udp) or tcp. TLS is
+	// refused (by newHQTrunk, for Static targets too): the SIP side has no
+	// TLS client configuration (CA, client certificate) yet.
+	Transport  siptarget.Transport
 	DNSServers []string // "ip:port"
 	DownAfter  int
 	UpAfter    int
@@ -39,15 +45,23 @@ type hqTrunk struct {
 	cfg       HQConfig
 	res       *resolve.Resolver
 	tracker   *health.Tracker
-	transport string
+	transport siptarget.Transport // of Domain's SRV lookup (upstream's default)
 
 	stop func() // ends the prober started by start; nil = not running
 }
 
 func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
-	tr := strings.ToLower(cfg.Transport)
+	tr := cfg.Transport
 	if tr == "" {
-		tr = "udp"
+		tr = siptarget.UDP
+	}
+	if err := noTLS(tr, "transport"); err != nil {
+		return nil, fmt.Errorf("gateway: hq: %w", err)
+	}
+	for _, t := range cfg.Static {
+		if err := noTLS(t.Transport, "target "+t.String()); err != nil {
+			return nil, fmt.Errorf("gateway: hq: %w", err)
+		}
 	}
 	res, err := resolve.New(resolve.Config{Domain: cfg.Domain, Static: cfg.Static, Transport: tr, Servers: cfg.DNSServers})
 	if err != nil {
@@ -84,7 +98,7 @@ func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, notify func(HQT
 			if err == nil {
 				names := make([]string, 0, len(ts))
 				for _, t := range ts {
-					names = append(names, h.transport+":"+t.Addr.String())
+					names = append(names, t.Dest().String())
 				}
 				p.SetTargets(names)
 				var left []string
@@ -135,7 +149,7 @@ func (h *hqTrunk) start(ctx context.Context, ping health.Pinger, notify func(HQT
 
 // HQTargetEvent is a change of one HQ target's probe verdict.
 type HQTargetEvent struct {
-	Target string // "udp:198.18.1.10:5060"
+	Target string // "udp:198.18.1.10:5060" (siptarget.Target.String)
 	Up     bool
 	Gone   bool // no longer an HQ target (DNS or config changed)
 	Reason string
@@ -168,11 +182,24 @@ func (h *hqTrunk) Targets(ctx context.Context) ([]string, error) {
 	}
 	names := make([]string, 0, len(ts))
 	for _, t := range ts {
-		names = append(names, h.transport+":"+t.Addr.String())
+		names = append(names, t.Dest().String())
 	}
 	return h.tracker.Pick(names), nil
 }
 
 func (h *hqTrunk) Report(target string, status int, err error) {
 	h.tracker.Observe(target, health.ClassifyForHealth(status, err))
+}
+
+// errNoTLS: SIP over TLS to a peer (HQ, a PSTN gateway) needs a TLS client
+// configuration (the peer's CA, the box's certificate) the gateway does not
+// have yet, and sipgo would otherwise dial with the system roots. A target
+// naming tls is refused when configured instead of failing every call.
+var errNoTLS = errors.New("SIP over TLS to HQ or PSTN gateways is not supported yet")
+
+func noTLS(tr siptarget.Transport, what string) error {
+	if tr == siptarget.TLS {
+		return fmt.Errorf("%s: %w", what, errNoTLS)
+	}
+	return nil
 }

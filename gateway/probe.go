@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/outpost/outpost/gateway/health"
 	"github.com/outpost/outpost/mode"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // optionsPinger is the health.Pinger of the HQ prober: one out-of-dialog
@@ -33,22 +33,22 @@ type optionsPinger struct {
 }
 
 func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, error) {
-	g, err := parseTarget(target)
+	g, err := siptarget.Parse(target, siptarget.UDP)
 	if err != nil {
 		return 0, err
 	}
-	req := sip.NewRequest(sip.OPTIONS, sip.Uri{Scheme: "sip", Host: g.host, Port: g.port})
-	req.SetTransport(g.transport)
-	req.SetDestination(g.hostport)
+	req := sip.NewRequest(sip.OPTIONS, sip.Uri{Scheme: "sip", Host: g.Host, Port: int(g.Port)})
+	req.SetTransport(g.Transport.SIPName())
+	req.SetDestination(g.HostPort())
 	fromHost := "outpost.invalid"
-	if a := p.from(g.hostport); a != nil && g.transport == "UDP" {
+	if a := p.from(g.HostPort()); a != nil && g.Transport == siptarget.UDP {
 		req.Laddr = sip.Addr{IP: a.IP, Port: a.Port}
 		fromHost = a.IP.String()
 	}
 	from := &sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "outpost", Host: fromHost}}
 	from.Params.Add("tag", sip.GenerateTagN(12))
 	req.AppendHeader(from)
-	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: g.host}})
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: g.Host}})
 	start := time.Now()
 	res, err := p.cli.Do(ctx, req)
 	if err != nil {
@@ -58,30 +58,6 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 		return 0, fmt.Errorf("options %s: %d %s", target, res.StatusCode, res.Reason)
 	}
 	return time.Since(start), nil
-}
-
-// target is one "udp:host:port" trunk target.
-type target struct {
-	transport string // UDP / TCP
-	hostport  string
-	host      string
-	port      int
-}
-
-func parseTarget(s string) (target, error) {
-	tr, rest := "UDP", s
-	if p, r, ok := strings.Cut(s, ":"); ok && (strings.EqualFold(p, "udp") || strings.EqualFold(p, "tcp")) {
-		tr, rest = strings.ToUpper(p), r
-	}
-	host, port, err := net.SplitHostPort(rest)
-	if err != nil {
-		return target{}, fmt.Errorf("target %q: %w", s, err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n <= 0 || n > 65535 {
-		return target{}, fmt.Errorf("target %q: bad port", s)
-	}
-	return target{transport: tr, hostport: rest, host: host, port: n}, nil
 }
 
 // prober owns the HQ trunk's OPTIONS prober on behalf of the Server: it

@@ -36,7 +36,7 @@ func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
 		}
 	case dialplan.RoutePSTN:
 		for _, g := range cfg.PSTN {
-			ex.Targets = append(ex.Targets, g.Target+" ("+g.Name+")")
+			ex.Targets = append(ex.Targets, g.Target.String()+" ("+g.Name+")")
 		}
 	case dialplan.RouteHQ:
 		ex.Targets = s.hqTargetsNow(cfg)

@@ -19,6 +19,7 @@ import (
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/mode"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Listen is one SIP listening socket.
@@ -61,7 +62,7 @@ type Config struct {
 // PSTNGateway is one local PSTN gateway.
 type PSTNGateway struct {
 	Name   string
-	Target string // "udp:198.18.3.2:5060"
+	Target siptarget.Target // udp or tcp: the B2BUA refuses tls
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.

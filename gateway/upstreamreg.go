@@ -14,6 +14,7 @@ import (
 
 	"github.com/outpost/outpost/gateway/upstream"
 	"github.com/outpost/outpost/mode"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // UpstreamConfig enables upstream registration (hq.register_upstream):
@@ -142,15 +143,15 @@ func (u *upstreamPart) mode(m mode.Mode) {
 // round, whatever the resolver answers within a second.
 func hqDest(hq *hqTrunk) string {
 	for _, t := range hq.Health() {
-		if g, err := parseTarget(t.Target); err == nil {
-			return g.hostport
+		if g, err := siptarget.Parse(t.Target, siptarget.UDP); err == nil {
+			return g.HostPort()
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if ts, err := hq.Targets(ctx); err == nil && len(ts) > 0 {
-		if g, err := parseTarget(ts[0]); err == nil {
-			return g.hostport
+		if g, err := siptarget.Parse(ts[0], siptarget.UDP); err == nil {
+			return g.HostPort()
 		}
 	}
 	return ""

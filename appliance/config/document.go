@@ -82,7 +82,7 @@ type User struct {
 // box standalone.
 type HQ struct {
 	Domain            string   `json:"domain,omitempty"`      // resolved per RFC 3263
-	Targets           []string `json:"targets,omitempty"`     // static host:port targets
+	Targets           []string `json:"targets,omitempty"`     // static SIP targets (siptarget: [transport:]host[:port]; the prefix overrides Transport)
 	Transport         string   `json:"transport,omitempty"`   // udp|tcp|tls; "" = udp
 	DNSServers        []string `json:"dns_servers,omitempty"` // IP:port; empty = system resolver
 	OptionsIntervalMS int      `json:"options_interval_ms,omitempty"`
@@ -106,7 +106,7 @@ type PSTN struct {
 // Gateway is one PSTN gateway.
 type Gateway struct {
 	Name      string `json:"name"`
-	Target    string `json:"target"`              // host:port
+	Target    string `json:"target"`              // [transport:]host[:port] (siptarget); the prefix overrides Transport
 	Transport string `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
 }
 
@@ -159,7 +159,7 @@ type Media struct {
 type MSR struct {
 	Enabled           bool     `json:"enabled,omitempty"`
 	Name              string   `json:"name,omitempty"`
-	Servers           []string `json:"servers,omitempty"`           // host:port
+	Servers           []string `json:"servers,omitempty"`           // [udp:]host[:port] (siptarget; port default 5060)
 	ServiceInterface  string   `json:"service_interface,omitempty"` // "" = wan.interface
 	Interfaces        []string `json:"interfaces,omitempty"`        // names or globs; empty = "*"
 	Username          string   `json:"username,omitempty"`          // "" = "msr"

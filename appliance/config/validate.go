@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 var (
@@ -252,7 +254,7 @@ func (v *validator) hq() {
 	if h.Domain != "" && !validHost(h.Domain) {
 		v.add("hq.domain", "bad domain name %q", h.Domain)
 	}
-	v.addrList("hq.targets", "target", h.Targets, false)
+	v.targetList("hq.targets", "target", h.Targets, transportOr(h.Transport))
 	v.transport("hq.transport", h.Transport)
 	v.addrList("hq.dns_servers", "DNS server", h.DNSServers, true)
 	if h.OptionsIntervalMS != 0 && (h.OptionsIntervalMS < 100 || h.OptionsIntervalMS > 600000) {
@@ -298,8 +300,8 @@ func (v *validator) pstn() {
 		}
 		if g.Target == "" {
 			v.add(field(p, "target"), "required")
-		} else if msg := hostPortProblem(g.Target, false, false); msg != "" {
-			v.add(field(p, "target"), "bad target %q: %s", g.Target, msg)
+		} else if _, err := siptarget.Parse(g.Target, transportOr(g.Transport)); err != nil {
+			v.add(field(p, "target"), "%v", err)
 		}
 		v.transport(field(p, "transport"), g.Transport)
 	}
@@ -496,7 +498,7 @@ func (v *validator) msr() {
 	if m.Name != "" && !nameRe.MatchString(m.Name) {
 		v.add("msr.name", "bad name %q: want letters, digits, '_', '.', '-'", m.Name)
 	}
-	v.addrList("msr.servers", "server", m.Servers, false)
+	v.targetList("msr.servers", "server", m.Servers, siptarget.UDP)
 	if m.ServiceInterface != "" {
 		if msg := ifnameProblem(m.ServiceInterface); msg != "" {
 			v.add("msr.service_interface", "%s", msg)
@@ -701,6 +703,33 @@ func (v *validator) regexp(p, expr string) *regexp.Regexp {
 		return nil
 	}
 	return re
+}
+
+// targetList checks a list of SIP targets with siptarget.Parse (def is
+// the transport of a target without one), so the document accepts exactly
+// what the parts parse, with the parser's message.
+func (v *validator) targetList(p, what string, list []string, def siptarget.Transport) {
+	for i, a := range list {
+		switch j := slices.Index(list, a); {
+		case a == "":
+			v.add(index(p, i), "empty %s", what)
+		case j < i:
+			v.add(index(p, i), "duplicate %s %q (also %s[%d])", what, a, p, j)
+		default:
+			if _, err := siptarget.Parse(a, def); err != nil {
+				v.add(index(p, i), "%v", err)
+			}
+		}
+	}
+}
+
+// transportOr is a document transport as siptarget's default for targets
+// without one: udp when empty or unknown (v.transport reports unknown ones).
+func transportOr(t string) siptarget.Transport {
+	if tr, err := siptarget.ParseTransport(t); err == nil && tr == siptarget.Transport(t) {
+		return tr
+	}
+	return siptarget.UDP
 }
 
 // addrList checks a list of host:port addresses (IP hosts only when ipOnly).

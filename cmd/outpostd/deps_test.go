@@ -53,12 +53,18 @@ func rel(path string) string { return strings.TrimPrefix(path, module) }
 
 func under(path, prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
 
-// sharedLeaves are pure leaves that hold one concept every layer names (the
-// box's operating mode): any package may import them.
-var sharedLeaves = []string{"mode"}
+// sharedLeaves are pure leaves at the module root that several parts share,
+// each with the packages (besides the composition root, appliance and cmd)
+// allowed to import it; nil = any package. mode is the box's operating
+// mode, named by every layer; siptarget is the one SIP target grammar of
+// the document (appliance/config), the gateway and MSR.
+var sharedLeaves = map[string][]string{
+	"mode":      nil,
+	"siptarget": {"appliance/config", "gateway", "media/msr"},
+}
 
 // pureLeaves import nothing of ours but the shared leaves.
-var pureLeaves = []string{"mode", "appliance/config", "gateway/dialplan", "gateway/digest",
+var pureLeaves = []string{"mode", "siptarget", "appliance/config", "gateway/dialplan", "gateway/digest",
 	"gateway/resolve", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout"}
 
 // allowed says whether package from may import package to (both relative).
@@ -66,9 +72,16 @@ func allowed(from, to string) bool {
 	if under(to, from) {
 		return true
 	}
-	for _, leaf := range sharedLeaves {
+	for leaf, users := range sharedLeaves {
 		if under(to, leaf) {
-			return true
+			if users == nil {
+				return true
+			}
+			for _, u := range users {
+				if under(from, u) {
+					return true
+				}
+			}
 		}
 	}
 	for _, leaf := range pureLeaves {
@@ -96,6 +109,8 @@ func allowed(from, to string) bool {
 		return under(to, "netcfg")
 	case "images":
 		return under(to, "images")
+	case "siptarget":
+		return false // a pure leaf
 	}
 	return false
 }
@@ -138,6 +153,28 @@ func TestCtlLinksNoProtocolStacks(t *testing.T) {
 			if strings.HasPrefix(p.ImportPath, banned) {
 				t.Errorf("outpostctl links %s; it must stay a thin client", p.ImportPath)
 			}
+		}
+	}
+}
+
+func TestAllowedSharedLeaves(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"appliance/config", "siptarget", true},
+		{"gateway/resolve", "siptarget", true},
+		{"gateway/b2bua", "siptarget", true},
+		{"media/msr", "siptarget", true},
+		{"appliance", "siptarget", true},
+		{"appliance/mode", "siptarget", false},
+		{"media/relay", "siptarget", false},
+		{"netcfg", "siptarget", false},
+		{"siptarget", "gateway/resolve", false},
+		{"gateway/resolve", "gateway/dialplan", false},
+	} {
+		if got := allowed(tc.from, tc.to); got != tc.want {
+			t.Errorf("allowed(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Contact is one live registrar binding of an extension.
@@ -54,9 +55,9 @@ type Trunk interface {
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN and HQ calls.
 type Config struct {
-	// PSTNGateways are tried in order: "udp:198.18.3.2:5060",
-	// "tcp:host:port" or plain "host:port" (udp).
-	PSTNGateways []string
+	// PSTNGateways are tried in order (udp or tcp; tls is refused: B legs
+	// have no TLS client configuration yet).
+	PSTNGateways []siptarget.Target
 	// RingTimeout bounds the time from the INVITE to an answer; then the
 	// B legs are cancelled and the caller gets 480. 0 = 60 s.
 	RingTimeout time.Duration
@@ -127,16 +128,6 @@ type CallInfo struct {
 	Answered time.Time // zero until answered
 }
 
-// trunkHop is the next hop of a trunk call, parsed from
-// "[udp:|tcp:]host:port": a PSTN gateway of Config.PSTNGateways or one of
-// the HQ trunk's targets.
-type trunkHop struct {
-	transport string // "UDP" / "TCP"
-	hostport  string
-	host      string
-	port      int
-}
-
 // B2BUA routes calls between the A leg (the caller, UAS side) and one or
 // more B legs (UAC side). It is safe for concurrent use.
 type B2BUA struct {
@@ -186,7 +177,7 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 // settings is one Config, parsed.
 type settings struct {
 	cfg      Config
-	gateways []trunkHop
+	gateways []siptarget.Target
 	contact  *sip.Uri  // parsed ContactHost, nil = per call
 	laddr    *sip.Addr // parsed LocalAddr, nil = per call
 }
@@ -237,11 +228,10 @@ func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
 	}
 	s := &settings{cfg: cfg}
 	for i, g := range cfg.PSTNGateways {
-		gw, err := parseGateway(g)
-		if err != nil {
-			return nil, fmt.Errorf("b2bua: pstn gateway %d: %w", i, err)
+		if g.Transport != siptarget.UDP && g.Transport != siptarget.TCP || g.Port == 0 {
+			return nil, fmt.Errorf("b2bua: pstn gateway %d %s: transport %q not supported (want udp or tcp)", i, g, g.Transport)
 		}
-		s.gateways = append(s.gateways, gw)
+		s.gateways = append(s.gateways, g)
 	}
 	if cfg.ContactHost != "" {
 		host, port, err := sip.ParseAddr(cfg.ContactHost)
@@ -258,25 +248,6 @@ func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
 		s.laddr = &a
 	}
 	return func() { b.set.Store(s) }, nil
-}
-
-func parseGateway(s string) (trunkHop, error) {
-	tr := "UDP"
-	if p, rest, ok := strings.Cut(s, ":"); ok {
-		switch strings.ToLower(p) {
-		case "udp", "tcp":
-			tr, s = strings.ToUpper(p), rest
-		}
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return trunkHop{}, fmt.Errorf("%q: %w", s, err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n <= 0 || n > 65535 {
-		return trunkHop{}, fmt.Errorf("%q: bad port", s)
-	}
-	return trunkHop{transport: tr, hostport: s, host: host, port: n}, nil
 }
 
 func parseIPAddr(s string) (sip.Addr, error) {

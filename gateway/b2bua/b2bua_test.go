@@ -820,7 +820,7 @@ func TestRingTimeout(t *testing.T) {
 func TestPSTNFailoverOn503(t *testing.T) {
 	gw1 := newPhone(t, "gw1", reject(503))
 	gw2 := newPhone(t, "gw2", answerNow)
-	e := newEnv(t, Config{PSTNGateways: []string{"udp:" + gw1.addr, "udp:" + gw2.addr}})
+	e := newEnv(t, Config{PSTNGateways: pstn("udp:"+gw1.addr, "udp:"+gw2.addr)})
 	a := newPhone(t, "1001", nil)
 	ctx := testCtx(t)
 	oc := a.dial(ctx, e.box, "90441234567", nil)
@@ -850,7 +850,7 @@ func TestPSTNFailoverOn503(t *testing.T) {
 func TestPSTNNoFailoverOn404(t *testing.T) {
 	gw1 := newPhone(t, "gw1", reject(404))
 	gw2 := newPhone(t, "gw2", answerNow)
-	e := newEnv(t, Config{PSTNGateways: []string{"udp:" + gw1.addr, "udp:" + gw2.addr}})
+	e := newEnv(t, Config{PSTNGateways: pstn("udp:"+gw1.addr, "udp:"+gw2.addr)})
 	a := newPhone(t, "1001", nil)
 	oc := a.dial(testCtx(t), e.box, "90441234567", nil)
 	if oc.final != 404 {
@@ -869,7 +869,7 @@ func TestPSTNFailoverOnNoResponse(t *testing.T) {
 	t.Cleanup(func() { _ = dead.Close() })
 	gw2 := newPhone(t, "gw2", reject(486))
 	e := newEnv(t, Config{
-		PSTNGateways:   []string{"udp:" + dead.LocalAddr().String(), "udp:" + gw2.addr},
+		PSTNGateways:   pstn("udp:"+dead.LocalAddr().String(), "udp:"+gw2.addr),
 		AttemptTimeout: 300 * time.Millisecond,
 	})
 	a := newPhone(t, "1001", nil)
@@ -890,8 +890,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	loc := &fakeLocator{m: map[string][]Contact{}}
 	plan, _ := dialplan.Compile(dialplan.Config{})
 	for _, cfg := range []Config{
-		{PSTNGateways: []string{"udp:nohost"}},
-		{PSTNGateways: []string{"udp:1.2.3.4:x"}},
+		{PSTNGateways: pstn("tls:198.18.3.2")}, // no TLS client configuration yet
+		{PSTNGateways: unparsedGateway},        // a zero transport and port
 		{LocalAddr: "example.com:5060"},
 		{ContactHost: "::bad::"},
 	} {

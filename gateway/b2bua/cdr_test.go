@@ -15,7 +15,7 @@ import (
 // vmEnv is a box where 1002 has voicemail at pilot 95000, routed to the
 // PSTN gateway gw as 5000.
 func vmEnv(t *testing.T, gw *phone, rec *cdrs) *env {
-	return newEnvVM(t, Config{PSTNGateways: []string{"udp:" + gw.addr}, VoicemailAfter: 300 * time.Millisecond, OnEnd: rec.on},
+	return newEnvVM(t, Config{PSTNGateways: pstn("udp:" + gw.addr), VoicemailAfter: 300 * time.Millisecond, OnEnd: rec.on},
 		map[string]string{"1002": "95000"})
 }
 

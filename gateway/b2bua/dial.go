@@ -15,6 +15,7 @@ import (
 
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/health"
+	"github.com/outpost/outpost/siptarget"
 )
 
 var (
@@ -182,8 +183,8 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 		}
 		ts := make([]target, 0, len(set.gateways))
 		for _, g := range set.gateways {
-			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.host, Port: g.port}
-			ts = append(ts, target{uri: u, user: d.Target, transport: g.transport, dest: g.hostport})
+			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.Host, Port: int(g.Port)}
+			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort()})
 		}
 		return ts, nil
 	case dialplan.RouteHQ:
@@ -198,13 +199,13 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 		}
 		ts := make([]target, 0, len(names))
 		for _, n := range names {
-			g, err := parseGateway(n)
+			g, err := siptarget.Parse(n, siptarget.UDP)
 			if err != nil {
 				b.log.Warn("b2bua: bad hq target", "target", n, "err", err)
 				continue
 			}
-			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.host, Port: g.port}
-			ts = append(ts, target{uri: u, user: d.Target, transport: g.transport, dest: g.hostport, trunk: n})
+			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.Host, Port: int(g.Port)}
+			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), trunk: n})
 		}
 		return ts, nil
 	}

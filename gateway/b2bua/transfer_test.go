@@ -260,7 +260,7 @@ func TestAttendedTransfer(t *testing.T) {
 // to another PSTN number (toll fraud); it gets 403 in the NOTIFY.
 func TestReferUntrustedToPSTN(t *testing.T) {
 	gw := newPhone(t, "gw", answerNow)
-	e := newEnv(t, Config{PSTNGateways: []string{"udp:" + gw.addr}})
+	e := newEnv(t, Config{PSTNGateways: pstn("udp:" + gw.addr)})
 	a := newPhone(t, "1001", nil)
 	ctx := testCtx(t)
 	oc, d := e.call(ctx, a, gw, "90441234567")

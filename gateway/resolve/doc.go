@@ -20,8 +20,9 @@
 // domain itself on the transport's default port: 5060, or 5061 for tls
 // (RFC 3263 §4.2).
 //
-// With Config.Static targets, SRV is not used: IP literals are returned as
-// they are and names are resolved through A/AAAA; the targets keep their
+// With Config.Static targets (parsed by siptarget, so each has its own
+// transport and port), SRV is not used: IP literals are returned as they
+// are and names are resolved through A/AAAA; the targets keep their
 // configured order and each gets its index as Priority, so a caller that walks
 // priority groups fails over through them in order.
 //
@@ -52,5 +53,6 @@
 // entry is fresh and Stale reports false after the next Resolve. Concurrent
 // misses for the same name share one query.
 //
-// The package is a leaf: it imports nothing else from Outpost.
+// The package is a leaf: it imports nothing else from Outpost but the
+// siptarget grammar.
 package resolve

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Defaults applied to zero Config fields.
@@ -49,31 +51,37 @@ func (e *RcodeError) Error() string {
 
 // Target is one address to try, in the order Resolve returns them.
 type Target struct {
-	Host      string         // SRV target, the domain, or the static host (no trailing dot)
-	Addr      netip.AddrPort // where to send
-	Transport string         // udp, tcp or tls
-	Priority  uint16         // SRV priority (static targets: their index in Config.Static)
-	Weight    uint16         // SRV weight (0 for A/AAAA fallback and static targets)
+	Host      string              // SRV target, the domain, or the static host (no trailing dot)
+	Addr      netip.AddrPort      // where to send
+	Transport siptarget.Transport // udp, tcp or tls
+	Priority  uint16              // SRV priority (static targets: their index in Config.Static)
+	Weight    uint16              // SRV weight (0 for A/AAAA fallback and static targets)
+}
+
+// Dest is where to send as a SIP target: the transport and the resolved
+// address ("udp:198.18.1.10:5060"), the form the gateway names targets by.
+func (t Target) Dest() siptarget.Target {
+	return siptarget.Target{Transport: t.Transport, Host: t.Addr.Addr().String(), Addr: t.Addr.Addr(), Port: t.Addr.Port()}
 }
 
 // Config configures a Resolver. The zero value of each field means its default.
 type Config struct {
-	Domain    string        // e.g. hq.example.com; empty = only Static
-	Static    []string      // "host:port" (IP literal or name); when non-empty, SRV is not used
-	Transport string        // udp (default), tcp, tls → SRV _sip._udp / _sip._tcp / _sips._tcp
-	Servers   []string      // DNS servers "ip:port" (bare ip = port 53); empty = none
-	Timeout   time.Duration // per query and server, 0 = 2 s
-	MinTTL    time.Duration // clamp of cache lifetimes, 0 = 5 s
-	MaxTTL    time.Duration // 0 = 1 h
+	Domain string // e.g. hq.example.com; empty = only Static
+	// Static targets (siptarget.Parse: IP literal or name, each with its
+	// own transport and port); when non-empty, SRV is not used.
+	Static    []siptarget.Target
+	Transport siptarget.Transport // udp (default), tcp, tls → SRV _sip._udp / _sip._tcp / _sips._tcp
+	Servers   []string            // DNS servers "ip:port" (bare ip = port 53); empty = none
+	Timeout   time.Duration       // per query and server, 0 = 2 s
+	MinTTL    time.Duration       // clamp of cache lifetimes, 0 = 5 s
+	MaxTTL    time.Duration       // 0 = 1 h
 	Now       func() time.Time
 	Rand      *rand.Rand // math/rand/v2; nil = the global source. Access is serialised.
 }
 
 type staticEntry struct {
-	host string // display name (no trailing dot) or IP text
+	siptarget.Target
 	fqdn string // lower-case FQDN for names, "" for IP literals
-	addr netip.Addr
-	port uint16
 }
 
 // Resolver locates the HQ SIP servers. It is safe for concurrent use.
@@ -81,7 +89,7 @@ type Resolver struct {
 	domain    string // display form, no trailing dot
 	fqdn      string // lower-case FQDN
 	srvName   string // _sip._udp.<fqdn>
-	transport string
+	transport siptarget.Transport
 	port      uint16 // default port of the transport
 	static    []staticEntry
 	servers   []string
@@ -131,16 +139,17 @@ func New(cfg Config) (*Resolver, error) {
 	}
 
 	var srvPrefix string
-	switch t := strings.ToLower(cfg.Transport); t {
-	case "", "udp":
-		r.transport, r.port, srvPrefix = "udp", 5060, "_sip._udp."
-	case "tcp":
-		r.transport, r.port, srvPrefix = "tcp", 5060, "_sip._tcp."
-	case "tls":
-		r.transport, r.port, srvPrefix = "tls", 5061, "_sips._tcp."
+	switch r.transport = siptarget.Transport(strings.ToLower(string(cfg.Transport))); r.transport {
+	case "", siptarget.UDP:
+		r.transport, srvPrefix = siptarget.UDP, "_sip._udp."
+	case siptarget.TCP:
+		srvPrefix = "_sip._tcp."
+	case siptarget.TLS:
+		srvPrefix = "_sips._tcp."
 	default:
 		return nil, fmt.Errorf("gateway/resolve: unknown transport %q (want udp, tcp or tls)", cfg.Transport)
 	}
+	r.port = r.transport.DefaultPort()
 
 	for _, s := range cfg.Servers {
 		ap, err := netip.ParseAddrPort(s)
@@ -156,11 +165,12 @@ func New(cfg Config) (*Resolver, error) {
 
 	needDNS := false
 	for i, s := range cfg.Static {
-		e, err := parseStatic(s, r.port)
-		if err != nil {
-			return nil, fmt.Errorf("gateway/resolve: Static[%d] %q: %w", i, s, err)
+		if !s.Transport.Valid() || s.Host == "" || s.Port == 0 {
+			return nil, fmt.Errorf("gateway/resolve: Static[%d] %+v: not a parsed target (siptarget.Parse)", i, s)
 		}
-		if e.fqdn != "" {
+		e := staticEntry{Target: s}
+		if !s.IsIP() {
+			e.fqdn = dns.Fqdn(s.Host)
 			needDNS = true
 		}
 		r.static = append(r.static, e)
@@ -185,32 +195,6 @@ func New(cfg Config) (*Resolver, error) {
 	r.udp = &dns.Client{Net: "udp", Timeout: r.timeout}
 	r.tcp = &dns.Client{Net: "tcp", Timeout: r.timeout}
 	return r, nil
-}
-
-func parseStatic(s string, defPort uint16) (staticEntry, error) {
-	host, portStr, err := net.SplitHostPort(s)
-	port := defPort
-	if err != nil {
-		// No port: the whole string is the host (an IPv6 literal may be bracketed).
-		host = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	} else {
-		p, err := strconv.ParseUint(portStr, 10, 16)
-		if err != nil || p == 0 {
-			return staticEntry{}, fmt.Errorf("invalid port %q", portStr)
-		}
-		port = uint16(p)
-	}
-	if host == "" {
-		return staticEntry{}, errors.New("empty host")
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return staticEntry{host: host, addr: a.Unmap(), port: port}, nil
-	}
-	name := strings.TrimSuffix(strings.ToLower(host), ".")
-	if _, ok := dns.IsDomainName(name); !ok || name == "" {
-		return staticEntry{}, fmt.Errorf("invalid host name %q", host)
-	}
-	return staticEntry{host: name, fqdn: dns.Fqdn(name), port: port}, nil
 }
 
 // Stale reports whether the most recent successful Resolve served any part of
@@ -255,12 +239,12 @@ func (r *Resolver) resolveStatic(ctx context.Context) ([]Target, bool, error) {
 	for i, s := range r.static {
 		prio := uint16(min(i, 0xffff))
 		if s.fqdn == "" {
-			out = append(out, Target{Host: s.host, Addr: netip.AddrPortFrom(s.addr, s.port), Transport: r.transport, Priority: prio})
+			out = append(out, Target{Host: s.Host, Addr: s.AddrPort(), Transport: s.Transport, Priority: prio})
 			continue
 		}
 		var st bool
 		var err error
-		out, st, err = r.appendHost(ctx, out, s.fqdn, s.host, nil, s.port, prio, 0)
+		out, st, err = r.appendHost(ctx, out, s.fqdn, s.Host, nil, s.Transport, s.Port, prio, 0)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -282,7 +266,7 @@ func (r *Resolver) resolveDomain(ctx context.Context) ([]Target, bool, error) {
 		return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w", strings.TrimSuffix(r.srvName, "."), err)
 	}
 	if len(e.srvs) == 0 { // NXDOMAIN or NODATA: RFC 3263 §4.2 falls back to A/AAAA
-		out, st, err := r.appendHost(ctx, nil, r.fqdn, r.domain, nil, r.port, 0, 0)
+		out, st, err := r.appendHost(ctx, nil, r.fqdn, r.domain, nil, r.transport, r.port, 0, 0)
 		if err != nil {
 			return nil, false, err
 		}
@@ -301,7 +285,7 @@ func (r *Resolver) resolveDomain(ctx context.Context) ([]Target, bool, error) {
 		}
 		var st bool
 		var err error
-		out, st, err = r.appendHost(ctx, out, s.target, s.host, e.extra, s.port, s.priority, s.weight)
+		out, st, err = r.appendHost(ctx, out, s.target, s.host, e.extra, r.transport, s.port, s.priority, s.weight)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -316,10 +300,10 @@ func (r *Resolver) resolveDomain(ctx context.Context) ([]Target, bool, error) {
 
 // appendHost appends the A then AAAA addresses of fqdn (taken from extra when
 // the SRV answer carried them) as targets.
-func (r *Resolver) appendHost(ctx context.Context, out []Target, fqdn, host string, extra map[string][]netip.Addr, port, prio, weight uint16) ([]Target, bool, error) {
+func (r *Resolver) appendHost(ctx context.Context, out []Target, fqdn, host string, extra map[string][]netip.Addr, tr siptarget.Transport, port, prio, weight uint16) ([]Target, bool, error) {
 	if addrs, ok := extra[fqdn]; ok {
 		for _, a := range addrs {
-			out = append(out, Target{Host: host, Addr: netip.AddrPortFrom(a, port), Transport: r.transport, Priority: prio, Weight: weight})
+			out = append(out, Target{Host: host, Addr: netip.AddrPortFrom(a, port), Transport: tr, Priority: prio, Weight: weight})
 		}
 		return out, false, nil
 	}
@@ -343,7 +327,7 @@ func (r *Resolver) appendHost(ctx context.Context, out []Target, fqdn, host stri
 		}
 		stale = stale || st
 		for _, a := range e.addrs {
-			out = append(out, Target{Host: host, Addr: netip.AddrPortFrom(a, port), Transport: r.transport, Priority: prio, Weight: weight})
+			out = append(out, Target{Host: host, Addr: netip.AddrPortFrom(a, port), Transport: tr, Priority: prio, Weight: weight})
 		}
 	}
 	if len(out) > n {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 const srvUDP = "_sip._udp.hq.test."
@@ -106,7 +108,7 @@ func TestSRVPriorityOrder(t *testing.T) {
 // target came first; it also checks that each run is a permutation.
 func firstFreq(t *testing.T, weights []uint16, n int, seed uint64) map[string]int {
 	t.Helper()
-	r := newResolver(t, Config{Static: []string{"192.0.2.1"}, Rand: rand.New(rand.NewPCG(seed, seed+1))})
+	r := newResolver(t, Config{Static: static(t, "", "192.0.2.1"), Rand: rand.New(rand.NewPCG(seed, seed+1))})
 	var in []srvRec
 	for i, w := range weights {
 		h := fmt.Sprintf("t%d", i)
@@ -167,7 +169,7 @@ func TestWeightZero(t *testing.T) {
 		within(t, "all zero "+h, freq[h], n, 1.0/3, 0.02)
 	}
 	// Weight-0 records that are not picked early follow the weighted ones.
-	r := newResolver(t, Config{Static: []string{"192.0.2.1"}, Rand: rand.New(rand.NewPCG(8, 9))})
+	r := newResolver(t, Config{Static: static(t, "", "192.0.2.1"), Rand: rand.New(rand.NewPCG(8, 9))})
 	in := []srvRec{{host: "z", weight: 0}, {host: "w", weight: 65535}}
 	last := 0
 	for range 1000 {
@@ -251,7 +253,7 @@ func TestFallbackToAddressRecords(t *testing.T) {
 			if tc.nodata {
 				d.add(tc.srv + " 60 IN TXT \"no srv here\"")
 			}
-			r := newResolver(t, Config{Domain: "HQ.test.", Transport: tc.transport, Servers: []string{d.addr}})
+			r := newResolver(t, Config{Domain: "HQ.test.", Transport: siptarget.Transport(tc.transport), Servers: []string{d.addr}})
 			ts := resolve(t, r)
 			want := []string{
 				netip.AddrPortFrom(netip.MustParseAddr("192.0.2.7"), tc.port).String(),
@@ -264,7 +266,7 @@ func TestFallbackToAddressRecords(t *testing.T) {
 			if wantT == "" {
 				wantT = "udp"
 			}
-			if ts[0].Host != "hq.test" || ts[0].Transport != wantT {
+			if ts[0].Host != "hq.test" || string(ts[0].Transport) != wantT {
 				t.Fatalf("target %+v", ts[0])
 			}
 			if d.count(tc.srv, dns.TypeSRV, "") != 1 {
@@ -308,7 +310,7 @@ func TestStaticTargets(t *testing.T) {
 	d.add("pbx.branch.test. 60 IN A 192.0.2.20", "pbx.branch.test. 60 IN AAAA 2001:db8::20")
 	r := newResolver(t, Config{
 		Domain:    "hq.test", // ignored: Static wins
-		Static:    []string{"192.0.2.10:5070", "pbx.branch.test:5080", "[2001:db8::1]", "198.51.100.1"},
+		Static:    static(t, "tls", "192.0.2.10:5070", "pbx.branch.test:5080", "[2001:db8::1]", "198.51.100.1"),
 		Transport: "tls",
 		Servers:   []string{d.addr},
 	})
@@ -331,17 +333,17 @@ func TestStaticTargets(t *testing.T) {
 	}
 
 	// IP literals need no DNS at all.
-	r = newResolver(t, Config{Static: []string{"192.0.2.10:5070"}})
+	r = newResolver(t, Config{Static: static(t, "", "192.0.2.10:5070")})
 	if got := addrs(resolve(t, r)); fmt.Sprint(got) != "[192.0.2.10:5070]" {
 		t.Fatalf("got %v", got)
 	}
 
 	// One static name that does not exist is skipped; all missing is an error.
-	r = newResolver(t, Config{Static: []string{"nope.branch.test:5060", "192.0.2.10"}, Servers: []string{d.addr}})
+	r = newResolver(t, Config{Static: static(t, "", "nope.branch.test:5060", "192.0.2.10"), Servers: []string{d.addr}})
 	if got := addrs(resolve(t, r)); fmt.Sprint(got) != "[192.0.2.10:5060]" {
 		t.Fatalf("got %v", got)
 	}
-	r = newResolver(t, Config{Static: []string{"nope.branch.test:5060"}, Servers: []string{d.addr}})
+	r = newResolver(t, Config{Static: static(t, "", "nope.branch.test:5060"), Servers: []string{d.addr}})
 	_, err := r.Resolve(context.Background())
 	if !errors.Is(err, ErrNoSuchHost) || !strings.HasPrefix(err.Error(), "gateway/resolve: A nope.branch.test: ") {
 		t.Fatalf("err = %v", err)
@@ -400,7 +402,7 @@ func TestTTLClamp(t *testing.T) {
 		t.Fatalf("not re-queried after MinTTL: %d queries", c)
 	}
 
-	r = newResolver(t, Config{Static: []string{"big.test"}, Servers: []string{d.addr}, Now: clk.Now, MaxTTL: time.Minute})
+	r = newResolver(t, Config{Static: static(t, "", "big.test"), Servers: []string{d.addr}, Now: clk.Now, MaxTTL: time.Minute})
 	resolve(t, r)
 	clk.Advance(61 * time.Second)
 	resolve(t, r)
@@ -629,8 +631,8 @@ func TestNewValidation(t *testing.T) {
 		{"bad transport", Config{Domain: "hq.test", Transport: "sctp", Servers: []string{"127.0.0.1:53"}}},
 		{"bad server", Config{Domain: "hq.test", Servers: []string{"localhost:53"}}},
 		{"domain without servers", Config{Domain: "hq.test"}},
-		{"static name without servers", Config{Static: []string{"pbx.test:5060"}}},
-		{"bad static port", Config{Static: []string{"192.0.2.1:99999"}}},
+		{"static name without servers", Config{Static: static(t, "", "pbx.test:5060")}},
+		{"unparsed static target", Config{Static: []siptarget.Target{{Host: "192.0.2.1"}}}},
 		{"bad domain", Config{Domain: "hq..test", Servers: []string{"127.0.0.1:53"}}},
 		{"min over max", Config{Domain: "hq.test", Servers: []string{"127.0.0.1"}, MinTTL: time.Hour, MaxTTL: time.Minute}},
 	} {
@@ -669,5 +671,33 @@ func BenchmarkResolveCached(b *testing.B) {
 		if _, err := r.Resolve(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// static parses targets as the gateway does (siptarget, def the transport).
+func static(t testing.TB, def siptarget.Transport, ss ...string) []siptarget.Target {
+	t.Helper()
+	var out []siptarget.Target
+	for _, s := range ss {
+		g, err := siptarget.Parse(s, def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// A static target keeps its own transport (and the port that transport
+// gave it); Dest names it the way the gateway does.
+func TestStaticTransports(t *testing.T) {
+	r := newResolver(t, Config{Static: static(t, "udp", "tls:192.0.2.1", "tcp:[2001:db8::1]", "192.0.2.2")})
+	var got []string
+	for _, tg := range resolve(t, r) {
+		got = append(got, tg.Dest().String())
+	}
+	want := []string{"tls:192.0.2.1:5061", "tcp:[2001:db8::1]:5060", "udp:192.0.2.2:5060"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

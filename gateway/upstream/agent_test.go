@@ -560,28 +560,6 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-func TestParseTarget(t *testing.T) {
-	tests := []struct{ in, def, tr, dest string }{
-		{"udp:198.18.1.10:5060", "UDP", "UDP", "198.18.1.10:5060"},
-		{"tcp:hq.example:5060", "UDP", "TCP", "hq.example:5060"},
-		{"TLS:hq.example:5061", "UDP", "TLS", "hq.example:5061"},
-		{"198.18.1.10:5060", "TCP", "TCP", "198.18.1.10:5060"},
-		{"[2001:db8::1]:5060", "UDP", "UDP", "[2001:db8::1]:5060"},
-		{"udp:[2001:db8::1]:5060", "UDP", "UDP", "[2001:db8::1]:5060"},
-	}
-	for _, tc := range tests {
-		got, err := parseTarget(tc.in, tc.def)
-		if err != nil || got.transport != tc.tr || got.dest != tc.dest || got.name != tc.in {
-			t.Errorf("parseTarget(%q) = %+v, %v", tc.in, got, err)
-		}
-	}
-	for _, bad := range []string{"", "udp:", "udp:host", "host", "udp:host:0", "host:99999"} {
-		if _, err := parseTarget(bad, "UDP"); err == nil {
-			t.Errorf("parseTarget(%q) accepted", bad)
-		}
-	}
-}
-
 func TestRefreshIn(t *testing.T) {
 	for _, tc := range []struct{ granted, want time.Duration }{
 		{3600 * time.Second, 3240 * time.Second}, // a tenth early

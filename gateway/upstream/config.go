@@ -3,18 +3,19 @@ package upstream
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Trunk is the HQ registrar pool: the targets to try for one REGISTER, in
-// order ("udp:198.18.1.10:5060", "tcp:hq.example:5060" or plain
-// "host:port"), and the outcome of each attempt (status 0 = no final
+// order (siptarget forms: "udp:198.18.1.10:5060", "tls:hq.example" or
+// plain "host:port"), and the outcome of each attempt (status 0 = no final
 // response) so that passive health learns from registrations too. It has
 // the shape of the B2BUA's Trunk, so the gateway's HQ trunk (RFC 3263
 // resolution ordered by health.Tracker.Pick) serves both.
@@ -47,10 +48,11 @@ type Config struct {
 	// Trunk gives the HQ targets (required).
 	Trunk Trunk
 	// Transport is used for targets given without a "udp:"/"tcp:"/"tls:"
-	// prefix: "udp" (default), "tcp" or "tls".
-	Transport string
+	// prefix: udp ("" = udp), tcp or tls.
+	Transport siptarget.Transport
 	// ContactHost is the "host:port" at which HQ reaches the box; every
-	// upstream binding is Contact: <sip:EXTENSION@ContactHost> (required).
+	// upstream binding is Contact: <sip:EXTENSION@ContactHost> (required;
+	// IPv6 in brackets).
 	ContactHost string
 	// LocalAddr is the "ip:port" of the box's UDP listener that requests
 	// leave from (sip.Request.Laddr). Empty lets sipgo choose a socket,
@@ -87,7 +89,7 @@ type Config struct {
 // settings is a validated Config with defaults applied.
 type settings struct {
 	trunk         Trunk
-	transport     string // "UDP", "TCP", "TLS"
+	transport     siptarget.Transport // of targets without a prefix
 	contactHost   string
 	contactPort   int
 	laddr         *sip.Addr // nil: sipgo chooses
@@ -126,26 +128,25 @@ func (c Config) settings() (*settings, error) {
 	if s.domain == "" || strings.ContainsAny(s.domain, "@:;<> ") {
 		return nil, fmt.Errorf("gateway/upstream: domain %q: want a host name", c.Domain)
 	}
-	tr, ok := transportName(c.Transport)
-	if !ok {
-		return nil, fmt.Errorf("gateway/upstream: transport %q: want udp, tcp or tls", c.Transport)
+	s.transport = siptarget.UDP
+	if c.Transport != "" {
+		tr, err := siptarget.ParseTransport(string(c.Transport))
+		if err != nil {
+			return nil, fmt.Errorf("gateway/upstream: %w", err)
+		}
+		s.transport = tr
 	}
-	s.transport = tr
-	host, port, err := hostPort(c.ContactHost)
-	if err != nil {
-		return nil, fmt.Errorf("gateway/upstream: contact host: %w", err)
+	host, port, err := sip.ParseAddr(c.ContactHost)
+	if err != nil || host == "" || port < 1 || port > 65535 {
+		return nil, fmt.Errorf("gateway/upstream: contact host %q: want host:port", c.ContactHost)
 	}
 	s.contactHost, s.contactPort = host, port
 	if c.LocalAddr != "" {
-		host, port, err := hostPort(c.LocalAddr)
-		ip := net.ParseIP(host)
-		if err == nil && ip == nil {
-			err = fmt.Errorf("%q: want ip:port", c.LocalAddr)
+		ap, err := netip.ParseAddrPort(c.LocalAddr)
+		if err != nil || ap.Port() == 0 {
+			return nil, fmt.Errorf("gateway/upstream: local addr %q: want ip:port", c.LocalAddr)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("gateway/upstream: local addr: %w", err)
-		}
-		s.laddr, s.localAddr = &sip.Addr{IP: ip, Port: port}, c.LocalAddr
+		s.laddr, s.localAddr = &sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())}, c.LocalAddr
 	}
 	if s.expires < 1 {
 		s.expires = 1
@@ -177,50 +178,9 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// transportName maps a configured transport to sipgo's name.
-func transportName(s string) (string, bool) {
-	switch strings.ToLower(s) {
-	case "", "udp":
-		return "UDP", true
-	case "tcp":
-		return "TCP", true
-	case "tls":
-		return "TLS", true
-	}
-	return "", false
-}
-
-// hostPort splits "host:port" with a port in 1..65535.
-func hostPort(s string) (string, int, error) {
-	host, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, fmt.Errorf("%q: %w", s, err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 1 || port > 65535 || host == "" {
-		return "", 0, fmt.Errorf("%q: want host:port", s)
-	}
-	return host, port, nil
-}
-
 // target is one parsed Trunk target.
 type target struct {
 	name      string // as the Trunk gave it, for Report
-	transport string // "UDP", "TCP", "TLS"
-	dest      string // "host:port"
-}
-
-// parseTarget reads "udp:host:port", "tcp:…", "tls:…" or "host:port"
-// (then def is the transport).
-func parseTarget(name, def string) (target, error) {
-	t := target{name: name, transport: def, dest: name}
-	if p, rest, ok := strings.Cut(name, ":"); ok {
-		if tr, known := transportName(p); known && p != "" {
-			t.transport, t.dest = tr, rest
-		}
-	}
-	if _, _, err := hostPort(t.dest); err != nil {
-		return target{}, err
-	}
-	return t, nil
+	transport string // "UDP", "TCP", "TLS" (siptarget.Transport.SIPName)
+	dest      string // "host:port", IPv6 in brackets
 }

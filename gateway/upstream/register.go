@@ -11,6 +11,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/health"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // errNoTargets: the Trunk offered no target at all.
@@ -62,11 +63,12 @@ func (a *Agent) exec(ctx context.Context, j *job) result {
 	}
 	r := result{err: errNoTargets}
 	for _, name := range names {
-		t, err := parseTarget(name, j.set.transport)
+		g, err := siptarget.Parse(name, j.set.transport)
 		if err != nil {
-			r = result{err: fmt.Errorf("target %w", err)}
+			r = result{err: err}
 			continue
 		}
+		t := target{name: name, transport: g.Transport.SIPName(), dest: g.HostPort()}
 		r = a.attempt(ctx, j, t, j.op)
 		if ctx.Err() != nil {
 			return r

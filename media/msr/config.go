@@ -3,13 +3,12 @@ package msr
 import (
 	"errors"
 	"fmt"
-	"net"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/outpost/outpost/media/selection"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Defaults of Config (DESIGN.md §1, appliance/config's Effective* values).
@@ -45,8 +44,10 @@ type Config struct {
 	// Name is the MSR name: the host part of every UA URI and the value
 	// of {prefix}Name. Required when enabled.
 	Name string
-	// Servers are "host:port" (port default 5060). A host name is
-	// resolved to every address; each address gets every registration.
+	// Servers are SIP targets (siptarget: "host", "host:port",
+	// "[2001:db8::1]:5060", "udp:…"; port default 5060); udp only. A host
+	// name is resolved to every address; each address gets every
+	// registration.
 	Servers []string
 	// ServiceInterface sends every REGISTER and hosts the control
 	// channel. Required when enabled (the appliance passes
@@ -188,25 +189,18 @@ func (c Config) validate() ([]server, error) {
 	return servers, nil
 }
 
+// splitServer parses one server (siptarget grammar, udp by default). The
+// agent registers over UDP only: a tcp or tls server is refused here
+// rather than registered over UDP anyway.
 func splitServer(s string) (server, error) {
-	host, port := s, ""
-	if h, p, err := net.SplitHostPort(s); err == nil {
-		host, port = h, p
-	} else if strings.Count(s, ":") > 1 && !strings.HasPrefix(s, "[") {
-		// A bare IPv6 literal without a port.
-		host = s
+	t, err := siptarget.Parse(s, siptarget.UDP)
+	if err != nil {
+		return server{}, err
 	}
-	if host == "" {
-		return server{}, fmt.Errorf("server %q: empty host", s)
+	if t.Transport != siptarget.UDP {
+		return server{}, fmt.Errorf("server %q: transport %s not supported (MSR registers over udp only)", s, t.Transport)
 	}
-	p := uint64(DefaultServerPort)
-	if port != "" {
-		var err error
-		if p, err = strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-			return server{}, fmt.Errorf("server %q: bad port %q", s, port)
-		}
-	}
-	return server{name: s, host: host, port: uint16(p)}, nil
+	return server{name: s, host: t.Host, port: t.Port}, nil
 }
 
 // announces reports whether the interface name matches the globs.

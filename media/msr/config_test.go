@@ -20,13 +20,13 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	ok := testConfig("ecss.hq.example.com:5060", "198.18.1.2", "[2001:2::5]:5070", "2001:2::6").withDefaults()
+	ok := testConfig("ecss.hq.example.com:5060", "198.18.1.2", "[2001:2::5]:5070", "UDP:[2001:2::6]").withDefaults()
 	servers, err := ok.validate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []server{{"ecss.hq.example.com:5060", "ecss.hq.example.com", 5060}, {"198.18.1.2", "198.18.1.2", 5060},
-		{"[2001:2::5]:5070", "2001:2::5", 5070}, {"2001:2::6", "2001:2::6", 5060}}
+		{"[2001:2::5]:5070", "2001:2::5", 5070}, {"UDP:[2001:2::6]", "2001:2::6", 5060}}
 	for i := range want {
 		if servers[i] != want[i] {
 			t.Errorf("server %d = %+v, want %+v", i, servers[i], want[i])
@@ -39,6 +39,9 @@ func TestConfigValidate(t *testing.T) {
 		"bad port":        func(c *Config) { c.Servers = []string{"hq:99999"} },
 		"zero port":       func(c *Config) { c.Servers = []string{"hq:0"} },
 		"empty host":      func(c *Config) { c.Servers = []string{":5060"} },
+		"bare IPv6":       func(c *Config) { c.Servers = []string{"2001:2::6"} },
+		"tls server":      func(c *Config) { c.Servers = []string{"tls:hq"} },
+		"tcp server":      func(c *Config) { c.Servers = []string{"tcp:hq:5060"} },
 		"bad glob":        func(c *Config) { c.Interfaces = []string{"lan["} },
 		"control port":    func(c *Config) { c.ControlPort = 70000 },
 		"name with @":     func(c *Config) { c.Name = "a@b" },
