@@ -32,6 +32,9 @@ func (p modePart) prepare(_ context.Context, next *partConfigs) (change, error) 
 		if oldWAN != newWAN {
 			a.reseedWAN(newWAN)
 		}
+		// The machine has taken the configuration (standalone without HQ,
+		// normal with a new HQ): new calls route in its mode at once.
+		a.gw.SetMode(a.mode.Mode())
 	}}, nil
 }
 

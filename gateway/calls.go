@@ -10,7 +10,6 @@ import (
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
-	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
 )
 
@@ -118,15 +117,13 @@ type Voicemail struct {
 type router struct{ s *Server }
 
 func (r router) Outbound(number string) (dialplan.Decision, bool) {
-	mode, _ := r.s.mode.Load().(mode.Mode)
+	mode := *r.s.mode.Load()
 	return r.s.plan.Load().Outbound(number, mode)
 }
 
 // Voicemail routes the pilot for ext when ext has voicemail.
 func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
-	r.s.mu.Lock()
-	vm := r.s.cfg.Voicemail
-	r.s.mu.Unlock()
+	vm := r.s.cfg.Load().Voicemail
 	if vm.Pilot == "" || !slices.Contains(vm.Users, ext) {
 		return dialplan.Decision{}, false
 	}
@@ -140,12 +137,11 @@ func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
 // fromPSTN reports whether req came from the address of a configured PSTN
 // gateway.
 func (s *Server) fromPSTN(req *sip.Request) bool {
-	s.mu.Lock()
-	targets := make([]siptarget.Target, 0, len(s.cfg.PSTN))
-	for _, g := range s.cfg.PSTN {
+	gws := s.cfg.Load().PSTN
+	targets := make([]siptarget.Target, 0, len(gws))
+	for _, g := range gws {
 		targets = append(targets, g.Target)
 	}
-	s.mu.Unlock()
 	return sourceIsOneOf(req, targets)
 }
 

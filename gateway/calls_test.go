@@ -42,10 +42,7 @@ func TestRouterVoicemailFollowsMode(t *testing.T) {
 	if _, ok := r.Voicemail("1002"); ok {
 		t.Error("a user without voicemail is forwarded")
 	}
-	cfg.Mode = mode.Survivable
-	if err := s.Reconfigure(t.Context(), cfg); err != nil {
-		t.Fatal(err)
-	}
+	s.SetMode(mode.Survivable)
 	if d, ok := r.Voicemail("1001"); !ok || d.Route != dialplan.RoutePSTN || d.Target != "+78435555000" {
 		t.Errorf("survivable mode: %+v %v", d, ok)
 	}

@@ -229,23 +229,17 @@ func (p *prober) swap(old, next *hqTrunk, cfg Config, ls map[Listen]*listener, l
 // HQHealth is the health of every HQ target (nil without HQ): for
 // outpostctl status, metrics and the mode logic.
 func (s *Server) HQHealth() []health.TargetState {
-	s.mu.Lock()
-	hq := s.hq
-	s.mu.Unlock()
-	if hq == nil {
-		return nil
+	if hq := s.hqNow.Load(); hq != nil {
+		return hq.Health()
 	}
-	return hq.Health()
+	return nil
 }
 
 // SetMode makes m the mode new calls are routed in; calls in progress keep
-// the route they took.
-// Upstream registration pauses in survivable mode and resumes, paced, on
-// failback.
+// the route they took. Upstream registration pauses in survivable mode and
+// resumes, paced, on failback. Config.Mode is the mode of a new Server
+// only: afterwards the appliance's mode logic sets it.
 func (s *Server) SetMode(m mode.Mode) {
-	s.mu.Lock()
-	s.cfg.Mode = m
-	s.mode.Store(m)
-	s.mu.Unlock()
+	s.mode.Store(&m)
 	s.up.mode(m)
 }

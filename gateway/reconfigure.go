@@ -89,11 +89,11 @@ func (c *Change) Commit() {
 	s.listeners = c.next
 	s.fp.setSockets(c.next)
 	s.plan.Store(c.plan)
-	s.mode.Store(c.cfg.Mode)
 	s.probe.swap(s.hq, c.hq, c.cfg, c.next, s.log)
 	s.hq = c.hq
-	s.cfg = c.cfg
-	s.up.apply(c.upstream, s.reg.Present(), c.cfg.Mode)
+	s.hqNow.Store(c.hq)
+	s.cfg.Store(&c.cfg)
+	s.up.apply(c.upstream, s.reg.Present(), *s.mode.Load())
 }
 
 // Abort closes the listeners Prepare bound; nothing else was started.

@@ -26,9 +26,7 @@ func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
 	if !ok {
 		return ex
 	}
-	s.mu.Lock()
-	cfg := s.cfg
-	s.mu.Unlock()
+	cfg := s.cfg.Load()
 	switch d.Route {
 	case dialplan.RouteLocal:
 		for _, b := range s.reg.Lookup(d.Target) {
@@ -39,7 +37,7 @@ func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
 			ex.Targets = append(ex.Targets, g.Target.String()+" ("+g.Name+")")
 		}
 	case dialplan.RouteHQ:
-		ex.Targets = s.hqTargetsNow(cfg)
+		ex.Targets = s.hqTargetsNow(cfg.HQ)
 	}
 	return ex
 }
@@ -47,18 +45,16 @@ func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
 // hqTargetsNow lists the HQ targets as a call would try them now (resolved,
 // healthy first, each with its health); without an answer from DNS within a
 // second it falls back to the configured description.
-func (s *Server) hqTargetsNow(cfg Config) []string {
-	s.mu.Lock()
-	hq := s.hq
-	s.mu.Unlock()
+func (s *Server) hqTargetsNow(described []string) []string {
+	hq := s.hqNow.Load()
 	if hq == nil {
-		return cfg.HQ
+		return described
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	names, err := hq.Targets(ctx)
 	if err != nil || len(names) == 0 {
-		return cfg.HQ
+		return described
 	}
 	state := map[string]string{}
 	now := time.Now()

@@ -40,8 +40,8 @@ type Config struct {
 	ServerName string
 	Registrar  registrar.Config
 	Dialplan   dialplan.Config
-	// Mode is the operating mode calls are routed in (the appliance's mode
-	// logic sets it; a change applies to the next call).
+	// Mode is the operating mode a new Server routes calls in; afterwards
+	// the appliance's mode logic sets it with SetMode (Reconfigure keeps it).
 	Mode mode.Mode
 	// PSTN gateways in order of preference.
 	PSTN []PSTNGateway
@@ -76,15 +76,18 @@ type Server struct {
 	reg  *registrar.Registrar
 	fp   *fastPath
 	plan atomic.Pointer[dialplan.Plan]
-	mode atomic.Value // mode.Mode
+	mode atomic.Pointer[mode.Mode]
 	b2b  *b2bua.B2BUA
-	hq   *hqTrunk // nil = no HQ; replaced only when the hq section changes
+	// cfg and hqNow are what calls and the API read, without a lock: the
+	// configuration in force and its HQ trunk (nil = no HQ).
+	cfg   atomic.Pointer[Config]
+	hqNow atomic.Pointer[hqTrunk]
 	// probe is what the HQ prober needs from the Server (see probe.go).
 	probe prober
 	up    upstreamPart // upstream registration at HQ (upstreamreg.go)
 
-	mu        sync.Mutex
-	cfg       Config
+	mu        sync.Mutex           // serialises Commit, Run's start and stop, and Close
+	hq        *hqTrunk             // the trunk being probed; replaced only when the hq section changes
 	listeners map[Listen]*listener // keyed by the configured spec
 	serving   sync.WaitGroup
 }
@@ -114,7 +117,8 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	// letting the kernel fragment; a 200 listing many contacts is legitimate.
 	udpMTUOnce.Do(func() { sip.UDPMTUSize = 65000 })
 
-	s := &Server{log: log, cfg: cfg, listeners: map[Listen]*listener{}}
+	s := &Server{log: log, listeners: map[Listen]*listener{}}
+	s.cfg.Store(&cfg)
 	s.fp = newFastPath(s)
 	sipLog := log.With("part", "sipgo")
 	ua, err := sipgo.NewUA(
@@ -144,9 +148,11 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	s.plan.Store(plan)
-	s.mode.Store(cfg.Mode)
+	s.mode.Store(&cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
-	if s.hq, err = nextHQ(nil, cfg); err != nil {
+	if s.hq, err = nextHQ(nil, cfg); err == nil {
+		s.hqNow.Store(s.hq)
+	} else {
 		ua.Close()
 		return nil, err
 	}
@@ -206,7 +212,7 @@ func (c Config) tcpIdle() time.Duration {
 func (s *Server) serverName() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cfg.serverName()
+	return s.cfg.Load().serverName()
 }
 
 // bindAll binds the specs that are not in keep; on any failure it closes
