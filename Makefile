@@ -11,8 +11,9 @@ CROSS     := linux/amd64 linux/arm64 linux/arm
 # when those are missing; they skip with a reason. CI runs as root with SIPp installed.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 # make check's tests: -short skips every test that needs root, network namespaces, SIPp or
-# qemu (each says so); no -race, to stay within a few minutes on two cores.
-CHECK_TESTFLAGS ?= -short -timeout 10m
+# qemu (each says so); no -race, to stay within a few minutes on two cores; -count=1:
+# the tests run every time (about 20 s), not from the test cache.
+CHECK_TESTFLAGS ?= -short -count=1 -timeout 10m
 # Build tags whose files vet and staticcheck also cover (bench/relayd is built with relaybench).
 LINT_TAGS := relaybench
 # staticcheck, installed into bin/tools/VERSION when missing (a version supporting Go 1.26).
