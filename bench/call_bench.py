@@ -128,7 +128,7 @@ def creation_rate(path, m):
 
 # ---------------------------------------------------------------- one step
 def step_line(a):
-    """Same arithmetic and pass criterion as peers/sipp/proxy_step.sh (failed = UAC failed + UAS failed, < 0.5 %;
+    """Same arithmetic and pass criterion as bench/peers/sipp/proxy_step.sh (failed = UAC failed + UAS failed, < 0.5 %;
     all R*DUR calls created; UAC done within DUR+8 s), plus achieved >= 95 % of the target rate, measured as the
     rate at which the UAC created its calls (from its stat file), and a few diagnostics."""
     kv = dict(x.split("=", 1) for x in a["sum"].split())

@@ -19,10 +19,10 @@
 #   OUTPOSTD_BIN    use this outpostd (+ outpostctl beside it) instead of building one into $RUN/bin
 #   BUILD_TRIES [3] build attempts, 120 s apart (the tree may be mid-change)
 #   RUN [/tmp/outpost-callbench]  scratch (logs, SIPp files, raw results, profiles)
-#   BENCH_IP [127.0.0.51]  BENCH_NICE [-10]  PEERS_DIR [../shared/peers]  RESULTS [bench/RESULTS.md; - = do not write]
+#   BENCH_IP [127.0.0.51]  BENCH_NICE [-10]  PEERS_DIR [bench/peers]  RESULTS [bench/RESULTS.md; - = do not write]
 #
 # What runs, and why (see bench/RESULTS.md for the figures):
-# - Same generator and call as peers/sipp/proxy_step.sh: SIPp UAC (uac_rr.xml, -default_behaviors all,-abortunexp,
+# - Same generator and call as bench/peers/sipp/proxy_step.sh: SIPp UAC (uac_rr.xml, -default_behaviors all,-abortunexp,
 #   -recv_timeout 5000, -rp 1000, 4 MiB buffers) on BENCH_IP:5080 calls a DID (+15550001000) on BENCH_IP:5060; a SIPp
 #   UAS (uas_rr.xml) on BENCH_IP:5070 answers: INVITE/100/180/200/ACK, pause CALL_MS, BYE/200. A fresh UAS per step.
 # - Kamailio 5.6: the peers' proxy.cfg (tm + rr, record-route, every initial request to the UAS), 2 workers, 4 MiB buffer.
@@ -49,7 +49,9 @@
 # (between markers; text outside them is kept).
 # Time: a run is DUR_S + CALL_MS + ~10 s (~30 s when failing); defaults: ~25 runs, 11-13 min measured on a quiet box,
 # longer on a busy one (retries). Bounded: every SIPp run has -m and a timeout of 3*DUR_S+40..60 s; builds 900 s.
-# Needs root (cgroups, renice), sipp, kamailio, python3, go (build, pprof), curl.
+# Needs root (cgroups, renice), sipp, kamailio (both installed by bench/peers/install.sh when missing), python3, go
+# (build, pprof), curl.
+# shellcheck disable=SC2015  # the A && B || C lines are guards whose B is a test: C runs when A or B fails, as meant
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
 CMDLINE="bench/call_bench.sh${*:+ $*}"
@@ -60,8 +62,8 @@ done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$REPO/bench
 PY=$BENCH/call_bench.py
-PEERS_DIR=${PEERS_DIR:-$(cd "$REPO/../shared/peers" 2>/dev/null && pwd)}
-[ -n "$PEERS_DIR" ] && [ -f "$PEERS_DIR/lib.sh" ] || { echo "call_bench: peer harness not found (set PEERS_DIR)" >&2; exit 2; }
+PEERS_DIR=${PEERS_DIR:-$BENCH/peers}
+[ -f "$PEERS_DIR/lib.sh" ] || { echo "call_bench: peer harness not found in $PEERS_DIR (set PEERS_DIR)" >&2; exit 2; }
 export RUN=${RUN:-/tmp/outpost-callbench}
 DUR=${1:-10}; CAP=${2:-0.5}; CALLMS=${3:-1000}
 PHASES=${PHASES:-"cap uncapped"}
@@ -81,24 +83,25 @@ awk -v c="$CAP" 'BEGIN{exit !(c ~ /^[0-9]*\.?[0-9]+$/ && c > 0)}' || { echo "cal
 for r in $CAP_RATES $FREE_RATES; do case "$r" in ''|*[!0-9]*|0) echo "call_bench: bad rate '$r'" >&2; exit 2;; esac; done
 for s in $SERVERS; do case "$s" in kamailio|outpostd) ;; *) echo "call_bench: unknown server '$s'" >&2; exit 2;; esac; done
 for p in $PHASES; do case "$p" in cap|uncapped) ;; *) echo "call_bench: unknown phase '$p'" >&2; exit 2;; esac; done
+"$PEERS_DIR/install.sh" sip-tester kamailio || exit 2   # the peers, when missing
 for t in sipp kamailio python3 ss curl go /usr/bin/time timeout; do
   command -v "$t" >/dev/null || { echo "call_bench: $t is not installed" >&2; exit 2; }
 done
 [ "$(id -u)" = 0 ] || { echo "call_bench: needs root (cgroups, renice)" >&2; exit 2; }
-# shellcheck source=/dev/null
+# shellcheck source=bench/peers/lib.sh
 . "$PEERS_DIR/lib.sh"       # RUN, BENCH_IP, HZ, cpu_ticks, sys_busy_ticks, sys_sirq_ticks, wait_quiet, kam_start/kam_stop; renices us
 UAC_XML=$PEERS_DIR/sipp/uac_rr.xml
 UAS_XML=$PEERS_DIR/sipp/uas_rr.xml
 REG_XML=$PEERS_DIR/sipp/reg_auth.xml
 T_START=$(date +%s)
-OPBIN= CTL= SOCK=$RUN/outpost-data/outpostd.sock
+OPBIN='' CTL='' SOCK=$RUN/outpost-data/outpostd.sock
 
 RAW=/dev/null                          # set in main, once the checks passed
 log() { echo "$*" | tee -a "$RAW"; }   # everything in the raw file is also printed
 note() { echo "$*" >&2; }             # progress, not recorded
 
 # ---------------------------------------------------------------- cgroups (v2, or v1 "cpu" hierarchy), as reg_bench.sh
-CG_VER= CG_ROOT= CGS=() CG= CG_DESC=
+CG_VER='' CG_ROOT='' CGS=() CG='' CG_DESC=''
 cg_detect() {
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     CG_VER=2 CG_ROOT=/sys/fs/cgroup
@@ -113,7 +116,8 @@ cg_detect() {
 cg_remove() {
   local d=$1 p
   [ -d "$d" ] || return 0
-  for p in $(cat "$d/cgroup.procs" 2>/dev/null); do echo "$p" > "$CG_ROOT/cgroup.procs" 2>/dev/null; done
+  local pids=(); mapfile -t pids 2>/dev/null < "$d/cgroup.procs"   # a snapshot: moving them changes the file
+  for p in "${pids[@]}"; do echo "$p" > "$CG_ROOT/cgroup.procs" 2>/dev/null; done
   rmdir "$d" 2>/dev/null || note "WARNING: could not remove cgroup $d"
 }
 cg_create() { # cg_create NAME CPUS (0 = no limit) -> CG
@@ -153,11 +157,11 @@ mem_line() { # mem_line WHAT [extra...]: memory of the server's processes (every
   local what=$1; shift
   local h=""
   [ "$SRV" = outpostd ] && h=" $(op_heap) calls_listed=$(op_calls)"
-  log "mem server=$SRV phase=$PHASE what=$what $(python3 "$PY" mem $(cat "$CG/cgroup.procs"))$h $*"
+  log "mem server=$SRV phase=$PHASE what=$what $(xargs python3 "$PY" mem < "$CG/cgroup.procs")$h $*"
 }
 
 # ---------------------------------------------------------------- servers
-SRV= SPID= PHASE=
+SRV='' SPID='' PHASE=''
 start_kamailio() {
   rm -f "$RUN/kam.pid" "$RUN/kam.mainpid"
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 1
@@ -179,6 +183,7 @@ register_uas_binding() { # REGISTER user EXT once from BENCH_IP:5070 (where the 
 }
 start_outpostd() {
   rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
+  # shellcheck disable=SC2016  # '$1' is the rule's replacement (first group), not a shell expansion
   python3 "$PY" config "$BENCH_IP" "$REALM" "$EXT" "$EXT_PW" "$BENCH_IP:5070" "$DID_RE" '$1' "$RUN/outpost-callbench.json" || return 1
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
     exec "$OPBIN" --data "$RUN/outpost-data" --config "$RUN/outpost-callbench.json" --log-level warn
@@ -210,7 +215,7 @@ stop_outpostd() {
 }
 stop_server() {
   case "$SRV" in kamailio) stop_kamailio;; outpostd) stop_outpostd;; esac
-  SRV= SPID=
+  SRV='' SPID=''
 }
 SIPP_PIDS=()
 kill_sipps() { local p; for p in "${SIPP_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done; SIPP_PIDS=(); }
@@ -272,7 +277,7 @@ run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result
   fi
   read -r su ss se < <(tail -1 "$d/sipp.time" 2>/dev/null); su=${su:-0} ss=${ss:-0} se=${se:-0}
   case "$se" in *[!0-9.]*|'') su=0 ss=0 se=999;; esac    # sipp killed by timeout: time(1) wrote a status line
-  rttf=$(ls "$d"/*_rtt.csv 2>/dev/null | head -1)
+  rttf=$(find "$d" -maxdepth 1 -name '*_rtt.csv' | sort | head -1)
   sum=$(python3 "$PEERS_DIR/tools/sipp_summary.py" "$d/stat.csv" "${rttf:-/dev/null}" 2>/dev/null)
   usum=$(python3 "$PEERS_DIR/tools/sipp_summary.py" "$d/uas_stat.csv" /dev/null 2>/dev/null)
   LINE=$(python3 "$PY" line server="$SRV" phase="$PHASE" run="$run" attempt="$attempt" rate="$R" dur="$DUR" \
@@ -310,7 +315,7 @@ mem_at_1000_calls() { # ~MEM_RATE*MEM_HOLD_MS/1000 concurrent calls; sample MEM_
   sleep "$held"
   cur=$(python3 "$PY" current "$d/stat.csv")
   listed=; [ "$SRV" = outpostd ] && listed=" calls_listed=$(op_calls)"
-  local m; m=$(python3 "$PY" mem $(cat "$CG/cgroup.procs"))
+  local m; m=$(xargs python3 "$PY" mem < "$CG/cgroup.procs")
   local h=""; [ "$SRV" = outpostd ] && h=" $(op_heap)"   # after the RSS sample: the forced GC must not shrink it first
   wait "$uac" 2>/dev/null
   stop_uas
@@ -353,7 +358,8 @@ bench_server() { # bench_server SERVER PHASE
     local knee; knee=$(python3 -B -c 'import sys; sys.path.insert(0, sys.argv[1]); import call_bench as c
 s, *_ = c.load(sys.argv[2]); b, f, t = c.knee_of(s, sys.argv[3], "outpostd"); print(b or "")' "$BENCH" "$RAW" "$PHASE")
     if [ -n "$knee" ]; then
-      local pf=$RUN/results/$(basename "${RAW%.txt}")-outpostd-$PHASE-r$knee.pprof top=
+      local pf top
+      pf=$RUN/results/$(basename "${RAW%.txt}")-outpostd-$PHASE-r$knee.pprof
       top=${pf%.pprof}.top.txt
       wait_quiet 15 30
       run_step "$knee" prof 1 "$pf"

@@ -41,6 +41,7 @@
 # minus the ticks of this script's processes), in % of one core; the load average is recorded with it.
 # Everything runs under timeouts; the daemons are stopped (TERM, then KILL) and the scratch dir removed on
 # exit, failure or interruption.
+# shellcheck disable=SC2015  # the A && B || C lines are guards whose B is a test: C runs when A or B fails, as meant
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
 [ $# -eq 0 ] || { echo "mgmt_bench: takes no arguments (see --help)" >&2; exit 2; }
@@ -92,6 +93,7 @@ cleanup() {
     for p in "${PIDS[@]}"; do
       if kill -0 "$p" 2>/dev/null; then
         local c; c=$(cat "/proc/$p/task/$p/children" 2>/dev/null)
+        # shellcheck disable=SC2086  # $c: the children PIDs, one word each
         kill -KILL $c "$p" 2>/dev/null
       fi
     done
@@ -220,7 +222,7 @@ LOCAL=("$CTL" --socket "$ONE/outpostd.sock" --timeout 30s)
 
 # push_one SERIES -> appends ms to $RUN/s-SERIES; switches CUR; checks the new version
 push_one() {
-  local s=$1 f n t0 t1 out w
+  local s=$1 f n t0 t1 out
   n=$(other "$CUR"); f=$RUN/doc-$n.json
   case $s in
     ctl-tls|ctl-sock)
@@ -301,7 +303,7 @@ sipp_reg() {   # sipp_reg USER PASSWORD -> exit status of one SIPp registration
      -nostdin -recv_timeout 5000 -timeout 30 -timeout_error > "$RUN/sipp-$1.out" 2>&1 < /dev/null)
 }
 af() { status_json "$ONE" | jq -r .registrar.auth_failures; }
-sipp_reg "$nu" "$np" && SIPP_NEW=ok || fail "SIPp: $nu (added by the last push) did not register: $(tail -c 1500 "$RUN/sipp-$nu.out")"
+if sipp_reg "$nu" "$np"; then SIPP_NEW=ok; else fail "SIPp: $nu (added by the last push) did not register: $(tail -c 1500 "$RUN/sipp-$nu.out")"; fi
 a0=$(af)
 if sipp_reg "$gu" "$(other "$CUR")-pw${gu#user}"; then fail "SIPp: $gu (removed by the last push) registered"; fi
 a1=$(af)

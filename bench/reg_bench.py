@@ -53,7 +53,7 @@ def cmd_mem(pids):
 
 
 def step_line(a):
-    """Same arithmetic and pass criterion as peers/sipp/reg_step.sh, plus a few diagnostics.
+    """Same arithmetic and pass criterion as bench/peers/sipp/reg_step.sh, plus a few diagnostics.
     Keys: server attempt rate dur k0 k1 s0 s1 su ss se hz b0 b1 q0 q1 sum d0 d1 e0 e1 thr extra."""
     kv = dict(x.split("=", 1) for x in a["sum"].split())
     R = int(a["rate"]); DUR = int(a["dur"]); hz = float(a["hz"])
@@ -226,7 +226,7 @@ def update_results(path, hdr, command, best, knee, mem, info, ratio, cpu_note, r
         "## Registrar: outpostd vs Kamailio at equal CPU (bench/reg_bench.sh)",
         "",
         "Each server runs alone on the loopback address (127.0.0.51:5060) in a cgroup capped at *cap* CPUs; SIPp "
-        "(uncapped, same scenario and settings as `peers/sipp/reg_step.sh`: digest auth REGISTER → 401 → REGISTER → 200, "
+        "(uncapped, same scenario and settings as `bench/peers/sipp/reg_step.sh`: digest auth REGISTER → 401 → REGISTER → 200, "
         "1000 users, 4 MiB buffers) steps the registration rate. A step passes with < 0.5 % failed, median registration "
         "< 50 ms and ≥ 95 % of the target rate. *max reg/s* is the highest step with every lower step passing (sustained), *CPU* the server's CPU at that "
         "step (% of one core), memory is measured with 1000 bindings after the warm-up (Kamailio: sum over its "

@@ -6,20 +6,21 @@
 #   CPU_CAP  CPUs each server may use (cgroup cpu.max / cfs_quota; 0 = no cap, accounting only)
 #   RATES    registration rates per second to step through (default 1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000 12000)
 # Environment:
-#   SERVERS="kamailio outpostd"  which servers, in this order     PEERS_DIR  peer harness (default ../shared/peers)
+#   SERVERS="kamailio outpostd"  which servers, in this order     PEERS_DIR  peer harness (default bench/peers)
 #   RUN=/tmp/outpost-bench       scratch dir (logs, SIPp files)   BENCH_IP   loopback address (127.0.0.51)
 #   BUILD=1                      build bin/outpostd+outpostctl first (0 = use the existing binaries)
 #   BENCH_NICE=-10               priority of the whole run (lib.sh); RESULTS=bench/RESULTS.md (- = do not write)
 #
 # For each server: start it on BENCH_IP:5060 inside a cgroup capped at CPU_CAP CPUs (Kamailio: 2 workers, the
 # peers' registrar.cfg; outpostd: a generated config with the same 1000 users), register all 1000 users once,
-# record memory, then step the rates exactly like peers/sipp/reg_step.sh (same reg_auth.xml, -buff_size 4 MiB,
+# record memory, then step the rates exactly like bench/peers/sipp/reg_step.sh (same reg_auth.xml, -buff_size 4 MiB,
 # pass = failed < 0.5 %, median registration < 50 ms, >= 95 % of the target rate; a failing step with
 # other_cpu > 30 % is run again; stop after two failing steps). CPU figures are % of ONE core.
 # Output: one line per step, a summary, bench/results/reg-YYYYMMDD-HHMM.txt (raw) and a row in bench/RESULTS.md.
 # Time: each step is DUR_S of load plus up to 15 s waiting for a quiet box (wait_quiet); with the defaults a run
 # is ~8-13 steps per server, about 10-15 min in all (bounded: every SIPp run has a timeout of 3*DUR_S+40 s).
-# Needs root, sipp, kamailio (+ sqlite modules), sqlite3, python3; scratch files (logs, SIPp traces) in $RUN.
+# Needs root, sipp, kamailio (+ sqlite modules), sqlite3 (installed by bench/peers/install.sh when missing), python3; scratch files (logs, SIPp traces) in $RUN.
+# shellcheck disable=SC2015  # the A && B || C lines are guards whose B is a test: C runs when A or B fails, as meant
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
 CMDLINE="bench/reg_bench.sh $*"
@@ -28,8 +29,8 @@ for v in SERVERS BUILD RUN BENCH_IP BENCH_NICE PEERS_DIR GOGC GOMEMLIMIT GODEBUG
 done
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$REPO/bench
-PEERS_DIR=${PEERS_DIR:-$(cd "$REPO/../shared/peers" 2>/dev/null && pwd)}
-[ -n "$PEERS_DIR" ] && [ -f "$PEERS_DIR/lib.sh" ] || { echo "reg_bench: peer harness not found (set PEERS_DIR)" >&2; exit 2; }
+PEERS_DIR=${PEERS_DIR:-$BENCH/peers}
+[ -f "$PEERS_DIR/lib.sh" ] || { echo "reg_bench: peer harness not found in $PEERS_DIR (set PEERS_DIR)" >&2; exit 2; }
 export RUN=${RUN:-/tmp/outpost-bench}
 DUR=${1:-15}; CAP=${2:-0.5}; shift 2 2>/dev/null || shift $#
 RATES=${*:-"1000 2000 3000 4000 4500 5000 5500 6000 6500 7000 8000 10000 12000"}
@@ -41,11 +42,12 @@ case "$DUR" in ''|*[!0-9]*) echo "reg_bench: DUR_S must be whole seconds, got '$
 awk -v c="$CAP" 'BEGIN{exit !(c ~ /^[0-9]*\.?[0-9]+$/ && c >= 0)}' || { echo "reg_bench: bad CPU_CAP '$CAP'" >&2; exit 2; }
 for r in $RATES; do case "$r" in ''|*[!0-9]*|0) echo "reg_bench: bad rate '$r'" >&2; exit 2;; esac; done
 for s in $SERVERS; do case "$s" in kamailio|outpostd) ;; *) echo "reg_bench: unknown server '$s'" >&2; exit 2;; esac; done
+"$PEERS_DIR/install.sh" sip-tester kamailio kamailio-sqlite-modules sqlite3 || exit 2   # the peers, when missing
 for t in sipp kamailio sqlite3 python3 ss /usr/bin/time timeout; do
   command -v "$t" >/dev/null || { echo "reg_bench: $t is not installed" >&2; exit 2; }
 done
 [ "$(id -u)" = 0 ] || { echo "reg_bench: needs root (cgroups, SO_RCVBUFFORCE, renice)" >&2; exit 2; }
-# shellcheck source=/dev/null
+# shellcheck source=bench/peers/lib.sh
 . "$PEERS_DIR/lib.sh"       # RUN, BENCH_IP, HZ, cpu_ticks, sys_busy_ticks, sys_sirq_ticks, wait_quiet, kam_start/kam_stop; renices us
 SCEN=$PEERS_DIR/sipp/reg_auth.xml
 CSV=$RUN/users.csv
@@ -58,7 +60,7 @@ log() { echo "$*" | tee -a "$RAW"; }   # everything in the raw file is also prin
 note() { echo "$*" >&2; }             # progress, not recorded
 
 # ---------------------------------------------------------------- cgroups (v2, or v1 "cpu" hierarchy)
-CG_VER= CG_ROOT= CGS=()
+CG_VER='' CG_ROOT='' CGS=()
 cg_detect() {
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
     CG_VER=2 CG_ROOT=/sys/fs/cgroup
@@ -73,7 +75,8 @@ cg_detect() {
 cg_remove() { # cg_remove DIR: move leftovers (ours) to the root, then remove
   local d=$1 p
   [ -d "$d" ] || return 0
-  for p in $(cat "$d/cgroup.procs" 2>/dev/null); do echo "$p" > "$CG_ROOT/cgroup.procs" 2>/dev/null; done
+  local pids=(); mapfile -t pids 2>/dev/null < "$d/cgroup.procs"   # a snapshot: moving them changes the file
+  for p in "${pids[@]}"; do echo "$p" > "$CG_ROOT/cgroup.procs" 2>/dev/null; done
   rmdir "$d" 2>/dev/null || note "WARNING: could not remove cgroup $d"
 }
 cg_create() { # cg_create NAME -> CG (path), capped at CAP CPUs
@@ -110,7 +113,7 @@ except Exception: print("? ? ? ? ? ?")'
 }
 
 # ---------------------------------------------------------------- servers
-SRV= SPID=
+SRV='' SPID=''
 start_kamailio() {
   # the peers' registrar.cfg reads its subscriber DB from /tmp/peers; point it at ours
   sed "s#sqlite:///tmp/peers/kamailio.sqlite#sqlite://$RUN/kamailio.sqlite#" "$PEERS_DIR/kamailio/registrar.cfg" > "$RUN/registrar.cfg"
@@ -133,8 +136,8 @@ start_outpostd() {
     exec "$REPO/bin/outpostd" --data "$RUN/outpost-data" --config "$RUN/outpost-bench.json" --log-level warn
   ) > "$RUN/outpostd.log" 2>&1 &
   SPID=$!
-  local i st=
-  for i in $(seq 1 40); do   # bounded: 20 s
+  local _ st=''
+  for _ in $(seq 1 40); do   # bounded: 20 s
     sleep 0.5
     kill -0 "$SPID" 2>/dev/null || { note "outpostd exited:"; tail -20 "$RUN/outpostd.log" >&2; SPID=; return 1; }
     st=$(timeout 5 "$CTL" --socket "$SOCK" --timeout 2s --json status 2>/dev/null) && break
@@ -154,13 +157,13 @@ start_outpostd() {
 stop_outpostd() {
   [ -n "$SPID" ] || return 0
   kill -TERM "$SPID" 2>/dev/null
-  local i; for i in $(seq 1 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
+  local _; for _ in $(seq 1 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$SPID" 2>/dev/null && { note "outpostd did not stop in 10 s: SIGKILL"; kill -KILL "$SPID"; }
   wait "$SPID" 2>/dev/null
 }
 stop_server() {
   case "$SRV" in kamailio) stop_kamailio;; outpostd) stop_outpostd;; esac
-  SRV= SPID=
+  SRV='' SPID=''
 }
 cleanup() {
   trap - EXIT INT TERM
@@ -188,10 +191,9 @@ bench_server() {
   log "info server=$SRV cgroup_cap=$CAP socket=${skm:-?}"
   local warm_ok; warm_ok=$(run_sipp_warmup)
   sleep 2   # let write-behind/persistence settle before measuring memory
-  local pids extra_mem=""
-  pids=$(cat "$CG/cgroup.procs")
+  local extra_mem=""
   [ "$SRV" = outpostd ] && extra_mem=" bindings=$(ctl_counters | awk '{print $6}')"
-  log "mem server=$SRV phase=warm warmup_ok=$warm_ok/$USERS $(python3 "$BENCH/reg_bench.py" mem $pids)$extra_mem"
+  log "mem server=$SRV phase=warm warmup_ok=$warm_ok/$USERS $(xargs python3 "$BENCH/reg_bench.py" mem < "$CG/cgroup.procs")$extra_mem"
   [ "$warm_ok" = "$USERS" ] || note "WARNING: warm-up registered $warm_ok of $USERS users (see $RUN/reg/$SRV/warm)"
   local fails=0 R attempt line other d M k0 k1 b0 b1 q0 q1 s0 s1 su ss se t0 t1 dr0 dr1 e0 e1 c0 c1 extra rttf sum
   for R in $RATES; do
@@ -220,7 +222,7 @@ print(" ".join(f"{k}=+{int(y)-int(x)}" if x.isdigit() and y.isdigit() else f"{k}
       fi
       read -r su ss se < <(tail -1 "$d/sipp.time" 2>/dev/null); su=${su:-0} ss=${ss:-0} se=${se:-0}
       case "$se" in *[!0-9.]*|'') su=0 ss=0 se=0;; esac    # sipp killed by timeout: time(1) wrote a status line
-      rttf=$(ls "$d"/*_rtt.csv 2>/dev/null | head -1)
+      rttf=$(find "$d" -maxdepth 1 -name '*_rtt.csv' | sort | head -1)
       sum=$(python3 "$PEERS_DIR/tools/sipp_summary.py" "$d/stat.csv" "${rttf:-/dev/null}" 2>/dev/null)
       line=$(python3 "$BENCH/reg_bench.py" line server="$SRV" attempt=$attempt rate="$R" dur="$DUR" k0="$k0" k1="$k1" \
         s0="$s0" s1="$s1" su="$su" ss="$ss" se="$se" hz="$HZ" b0="$b0" b1="$b1" q0="$q0" q1="$q1" sum="$sum" \
@@ -236,7 +238,7 @@ print(" ".join(f"{k}=+{int(y)-int(x)}" if x.isdigit() and y.isdigit() else f"{k}
     case "$line" in *FAIL) fails=$((fails+1)); [ $fails -ge 2 ] && break;; esac
   done
   sleep 1
-  log "mem server=$SRV phase=after $(python3 "$BENCH/reg_bench.py" mem $(cat "$CG/cgroup.procs"))"
+  log "mem server=$SRV phase=after $(xargs python3 "$BENCH/reg_bench.py" mem < "$CG/cgroup.procs")"
   stop_server
 }
 

@@ -1,13 +1,13 @@
 #!/bin/bash
 # Media relay benchmark: rtpengine (userspace, table=-1) vs media/relay (bench/relayd), driven by the same
-# rtpblast generator (peers/rtpengine/rtpblast: ng offer/answer + paced 172-byte G.711 RTP, one shared clock for
+# rtpblast generator (bench/rtpblast: ng offer/answer + paced 172-byte G.711 RTP, one shared clock for
 # one-way latency), in one invocation, on loopback only.
 #
 # Usage: bench/relay_bench.sh [DUR_S=5] [CPU_CAP=0.5] [SESSION_STEPS...]
 #   DUR_S          seconds of RTP per step (every rtpblast run is bounded by DUR_S + 2 s drain, timeout 3*DUR_S+60)
 #   CPU_CAP        CPUs each relay may use in the capped phase (cgroup v1 cfs quota or v2 cpu.max)
 #   SESSION_STEPS  sessions per max-rate step (x2 streams x 50 pps); default 250 500 1000 1500 2000 2500
-# Environment: SERVERS="rtpengine relayd relayd-batch"  RUN=/tmp/outpost-relaybench  BENCH_IP=127.0.0.51  PEERS_DIR=../shared/peers
+# Environment: SERVERS="rtpengine relayd relayd-batch"  RUN=/tmp/outpost-relaybench  BENCH_IP=127.0.0.51  PEERS_DIR=bench/peers
 #
 # Per server: (1) memory: RSS of the idle server, then with 1000 sessions set up (rtpblast -keep), per call;
 # (2) uncapped: latency at 100 sessions = 200 streams x 50 pps (10 kpps), and the max-rate steps;
@@ -16,14 +16,14 @@
 # subtracted ("added latency"). Pass = loss < 0.1 % and >= 97 % of the offered rate; steps stop after 2 failures.
 # CPU figures are % of ONE core, measured on the server's process tree over the whole step (setup + drain included).
 # relayd runs with GOMAXPROCS=1 under a cap below one CPU (as outpostd does), rtpengine with its 2 threads.
-# Output: one line per step and a summary per server, also in bench/relay-results/relay-DATE.txt.
-# Time: about 8-9 minutes with the defaults (3 servers). Needs root (cgroups, renice), rtpengine, go, python3.
+# Output: one line per step and a summary per server, also in bench/results/relay-DATE.txt.
+# Time: about 8-9 minutes with the defaults (3 servers). Needs root (cgroups, renice), rtpengine (installed by bench/peers/install.sh when missing), go, python3.
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
 CMDLINE="bench/relay_bench.sh $*"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-PEERS_DIR=${PEERS_DIR:-$(cd "$REPO/../shared/peers" 2>/dev/null && pwd)}
-[ -n "$PEERS_DIR" ] && [ -f "$PEERS_DIR/lib.sh" ] || { echo "relay_bench: peer harness not found (set PEERS_DIR)" >&2; exit 2; }
+PEERS_DIR=${PEERS_DIR:-$REPO/bench/peers}
+[ -f "$PEERS_DIR/lib.sh" ] || { echo "relay_bench: peer harness not found in $PEERS_DIR (set PEERS_DIR)" >&2; exit 2; }
 export RUN=${RUN:-/tmp/outpost-relaybench}
 DUR=${1:-5}; CAP=${2:-0.5}; shift 2 2>/dev/null || shift $#
 STEPS=${*:-"250 500 1000 1500 2000 2500"}
@@ -32,14 +32,15 @@ for s in $SERVERS; do case "$s" in rtpengine|relayd|relayd-batch) ;; *) echo "re
 case "$DUR" in ''|*[!0-9]*|0) echo "relay_bench: DUR_S must be whole seconds" >&2; exit 2;; esac
 for s in $STEPS; do case "$s" in ''|*[!0-9]*|0) echo "relay_bench: bad step '$s'" >&2; exit 2;; esac; [ "$s" -le 2500 ] || { echo "relay_bench: rtpblast allows at most 2500 sessions" >&2; exit 2; }; done
 [ "$(id -u)" = 0 ] || { echo "relay_bench: needs root" >&2; exit 2; }
+"$PEERS_DIR/install.sh" rtpengine-daemon || exit 2   # the peer, when missing
 for t in rtpengine go python3 timeout; do command -v "$t" >/dev/null || { echo "relay_bench: $t not installed" >&2; exit 2; }; done
-# shellcheck source=/dev/null
+# shellcheck source=bench/peers/lib.sh
 . "$PEERS_DIR/lib.sh"     # BENCH_IP, HZ, cpu_ticks, sys_busy_ticks, sys_sirq_ticks, wait_quiet; renices us
-mkdir -p "$RUN" "$REPO/bench/relay-results"
-RAW=$REPO/bench/relay-results/relay-$(date +%Y%m%d-%H%M%S).txt
+mkdir -p "$RUN" "$REPO/bench/results"
+RAW=$REPO/bench/results/relay-$(date +%Y%m%d-%H%M%S).txt
 log() { echo "$*" | tee -a "$RAW"; }
 BLAST=$RUN/rtpblast RELAYD=$RUN/relayd
-(cd "$PEERS_DIR/rtpengine/rtpblast" && GOFLAGS=-mod=mod go build -o "$BLAST" .) || exit 1
+(cd "$REPO" && go build -o "$BLAST" ./bench/rtpblast) || exit 1
 (cd "$REPO" && CGO_ENABLED=0 go build -tags relaybench -o "$RELAYD" ./bench/relayd) || exit 1
 
 # ---- cgroups (v2 cpu.max, or the v1 cpu hierarchy as on this machine)
@@ -59,7 +60,7 @@ cg_make() { # cg_make NAME CAP -> CG
 cg_drop() { [ -n "$CG" ] && [ -d "$CG" ] && rmdir "$CG" 2>/dev/null; CG=; }
 
 # ---- servers: started inside cgroup $CG; SPID = the server's pid
-SPID= NG=
+SPID='' NG=''
 start_server() { # start_server NAME CAP
   cg_make "$1" "$2"
   case $1 in
@@ -78,8 +79,8 @@ start_server() { # start_server NAME CAP
       ;;
   esac
   SPID=$!
-  local i
-  for i in $(seq 1 50); do   # bounded: 5 s; timeout(1) execs into the server, so SPID is its parent
+  local _
+  for _ in $(seq 1 50); do   # bounded: 5 s; timeout(1) execs into the server, so SPID is its parent
     sleep 0.1; kill -0 "$SPID" 2>/dev/null || { echo "$1 exited:"; tail -5 "$RUN/$1.log"; return 1; }
     python3 - "$NG" <<'PY' 2>/dev/null && return 0
 import socket,sys
@@ -90,7 +91,7 @@ PY
   echo "$1 not answering ng ping"; return 1
 }
 stop_server() { kill -TERM "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; sleep 0.3; cg_drop; }
-rss_kib() { local t=0 p; for p in $SPID $(pgrep -P "$SPID"); do t=$((t + $(awk '/^VmRSS/{print $2}' /proc/$p/status 2>/dev/null || echo 0))); done; echo $t; }
+rss_kib() { local t=0 p; for p in $SPID $(pgrep -P "$SPID"); do t=$((t + $(awk '/^VmRSS/{print $2}' "/proc/$p/status" 2>/dev/null || echo 0))); done; echo $t; }
 
 # run_one LABEL SERVER ARGS...: one rtpblast run, prints a result line
 run_one() {

@@ -56,6 +56,9 @@ type FactoryOptions struct {
 // interface, trusting only HQ's CA, standalone mode, no users yet.
 func MakeFactory(o FactoryOptions) ([]byte, error) {
 	read := func(what, p string) (string, error) {
+		if p == "" {
+			return "", fmt.Errorf("images: factory document: no %s file given", what)
+		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return "", fmt.Errorf("images: factory document: %s: %w", what, err)

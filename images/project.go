@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -114,11 +115,20 @@ func (p *Project) Prepare(ctx context.Context, arch, version, dir string) (Input
 		return in, err
 	}
 	fo := FactoryOptions{HQCA: p.HQCA, BoxCert: p.BoxCert, BoxKey: p.BoxKey}
+	// Defaults are the lab PKI's, and said so; half a key pair is an error,
+	// not a reason to fall back to the lab's.
 	if fo.HQCA == "" {
 		fo.HQCA = filepath.Join(p.LabDir(), LabCA)
+		p.Log.Info("no HQ_CA given: the image trusts the lab CA", "hq_ca", fo.HQCA)
 	}
-	if fo.BoxCert == "" {
+	switch {
+	case fo.BoxCert == "" && fo.BoxKey != "":
+		return in, errors.New("images: BOX_KEY (-box-key) given without BOX_CERT (-box-cert)")
+	case fo.BoxCert != "" && fo.BoxKey == "":
+		return in, errors.New("images: BOX_CERT (-box-cert) given without BOX_KEY (-box-key)")
+	case fo.BoxCert == "":
 		fo.BoxCert, fo.BoxKey = filepath.Join(p.LabDir(), LabBox+".pem"), filepath.Join(p.LabDir(), LabBox+"-key.pem")
+		p.Log.Info("no BOX_CERT/BOX_KEY given: the management API uses the lab CA's box certificate", "box_cert", fo.BoxCert, "box_key", fo.BoxKey)
 	}
 	doc, err := MakeFactory(fo)
 	if err != nil {

@@ -4,7 +4,8 @@ set -euo pipefail
 t=${1:-20s}
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
-  for f in $(grep -ho '^func \(Fuzz[A-Za-z0-9_]*\)' "$dir"/*_test.go 2>/dev/null | awk '{print $2}'); do
+  mapfile -t fuzzers < <(grep -ho '^func \(Fuzz[A-Za-z0-9_]*\)' "$dir"/*_test.go 2>/dev/null | awk '{print $2}')
+  for f in "${fuzzers[@]}"; do
     echo "== $pkg $f"
     go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg"
   done

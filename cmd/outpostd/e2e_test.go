@@ -305,6 +305,9 @@ func rightPassword(i int) string { return fmt.Sprintf("pw%04d", i) }
 
 func needSIPp(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: end-to-end test with SIPp (make test runs it)")
+	}
 	if _, err := exec.LookPath("sipp"); err != nil {
 		t.Skip("SIPp (Debian package sip-tester) is not installed and `make test` could not install it (needs root): " + err.Error())
 	}

@@ -35,6 +35,9 @@ func freePorts(t *testing.T, n int) []string {
 // independent digest implementation (SIPp's verifyauth) checks the box's
 // answer to a qop=auth challenge, and the scenario checks the Contact.
 func TestSIPpRegistrar(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: test against SIPp (make test runs it)")
+	}
 	sipp, err := exec.LookPath("sipp")
 	if err != nil {
 		t.Skip("sipp not installed")

@@ -35,10 +35,13 @@ type Topology struct {
 	nss map[string]string
 }
 
-// New returns an empty Topology for t, or skips t when not root or when
-// ip(8) is missing.
+// New returns an empty Topology for t, or skips t under -short, when not
+// root or when ip(8) is missing.
 func New(t testing.TB) *Topology {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("netnstest: -short: network namespace test (needs root; make test runs it)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("netnstest: needs root to create network namespaces")
 	}

@@ -8,7 +8,20 @@
 set -eu
 TARGET_DIR=$1
 BOARD=$(dirname "$0")
-EPOCH=${SOURCE_DATE_EPOCH:-$(date +%s)}
+# The build epoch: Buildroot's SOURCE_DATE_EPOCH (set with BR2_REPRODUCIBLE),
+# checked; without one, now, and the log says so.
+if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
+	case $SOURCE_DATE_EPOCH in
+	*[!0-9]*)
+		echo "post-build: SOURCE_DATE_EPOCH='$SOURCE_DATE_EPOCH' is not a number of seconds" >&2
+		exit 1
+		;;
+	esac
+	EPOCH=$SOURCE_DATE_EPOCH
+else
+	EPOCH=$(date +%s)
+	echo "post-build: SOURCE_DATE_EPOCH is not set (BR2_REPRODUCIBLE off): build epoch = now ($EPOCH)" >&2
+fi
 
 mkdir -p "$TARGET_DIR/boot/efi" "$TARGET_DIR/var/lib/outpost" "$TARGET_DIR/run" "$TARGET_DIR/tmp" \
 	"$TARGET_DIR/usr/share/outpost"

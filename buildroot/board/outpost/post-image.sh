@@ -28,6 +28,7 @@ support/scripts/genimage.sh -c "$CFG"
 
 key=$(config BR2_PACKAGE_OUTPOST_BUNDLE_KEY)
 if [ -n "$key" ]; then
+	# shellcheck source=/dev/null  # written by the outpost package (VERSION, ARCH)
 	. "$TARGET_DIR/etc/outpost/release"
 	"$HOST_DIR/bin/outpost-image" sign -rootfs "$BINARIES_DIR/rootfs.squashfs" -key "$key" \
 		-arch "$ARCH" -version "$VERSION" -epoch "${SOURCE_DATE_EPOCH:-$BUILD_EPOCH}" \

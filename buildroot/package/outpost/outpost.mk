@@ -5,8 +5,10 @@
 ################################################################################
 
 # Built from this repository (the BR2_EXTERNAL tree lives in its
-# buildroot/ folder). A release build can instead point OUTPOST_SITE at a
-# tagged tarball; then Buildroot vendors the Go modules at download time.
+# buildroot/ folder), offline: run `make vendor` in the repository first
+# (fills buildroot/_vendor, see below). A release build can instead point
+# OUTPOST_SITE at a tagged tarball; then Buildroot vendors the Go modules at
+# download time.
 OUTPOST_VERSION = $(call qstrip,$(BR2_PACKAGE_OUTPOST_VERSION_STRING))
 OUTPOST_SITE = $(BR2_EXTERNAL_OUTPOST_PATH)/..
 OUTPOST_SITE_METHOD = local
@@ -22,12 +24,18 @@ HOST_OUTPOST_BUILD_TARGETS = images/cmd/outpost-image
 HOST_OUTPOST_GO_ENV = CGO_ENABLED=0
 
 # A local site is rsynced, not downloaded, so Buildroot's download-time
-# vendoring does not run and its Go environment forbids the network at
-# build time: vendor the modules once after the rsync (needs the module
-# proxy, like any download step).
+# vendoring does not run, and its Go environment builds with -mod=vendor and
+# GOPROXY=off. The modules come from the repository's buildroot/_vendor
+# (`make vendor` there: go mod vendor -o buildroot/_vendor, the one step that
+# needs the module proxy), copied to the build's vendor/ after the rsync. A
+# vendor tree older than go.mod fails the build ("inconsistent vendoring"):
+# run make vendor again.
 define OUTPOST_GO_VENDOR
-	cd $(@D) && $(HOST_GO_COMMON_ENV) GOFLAGS=-mod=mod GOPROXY=$(or $(GOPROXY),https://proxy.golang.org,direct) \
-		$(GO_BIN) mod vendor
+	$(Q)test -f $(@D)/buildroot/_vendor/modules.txt || { \
+		echo "outpost: no Go modules in $(OUTPOST_SITE)/buildroot/_vendor: run 'make vendor' in the repository first"; \
+		exit 1; }
+	rm -rf $(@D)/vendor
+	cp -a $(@D)/buildroot/_vendor $(@D)/vendor
 endef
 OUTPOST_POST_RSYNC_HOOKS += OUTPOST_GO_VENDOR
 HOST_OUTPOST_POST_RSYNC_HOOKS += OUTPOST_GO_VENDOR
@@ -43,6 +51,7 @@ OUTPOST_BUNDLE_PUBKEY = $(call qstrip,$(BR2_PACKAGE_OUTPOST_BUNDLE_PUBKEY))
 define OUTPOST_INSTALL_FACTORY
 	$(if $(OUTPOST_HQ_CA),,$(error BR2_PACKAGE_OUTPOST_HQ_CA is not set: a box must trust HQ's CA))
 	$(if $(OUTPOST_BOX_CERT),,$(error BR2_PACKAGE_OUTPOST_BOX_CERT is not set))
+	$(if $(OUTPOST_BOX_KEY),,$(error BR2_PACKAGE_OUTPOST_BOX_KEY is not set: the box certificate needs its key))
 	$(if $(OUTPOST_BUNDLE_PUBKEY),,$(error BR2_PACKAGE_OUTPOST_BUNDLE_PUBKEY is not set))
 	mkdir -p $(TARGET_DIR)/etc/outpost
 	$(HOST_DIR)/bin/outpost-image factory -hq-ca $(OUTPOST_HQ_CA) \

@@ -39,7 +39,7 @@ func main() {
 	out := fs.String("out", "images/out", "output directory")
 	keys := fs.String("keys", "images/keys", "bundle key and lab PKI (made on first use)")
 	version := fs.String("version", "dev", "firmware version")
-	epoch := fs.Int64("epoch", envInt("SOURCE_DATE_EPOCH"), "SOURCE_DATE_EPOCH")
+	epoch := fs.Int64("epoch", envEpoch(), "SOURCE_DATE_EPOCH (seconds since 1970; default: the environment's)")
 	hqCA := fs.String("hq-ca", "", "CA of HQ's client certificates (default: the lab CA)")
 	boxCert := fs.String("box-cert", "", "management server certificate (default: issued by the lab CA)")
 	boxKey := fs.String("box-key", "", "its key")
@@ -51,6 +51,13 @@ func main() {
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
 	verbose := fs.Bool("v", false, "log every command")
 	fs.Parse(os.Args[2:])
+	switch verb {
+	case "image", "bundle", "test", "sign": // every timestamp they write is the epoch
+		if *epoch <= 0 {
+			fmt.Fprintf(os.Stderr, "outpost-image %s: no build epoch: pass -epoch SECONDS or set SOURCE_DATE_EPOCH (make passes the last commit's time)\n", verb)
+			os.Exit(2)
+		}
+	}
 
 	level := slog.LevelInfo
 	if *verbose {
@@ -114,8 +121,19 @@ func abs(p string) string {
 	return a
 }
 
-func envInt(k string) int64 {
-	n, _ := strconv.ParseInt(os.Getenv(k), 10, 64)
+// envEpoch is SOURCE_DATE_EPOCH from the environment, 0 when unset (the
+// verbs that need one then fail saying so); a value that is not a positive
+// whole number of seconds is an error, never silently 0.
+func envEpoch() int64 {
+	v, ok := os.LookupEnv("SOURCE_DATE_EPOCH")
+	if !ok || v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		fmt.Fprintf(os.Stderr, "outpost-image: SOURCE_DATE_EPOCH=%q is not a positive number of seconds\n", v)
+		os.Exit(2)
+	}
 	return n
 }
 
