@@ -67,12 +67,6 @@ func newRTPPeer(t *testing.T, pc net.PacketConn, pt byte) *rtpPeer {
 	return p
 }
 
-func (p *rtpPeer) received() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.got
-}
-
 // tone is sample i of the test tone (a 400 Hz sine at half scale).
 func tone(i int) int16 { return int16(16000 * math.Sin(2*math.Pi*400*float64(i)/8000)) }
 
@@ -228,7 +222,7 @@ func TestMediaInNamespaces(t *testing.T) {
 	}
 
 	// A call whose media never flows is ended after inactivity_s.
-	pstn = startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer_pcma.xml")
+	startSIPpServer(t, b.tp, "pstn", nsPSTN, "uas_answer_pcma.xml")
 	_, done = b.call(t, "uac_call_long.xml", "978435550000", "-d", "20000")
 	d.waitFor("the silent call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	start := time.Now()

@@ -259,14 +259,6 @@ func (c *call) recordStatus(code int) {
 	c.mu.Unlock()
 }
 
-func contentType(res *sip.Response) []sip.Header {
-	if h := res.ContentType(); h != nil && len(res.Body()) > 0 {
-		ct := sip.ContentTypeHeader(h.Value())
-		return []sip.Header{&ct}
-	}
-	return nil
-}
-
 func contentTypeOf(m interface{ ContentType() *sip.ContentTypeHeader }) string {
 	if h := m.ContentType(); h != nil {
 		return h.Value()

@@ -2,7 +2,6 @@ package b2bua
 
 import (
 	"bytes"
-	"errors"
 	"net/netip"
 
 	"github.com/outpost/outpost/media/sdprewrite"
@@ -59,9 +58,6 @@ type Anchor interface {
 // ignored), ends the call with disposition media-timeout and the reason in
 // the log. An error refuses the call with 488.
 type MediaFunc func(callID string, legA, legB netip.Addr, onDead func(reason string)) (Anchor, error)
-
-// errNotSDP refuses a body the B2BUA cannot relay.
-var errNotSDP = errors.New("b2bua: body is not application/sdp")
 
 // readSDP reads a body the B2BUA relays with media/sdprewrite, the code
 // base's one SDP reader (a pure leaf, allowed by DESIGN §2's test): the

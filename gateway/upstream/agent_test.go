@@ -368,7 +368,7 @@ func TestRetryAfterAndBackoff(t *testing.T) {
 		var gaps []time.Duration
 		last := t0.Add(100 * time.Second)
 		for range 6 {
-			settle(last.Sub(time.Now()))
+			settle(time.Until(last))
 			e := entryOf(t, a, "1001")
 			gaps = append(gaps, e.NextAt.Sub(last))
 			last = e.NextAt
@@ -381,7 +381,7 @@ func TestRetryAfterAndBackoff(t *testing.T) {
 			t.Fatalf("back-off %v, want %v", gaps, want)
 		}
 		h.set(func(h *hq) { h.status = 0 })
-		settle(last.Sub(time.Now()))
+		settle(time.Until(last))
 		if e := entryOf(t, a, "1001"); e.State != StateRegistered {
 			t.Fatalf("after recovery: %+v", e)
 		}

@@ -174,7 +174,7 @@ loop:
 			registered = sip.Uri{}
 		}
 		st.LastAttempt = time.Now()
-		res, err, out := b.attempt(ctx, &spec, expirySeconds(spec.expires))
+		res, out, err := b.attempt(ctx, &spec, expirySeconds(spec.expires))
 		sent = true
 		if out == stopped {
 			break loop
@@ -243,7 +243,7 @@ loop:
 // attempt sends one REGISTER for spec with the given expiry, in a helper
 // goroutine so that a new spec or removal interrupts it. On superseded,
 // *spec holds the new spec.
-func (b *binding) attempt(ctx context.Context, spec *regSpec, expires int) (regResult, error, outcome) {
+func (b *binding) attempt(ctx context.Context, spec *regSpec, expires int) (regResult, outcome, error) {
 	actx, cancel := context.WithTimeout(ctx, spec.timeout)
 	defer cancel()
 	m := b.message(*spec, expires)
@@ -264,19 +264,19 @@ func (b *binding) attempt(ctx context.Context, spec *regSpec, expires int) (regR
 	select {
 	case a := <-ch:
 		finish(a)
-		return a.r, a.err, answered
+		return a.r, answered, a.err
 	case s := <-b.upd:
 		cancel()
 		finish(<-ch)
 		*spec = s
-		return regResult{}, nil, superseded
+		return regResult{}, superseded, nil
 	case <-b.stop:
 		cancel()
 		finish(<-ch)
-		return regResult{}, nil, stopped
+		return regResult{}, stopped, nil
 	case <-ctx.Done():
 		finish(<-ch)
-		return regResult{}, ctx.Err(), stopped
+		return regResult{}, stopped, ctx.Err()
 	}
 }
 
