@@ -43,20 +43,21 @@ const (
 
 // App is a running appliance.
 type App struct {
-	opts    Options
-	log     *slog.Logger
-	st      *store.Store
-	gw      *gateway.Server
-	mgmt    *mgmt
-	net     *netcfg.Watcher // the kernel's links, addresses and routes
-	net0    netcfg.State    // the state at start, until the watcher has one
-	netSrc  netcfg.Source
-	mode    *mode.Driver // normal / survivable / standalone
-	msr     *msrPart     // MSR registration of the interfaces, media resource table
-	media   *mediaPart   // the RTP relay that anchors calls' media
-	cdr     *cdrWriter
-	admin   net.Listener // the admin socket
-	started time.Time
+	opts     Options
+	log      *slog.Logger
+	st       *store.Store
+	gw       *gateway.Server
+	mgmt     *mgmt
+	net      *netcfg.Watcher // the kernel's links, addresses and routes
+	net0     netcfg.State    // the state at start, until the watcher has one
+	netSrc   netcfg.Source
+	mode     *mode.Driver // normal / survivable / standalone
+	msr      *msrPart     // MSR registration of the interfaces, media resource table
+	media    *mediaPart   // the RTP relay that anchors calls' media
+	cdr      *cdrWriter
+	admin    net.Listener // the admin socket
+	adminAPI http.Handler // what it serves: the API and profiling
+	started  time.Time
 
 	// parts are applied in this order (see parts.go).
 	parts []part
@@ -144,7 +145,9 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	if a.admin, err = listenUnix(filepath.Join(opts.DataDir, SocketFile)); err != nil {
 		return nil, fmt.Errorf("appliance: admin socket: %w", err)
 	}
-	a.mgmt = newMgmt(api.Handler(a, log.With("part", "api"), a.metricsHandler()), log.With("part", "management"))
+	metrics := a.metricsHandler()
+	a.adminAPI = api.AdminHandler(a, log.With("part", "api"), metrics)
+	a.mgmt = newMgmt(api.Handler(a, log.With("part", "api"), metrics), log.With("part", "management"))
 	a.parts = []part{gatewayPart{a}, a.media, a.msr, a.mgmt, modePart{a}}
 	c, err := a.mgmt.prepare(ctx, first)
 	if err != nil {
@@ -188,7 +191,7 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.st.Close()
 	defer a.mgmt.Stop()
 	sockPath := filepath.Join(a.opts.DataDir, SocketFile)
-	hs := &http.Server{Handler: a.mgmt.handler, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: a.adminAPI, ReadHeaderTimeout: 10 * time.Second}
 	rebind := make(chan struct{}, 1)
 	services := []service{ // in stop order
 		{"admin api", func(ctx context.Context) error {

@@ -111,8 +111,16 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 		w.Header().Set("ETag", etag(res.Version.Version))
 		writeJSON(w, http.StatusOK, res)
 	})
-	// Profiling for the field and for benchmarks. Only the admin socket
-	// (root, 0600) serves this handler.
+	return mux
+}
+
+// AdminHandler is Handler plus profiling (net/http/pprof), for the field
+// and for benchmarks. Only the admin socket (root, 0600) serves it: a
+// profile shows memory contents and costs CPU, so the remote API never
+// offers it.
+func AdminHandler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", Handler(b, log, metrics))
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
