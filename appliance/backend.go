@@ -13,7 +13,6 @@ import (
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
-	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/gateway/upstream"
 )
 
@@ -161,33 +160,6 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// bindingStore persists the registrar's bindings in the store.
-type bindingStore struct{ st *store.Store }
-
-func (b bindingStore) LoadBindings(ctx context.Context, now time.Time) ([]registrar.Binding, error) {
-	rows, err := b.st.LoadBindings(ctx, now)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]registrar.Binding, len(rows))
-	for i, r := range rows {
-		out[i] = registrar.Binding(r)
-	}
-	return out, nil
-}
-
-func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding, dels []registrar.BindingKey) error {
-	rows := make([]store.Binding, len(ups))
-	for i, u := range ups {
-		rows[i] = store.Binding(u)
-	}
-	keys := make([]store.BindingKey, len(dels))
-	for i, d := range dels {
-		keys[i] = store.BindingKey(d)
-	}
-	return b.st.SaveBindings(ctx, rows, keys)
-}
-
 func (a *App) Route(_ context.Context, number string) api.RouteResult {
 	m := routingMode(a.running().doc, a.mode.Mode())
 	ex := a.gw.Route(number, m)
@@ -207,3 +179,7 @@ func (a *App) Calls(context.Context) []api.Call {
 	}
 	return out
 }
+
+// Firmware is the A/B updater the API serves at /api/v1/firmware (nil:
+// this host has no A/B layout; the API then answers 404).
+func (a *App) Firmware() api.Firmware { return a.opts.Firmware }

@@ -3,9 +3,12 @@ package appliance
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/netcfg"
 )
 
@@ -109,4 +112,31 @@ func (a *App) rebindListeners(ctx context.Context) {
 	if after := a.gw.Listeners(); !slices.Equal(before, after) {
 		a.log.Info("SIP listeners follow the interfaces' addresses", "sip", after, "was", before)
 	}
+}
+
+// bindingStore persists the registrar's bindings in the store.
+type bindingStore struct{ st *store.Store }
+
+func (b bindingStore) LoadBindings(ctx context.Context, now time.Time) ([]registrar.Binding, error) {
+	rows, err := b.st.LoadBindings(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]registrar.Binding, len(rows))
+	for i, r := range rows {
+		out[i] = registrar.Binding(r)
+	}
+	return out, nil
+}
+
+func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding, dels []registrar.BindingKey) error {
+	rows := make([]store.Binding, len(ups))
+	for i, u := range ups {
+		rows[i] = store.Binding(u)
+	}
+	keys := make([]store.BindingKey, len(dels))
+	for i, d := range dels {
+		keys[i] = store.BindingKey(d)
+	}
+	return b.st.SaveBindings(ctx, rows, keys)
 }
