@@ -78,6 +78,7 @@ type App struct {
 type running struct {
 	doc     *config.Document
 	version store.Version
+	parts   *partConfigs // doc translated; nil only while New builds the parts
 }
 
 func (a *App) running() *running { return a.cur.Load() }
@@ -134,6 +135,7 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	if first, err = translate(doc, a.env()); err != nil { // the machine's first mode
 		return nil, fmt.Errorf("appliance: %w", err)
 	}
+	a.cur.Store(&running{doc: doc, version: a.running().version, parts: first})
 	if a.gw, err = gateway.New(ctx, a.wire(first.Gateway), bindingStore{st}, log.With("part", "gateway")); err != nil {
 		return nil, partFailed("gateway", err)
 	}

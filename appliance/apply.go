@@ -190,7 +190,7 @@ func (a *App) applyLocked(ctx context.Context, doc *config.Document, sealed []by
 		return api.ApplyResult{}, fmt.Errorf("storing config: %w", err)
 	}
 	// The version is stored: from here on nothing fails.
-	a.cur.Store(&running{doc: doc, version: v})
+	a.cur.Store(&running{doc: doc, version: v, parts: next})
 	changes.commit()
 	a.log.Info("config applied", "version", v.Version, "source", source)
 	return api.ApplyResult{Version: apiVersion(v), Valid: true}, nil

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/outpost/outpost/appliance/api"
-	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/netcfg"
 )
 
@@ -14,7 +13,7 @@ import (
 // snapshot, not a fresh netlink dump: the API never waits on the kernel) and
 // the role the active document gives each.
 func (a *App) Interfaces(context.Context) api.Interfaces {
-	doc := a.running().doc
+	parts := a.running().parts
 	st := a.net.State()
 	defaults := map[string]bool{}
 	for _, r := range st.DefaultRoutes() {
@@ -23,7 +22,7 @@ func (a *App) Interfaces(context.Context) api.Interfaces {
 	out := api.Interfaces{Links: []api.Link{}}
 	for _, l := range st.Links {
 		al := api.Link{Name: l.Name, Index: l.Index, Kind: l.Kind, Up: l.Up, Carrier: l.Carrier, MTU: l.MTU,
-			VLANID: l.VLANID, Parent: l.Parent, Addrs: []string{}, Roles: linkRoles(doc, l, defaults[l.Name])}
+			VLANID: l.VLANID, Parent: l.Parent, Addrs: []string{}, Roles: linkRoles(parts, l, defaults[l.Name])}
 		for _, p := range st.AddrsOf(l.Name) {
 			al.Addrs = append(al.Addrs, p.String())
 		}
@@ -34,19 +33,19 @@ func (a *App) Interfaces(context.Context) api.Interfaces {
 	return out
 }
 
-func linkRoles(doc *config.Document, l netcfg.Link, defaultRoute bool) []string {
+func linkRoles(parts *partConfigs, l netcfg.Link, defaultRoute bool) []string {
 	var roles []string
-	if doc.WAN.Interface != "" && doc.WAN.Interface == l.Name {
+	if parts.WAN != "" && parts.WAN == l.Name {
 		roles = append(roles, "wan")
 	}
 	if defaultRoute {
 		roles = append(roles, "default-route")
 	}
-	if doc.MSR.Enabled && !l.Loopback {
-		if doc.MSR.EffectiveServiceInterface(doc.WAN) == l.Name {
+	if m := parts.MSR; m.Enabled && !l.Loopback {
+		if m.ServiceInterface == l.Name {
 			roles = append(roles, "msr-service")
 		}
-		for _, g := range doc.MSR.EffectiveInterfaces() {
+		for _, g := range m.Interfaces {
 			if ok, _ := path.Match(g, l.Name); ok {
 				roles = append(roles, "msr")
 				break

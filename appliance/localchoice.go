@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/media/selection"
 	"github.com/outpost/outpost/netcfg"
 )
@@ -36,13 +35,13 @@ type localChooser struct {
 }
 
 func (c *localChooser) choose(dest netip.Addr, cands []netip.Addr) (netip.Addr, bool) {
-	doc := c.a.running().doc
-	entries := onLinkResources(c.a.netState(), doc, dest, cands, c.load())
+	parts := c.a.running().parts
+	entries := onLinkResources(c.a.netState(), parts.Local, dest, cands, c.load())
 	if len(entries) < 2 {
 		return netip.Addr{}, false // the routing table decides
 	}
 	c.mu.Lock()
-	e, err := selection.Select(entries, selection.Request{Zone: doc.Site.Zone, Site: doc.Site.Site}, selectionPolicy(doc), c.rnd)
+	e, err := selection.Select(entries, selection.Request{Zone: parts.Local.Zone, Site: parts.Local.Site}, parts.Selection, c.rnd)
 	c.mu.Unlock()
 	if err != nil {
 		return netip.Addr{}, false
@@ -63,18 +62,14 @@ func (c *localChooser) load() int {
 
 // onLinkResources are the candidates on a subnet that contains dest, as
 // media resources of this box.
-func onLinkResources(st netcfg.State, doc *config.Document, dest netip.Addr, cands []netip.Addr, load int) []selection.Entry {
-	name := doc.MSR.Name
-	if name == "" {
-		name = doc.Site.Name
-	}
+func onLinkResources(st netcfg.State, local localResources, dest netip.Addr, cands []netip.Addr, load int) []selection.Entry {
 	var out []selection.Entry
 	for _, a := range st.Addrs {
 		if !slices.Contains(cands, a.Prefix.Addr()) || !a.Prefix.Masked().Contains(dest) || a.Tentative {
 			continue
 		}
-		out = append(out, selection.Entry{MSR: name + "/" + a.LinkName, Interface: a.LinkName, Addr: a.Prefix.Addr(),
-			Zone: doc.Site.Zone, Site: doc.Site.Site, Load: load, Registered: true, Active: true})
+		out = append(out, selection.Entry{MSR: local.MSR + "/" + a.LinkName, Interface: a.LinkName, Addr: a.Prefix.Addr(),
+			Zone: local.Zone, Site: local.Site, Load: load, Registered: true, Active: true})
 	}
 	return out
 }

@@ -22,7 +22,11 @@ func TestLocalChooser(t *testing.T) {
 	doc := &config.Document{Site: config.Site{Name: "branch1", Zone: "kzn", Site: "b1"},
 		MediaResources: config.MediaResources{Performance: map[string]float64{"branch1/vlan10a": 3, "branch1/vlan10b": 1}}}
 	a := &App{net0: st, net: netcfg.NewWatcher(nil, netcfg.Config{}, nil)}
-	a.cur.Store(&running{doc: doc})
+	parts, err := translate(doc, environment{Net: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cur.Store(&running{doc: doc, parts: parts})
 	c := &localChooser{a: a, rnd: rand.New(rand.NewPCG(1, 2))}
 	all := []netip.Addr{netip.MustParseAddr("198.18.10.1"), netip.MustParseAddr("198.18.10.2"), netip.MustParseAddr("198.18.1.1")}
 

@@ -135,9 +135,9 @@ func (a *App) msrStatus() ([]api.MSRUA, *api.ControlChannel) {
 // resources (this box's interfaces and the MSRs registered here) and the
 // selection policy.
 func (a *App) MediaResources(context.Context) api.MediaResources {
-	doc := a.running().doc
-	out := api.MediaResources{Resources: []api.MediaResource{}, Matrix: doc.MediaResources.Matrix, Performance: doc.MediaResources.Performance,
-		Zone: doc.Site.Zone, Site: doc.Site.Site}
+	parts := a.running().parts
+	out := api.MediaResources{Resources: []api.MediaResource{}, Matrix: parts.Selection.Matrix, Performance: parts.Selection.Performance,
+		Zone: parts.Local.Zone, Site: parts.Local.Site}
 	add := func(e selection.Entry, local bool) {
 		r := api.MediaResource{MSR: e.MSR, AccID: e.AccID, Interface: e.Interface, Contact: e.Contact, Zone: e.Zone, Site: e.Site,
 			Load: e.Load, Coefficient: e.Coefficient, Registered: e.Registered, Active: e.Active, Expires: e.Expires.UTC(), Local: local}

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"slices"
@@ -28,9 +29,16 @@ type partConfigs struct {
 	Anchor     anchorPolicy
 	MSR        msr.Config
 	Selection  selection.Policy
+	Local      localResources
 	Mode       mode.Config
 	WAN        string // the interface whose link and routes the mode machine watches
 	Management mgmtConfig
+}
+
+// localResources name this box's own addresses as media resources (see
+// localChooser): the MSR name (the site's name without one), zone and site.
+type localResources struct {
+	MSR, Zone, Site string
 }
 
 // environment is what a translation depends on besides the document: the
@@ -54,6 +62,7 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 		Anchor:     anchorPolicy{Always: d.Media.Relay},
 		MSR:        msrConfig(d),
 		Selection:  selectionPolicy(d),
+		Local:      localResources{MSR: cmp.Or(d.MSR.Name, d.Site.Name), Zone: d.Site.Zone, Site: d.Site.Site},
 		Mode:       mode.Config{HQ: !d.Standalone(), Hold: d.HQ.EffectiveHold()},
 		WAN:        d.WAN.Interface,
 		Management: mgmtConfig{Management: d.Management},
