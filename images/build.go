@@ -181,8 +181,9 @@ func (o *Options) stageRootfs(ctx context.Context, r runner, k kernel, busybox, 
 	if err := copyFile(o.BundlePub, filepath.Join(root, "etc/outpost/bundle.pub"), 0o644); err != nil {
 		return err
 	}
-	release := fmt.Sprintf("VERSION=%s\nARCH=%s\nKERNEL=%s\nBUILD_EPOCH=%d\n", o.Version, o.Arch, k.version, o.Epoch)
-	if err := os.WriteFile(filepath.Join(root, "etc/outpost/release"), []byte(release), 0o644); err != nil {
+	// BUILD_EPOCH is also what the box's anti-rollback check compares with a bundle's.
+	release := layout.Release{Version: o.Version, Arch: o.Arch, Kernel: k.version, Epoch: o.Epoch}
+	if err := os.WriteFile(filepath.Join(root, layout.ReleaseFile), release.Encode(), 0o644); err != nil {
 		return err
 	}
 	if err := setConf(filepath.Join(root, "etc/outpost/init.conf"), "BUILD_EPOCH", strconv.FormatInt(o.Epoch, 10)); err != nil {

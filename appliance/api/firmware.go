@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 )
 
 // Firmware is the A/B updater of a box (appliance/firmware). A Backend
@@ -16,14 +17,23 @@ import (
 type Firmware interface {
 	FirmwareStatus(ctx context.Context) (FirmwareStatus, error)
 	// InstallFirmware verifies a bundle, writes it to the inactive slot
-	// and arranges one trial boot of it; with reboot the box then reboots.
-	InstallFirmware(ctx context.Context, bundle io.Reader, reboot bool) (FirmwareResult, error)
+	// and arranges one trial boot of it; with opts.Reboot the box then
+	// reboots. A bundle older than the installed firmware is refused
+	// (ErrDowngrade) unless opts.AllowDowngrade.
+	InstallFirmware(ctx context.Context, bundle io.Reader, opts InstallOptions) (FirmwareResult, error)
+}
+
+// InstallOptions are the query parameters of PUT /api/v1/firmware.
+type InstallOptions struct {
+	Reboot         bool // reboot=0 turns it off; default on
+	AllowDowngrade bool // allow_downgrade=1: install a bundle older than the installed firmware
 }
 
 // Firmware errors, mapped to HTTP statuses by the handler.
 var (
 	ErrBadBundle    = errors.New("bundle refused")                   // 422: signature, size, hash, arch, format
 	ErrFirmwareBusy = errors.New("firmware update not possible now") // 409: another install, or an uncommitted trial
+	ErrDowngrade    = errors.New("downgrade refused")                // 409: bundle older than the installed firmware, without allow_downgrade
 	ErrNoFirmware   = errors.New("this host has no A/B firmware layout")
 )
 
@@ -38,6 +48,7 @@ type FirmwareStatus struct {
 	Failed    string `json:"failed,omitempty"`    // slot whose last trial never became healthy (rolled back)
 	Healthy   bool   `json:"healthy"`             // this boot passed its health check
 	SlotSize  int64  `json:"slot_size,omitempty"` // bytes a slot image may have
+	Built     int64  `json:"built,omitempty"`     // BUILD_EPOCH of the running build (anti-rollback: no older bundle without allow_downgrade)
 }
 
 // FirmwareResult is the answer to PUT /api/v1/firmware.
@@ -48,6 +59,9 @@ type FirmwareResult struct {
 	Size    int64  `json:"size"`
 	SHA256  string `json:"sha256"`
 	Reboot  bool   `json:"reboot"` // the box reboots now
+	// Downgrade: the bundle is older than the installed firmware and was
+	// installed because the push allowed it.
+	Downgrade bool `json:"downgrade,omitempty"`
 }
 
 // maxBundle bounds an upload: a slot image plus its header. The
@@ -82,13 +96,22 @@ func registerFirmware(mux *http.ServeMux, b Backend, log *slog.Logger) {
 			firmwareFail(w, log, ErrNoFirmware)
 			return
 		}
-		reboot := r.URL.Query().Get("reboot") != "0"
-		res, err := fw.InstallFirmware(r.Context(), http.MaxBytesReader(w, r.Body, maxBundle), reboot)
+		q := r.URL.Query()
+		opts := InstallOptions{Reboot: q.Get("reboot") != "0"}
+		if v := q.Get("allow_downgrade"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, ErrorBody{Error: fmt.Sprintf("allow_downgrade=%q: want 1 or 0", v)})
+				return
+			}
+			opts.AllowDowngrade = b
+		}
+		res, err := fw.InstallFirmware(r.Context(), http.MaxBytesReader(w, r.Body, maxBundle), opts)
 		if err != nil {
 			firmwareFail(w, log, err)
 			return
 		}
-		log.Info("firmware installed", "slot", res.Slot, "version", res.Version, "reboot", res.Reboot)
+		log.Info("firmware installed", "slot", res.Slot, "version", res.Version, "reboot", res.Reboot, "downgrade", res.Downgrade)
 		writeJSON(w, http.StatusOK, res)
 	})
 }
@@ -101,6 +124,9 @@ func firmwareFail(w http.ResponseWriter, log *slog.Logger, err error) {
 		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Error: err.Error()})
 	case errors.As(err, &tooLarge):
 		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorBody{Error: fmt.Sprintf("bundle larger than %d bytes", tooLarge.Limit)})
+	case errors.Is(err, ErrDowngrade):
+		log.Warn("firmware bundle refused", "err", err)
+		writeJSON(w, http.StatusConflict, ErrorBody{Error: err.Error()})
 	case errors.Is(err, ErrFirmwareBusy):
 		writeJSON(w, http.StatusConflict, ErrorBody{Error: err.Error()})
 	case errors.Is(err, ErrNoFirmware):
@@ -117,10 +143,13 @@ func (c *Client) FirmwareStatus(ctx context.Context) (st FirmwareStatus, err err
 }
 
 // PushFirmware uploads a bundle (PUT /api/v1/firmware).
-func (c *Client) PushFirmware(ctx context.Context, bundle []byte, reboot bool) (res FirmwareResult, err error) {
+func (c *Client) PushFirmware(ctx context.Context, bundle []byte, opts InstallOptions) (res FirmwareResult, err error) {
 	q := url.Values{}
-	if !reboot {
+	if !opts.Reboot {
 		q.Set("reboot", "0")
+	}
+	if opts.AllowDowngrade {
+		q.Set("allow_downgrade", "1")
 	}
 	p := "/api/v1/firmware"
 	if len(q) > 0 {

@@ -20,22 +20,30 @@ type fwBackend struct {
 
 func (b fwBackend) Firmware() Firmware { return b.fw }
 
-type fakeFirmware struct{ got string }
+type fakeFirmware struct {
+	got  string
+	opts InstallOptions
+}
 
 func (f *fakeFirmware) FirmwareStatus(context.Context) (FirmwareStatus, error) {
 	return FirmwareStatus{Slot: "A", Committed: "A"}, nil
 }
 
-func (f *fakeFirmware) InstallFirmware(_ context.Context, r io.Reader, reboot bool) (FirmwareResult, error) {
+func (f *fakeFirmware) InstallFirmware(_ context.Context, r io.Reader, opts InstallOptions) (FirmwareResult, error) {
 	b, _ := io.ReadAll(r)
-	f.got = string(b)
+	f.got, f.opts = string(b), opts
 	switch f.got {
 	case "bad":
 		return FirmwareResult{}, fmt.Errorf("%w: signature does not verify", ErrBadBundle)
 	case "busy":
 		return FirmwareResult{}, fmt.Errorf("%w: another install", ErrFirmwareBusy)
+	case "old":
+		if !opts.AllowDowngrade {
+			return FirmwareResult{}, fmt.Errorf("%w: bundle v1 is older than the installed v2", ErrDowngrade)
+		}
+		return FirmwareResult{Slot: "B", Reboot: opts.Reboot, Downgrade: true}, nil
 	}
-	return FirmwareResult{Slot: "B", Reboot: reboot}, nil
+	return FirmwareResult{Slot: "B", Reboot: opts.Reboot}, nil
 }
 
 func TestFirmwareRoutes(t *testing.T) {
@@ -49,15 +57,36 @@ func TestFirmwareRoutes(t *testing.T) {
 	if st, err := cl.FirmwareStatus(ctx); err != nil || st.Slot != "A" {
 		t.Fatalf("status: %+v %v", st, err)
 	}
-	res, err := cl.PushFirmware(ctx, []byte("good"), false)
-	if err != nil || res.Slot != "B" || res.Reboot || fw.got != "good" {
-		t.Fatalf("push: %+v %v (got %q)", res, err, fw.got)
+	res, err := cl.PushFirmware(ctx, []byte("good"), InstallOptions{})
+	if err != nil || res.Slot != "B" || res.Reboot || fw.got != "good" || fw.opts.AllowDowngrade {
+		t.Fatalf("push: %+v %v (got %q, %+v)", res, err, fw.got, fw.opts)
 	}
-	for body, code := range map[string]int{"bad": http.StatusUnprocessableEntity, "busy": http.StatusConflict} {
-		_, err := cl.PushFirmware(ctx, []byte(body), true)
+	for body, code := range map[string]int{"bad": http.StatusUnprocessableEntity, "busy": http.StatusConflict, "old": http.StatusConflict} {
+		_, err := cl.PushFirmware(ctx, []byte(body), InstallOptions{Reboot: true})
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.Status != code {
 			t.Errorf("push %q: %v, want %d", body, err, code)
+		}
+	}
+	// A downgrade refusal names the versions; allow_downgrade=1 lets it through.
+	if _, err := cl.PushFirmware(ctx, []byte("old"), InstallOptions{Reboot: true}); err == nil || !strings.Contains(err.Error(), "older than the installed v2") {
+		t.Errorf("downgrade refusal: %v", err)
+	}
+	res, err = cl.PushFirmware(ctx, []byte("old"), InstallOptions{Reboot: true, AllowDowngrade: true})
+	if err != nil || !res.Downgrade || !res.Reboot || !fw.opts.AllowDowngrade || !fw.opts.Reboot {
+		t.Errorf("push with allow-downgrade: %+v %v (%+v)", res, err, fw.opts)
+	}
+	// The query parameter as other clients send it.
+	for q, want := range map[string]int{"allow_downgrade=1": http.StatusOK, "allow_downgrade=true": http.StatusOK,
+		"allow_downgrade=0": http.StatusConflict, "": http.StatusConflict, "allow_downgrade=maybe": http.StatusBadRequest} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/api/v1/firmware?reboot=0&"+q, strings.NewReader("old"))
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("PUT ?%s: %d, want %d", q, resp.StatusCode, want)
 		}
 	}
 

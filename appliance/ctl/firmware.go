@@ -10,12 +10,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/images/layout"
 )
 
 // firmwareUsage is what outpostctl firmware takes.
-const firmwareUsage = `firmware push BUNDLE [--no-reboot] [--upload-timeout D]
+const firmwareUsage = `firmware push BUNDLE [--no-reboot] [--allow-downgrade] [--upload-timeout D]
                                  install a signed update bundle into the box's inactive slot
+                                 (one built before the installed firmware only with --allow-downgrade)
   firmware status                booted, committed and pending slots (A/B update)`
 
 // firmware pushes update bundles (images/layout) and shows the A/B state.
@@ -34,7 +36,11 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 			if st.Trial {
 				trial = " (trial boot, not committed yet)"
 			}
-			fmt.Fprintf(w, "build\t%s (%s)\n", st.Version, st.Arch)
+			built := ""
+			if st.Built > 0 {
+				built = ", built " + time.Unix(st.Built, 0).UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(w, "build\t%s (%s%s)\n", st.Version, st.Arch, built)
 			fmt.Fprintf(w, "booted\tslot %s%s\n", st.Slot, trial)
 			fmt.Fprintf(w, "committed\tslot %s\n", st.Committed)
 			if st.Pending != "" {
@@ -46,10 +52,11 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "healthy\t%v\n", st.Healthy)
 		})
 	case "push":
-		const use = "firmware push BUNDLE [--no-reboot] [--upload-timeout D]"
+		const use = "firmware push BUNDLE [--no-reboot] [--allow-downgrade] [--upload-timeout D]"
 		fs := flag.NewFlagSet("firmware push", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		noReboot := fs.Bool("no-reboot", false, "")
+		allowDowngrade := fs.Bool("allow-downgrade", false, "")
 		uploadTimeout := fs.Duration("upload-timeout", 10*time.Minute, "")
 		file, err := parseOne(fs, args[1:], "BUNDLE")
 		if err != nil {
@@ -68,12 +75,15 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 		// --timeout suits for API calls: the upload has its own bound.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *uploadTimeout)
 		defer cancel()
-		res, err := c.cl.PushFirmware(uctx, data, !*noReboot)
+		res, err := c.cl.PushFirmware(uctx, data, api.InstallOptions{Reboot: !*noReboot, AllowDowngrade: *allowDowngrade})
 		if err != nil {
 			return err
 		}
 		return c.print(res, func(w *tabwriter.Writer) {
 			fmt.Fprintf(w, "installed\tversion %s (%s) in slot %s, sha256 %s\n", res.Version, res.Arch, res.Slot, res.SHA256)
+			if res.Downgrade {
+				fmt.Fprintf(w, "downgrade\tthis build is older than the one it replaces (--allow-downgrade)\n")
+			}
 			if res.Reboot {
 				fmt.Fprintf(w, "next\tthe box reboots now for one trial boot of slot %s; it commits the slot once healthy, otherwise the next boot returns to the current slot\n", res.Slot)
 			} else {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ type Config struct {
 	BundleKey string // ed25519 public key (PEM) bundles must verify with (required)
 	SpoolDir  string // where a payload waits for its verification: the data partition (required)
 	Version   string // running build, reported by Status
+	Release   string // running slot's release file (layout.Release; anti-rollback); default /etc/outpost/release
 	Arch      string // default runtime.GOARCH
 	Cmdline   string // kernel command line; default /proc/cmdline
 	SysBlock  string // default /sys/class/block
@@ -42,6 +44,10 @@ type Updater struct {
 	cfg  Config
 	key  ed25519.PublicKey
 	boot layout.Boot
+	// installed is the running (= committed, when installing) build;
+	// releaseErr is why its release file could not be read, if so.
+	installed  layout.Release
+	releaseErr error
 
 	install sync.Mutex // one install at a time (TryLock: a second one is refused)
 
@@ -62,6 +68,9 @@ func New(cfg Config) (*Updater, error) {
 	}
 	if cfg.SysBlock == "" {
 		cfg.SysBlock = "/sys/class/block"
+	}
+	if cfg.Release == "" {
+		cfg.Release = "/" + layout.ReleaseFile
 	}
 	if cfg.DevDir == "" {
 		cfg.DevDir = "/dev"
@@ -98,7 +107,33 @@ func New(cfg Config) (*Updater, error) {
 	if _, err := u.readEnv(); err != nil {
 		return nil, err
 	}
+	u.installed, u.releaseErr = readRelease(cfg.Release)
+	if u.releaseErr != nil {
+		// Not fatal: the trial must still commit. Installs then need allow_downgrade.
+		cfg.Log.Error("firmware: the running build's release is unreadable; bundles install only with allow_downgrade", "err", u.releaseErr)
+	}
+	if u.installed.Version == "" {
+		u.installed.Version = cfg.Version
+	}
 	return u, nil
+}
+
+// readRelease reads the running slot's release file. A missing file is an
+// image from before the file: no epoch recorded, like a file without
+// BUILD_EPOCH.
+func readRelease(path string) (layout.Release, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return layout.Release{}, nil
+	}
+	if err != nil {
+		return layout.Release{}, fmt.Errorf("firmware: %w", err)
+	}
+	r, err := layout.ParseRelease(b)
+	if err != nil {
+		return layout.Release{}, fmt.Errorf("firmware: %s: %w", path, err)
+	}
+	return r, nil
 }
 
 // Close cancels a reboot that has not happened yet.
@@ -159,7 +194,7 @@ func (u *Updater) FirmwareStatus(context.Context) (api.FirmwareStatus, error) {
 	u.mu.Unlock()
 	st := api.FirmwareStatus{Arch: u.cfg.Arch, Version: u.cfg.Version, Slot: string(u.boot.Slot),
 		Trial: u.boot.Trial && env.Committed() != u.boot.Slot, Committed: string(env.Committed()),
-		Failed: env[layout.KeyFailed], Healthy: healthy, SlotSize: layout.SlotSize()}
+		Failed: env[layout.KeyFailed], Healthy: healthy, SlotSize: layout.SlotSize(), Built: u.installed.Epoch}
 	if s, ok := env.Pending(); ok {
 		st.Pending = string(s)
 	}
@@ -197,8 +232,37 @@ func (u *Updater) partition(name string) (string, error) {
 
 func refused(err error) error { return fmt.Errorf("%w: %w", api.ErrBadBundle, err) }
 
+// checkDowngrade applies the anti-rollback rule (layout.CheckDowngrade) to
+// a verified manifest: it reports whether m is a downgrade that allow lets
+// through, and refuses one it does not with api.ErrDowngrade.
+func (u *Updater) checkDowngrade(m *layout.Manifest, allow bool, log *slog.Logger) (downgrade bool, err error) {
+	if u.releaseErr != nil {
+		if !allow {
+			return false, fmt.Errorf("%w: the installed firmware's build is unknown (%v), so bundle %s may be older; push with allow_downgrade (outpostctl firmware push --allow-downgrade) to install it anyway",
+				api.ErrDowngrade, u.releaseErr, m.Version)
+		}
+		log.Warn("firmware: installing a bundle that cannot be compared with the installed build (allow_downgrade)", "err", u.releaseErr)
+		return false, nil
+	}
+	if u.installed.Epoch == 0 {
+		log.Warn("firmware: the installed build records no BUILD_EPOCH; the bundle cannot be checked against a downgrade",
+			"installed", u.installed.Version, "bundle_created", m.Created)
+		return false, nil
+	}
+	err = m.CheckDowngrade(u.installed)
+	switch {
+	case err == nil:
+		return false, nil
+	case !allow:
+		return false, fmt.Errorf("%w: %w; push with allow_downgrade (outpostctl firmware push --allow-downgrade) to install it anyway", api.ErrDowngrade, err)
+	}
+	log.Warn("firmware: installing an older build (allow_downgrade)", "installed", u.installed.Version,
+		"installed_epoch", u.installed.Epoch, "bundle_created", m.Created)
+	return true, nil
+}
+
 // InstallFirmware implements api.Firmware; see the package doc.
-func (u *Updater) InstallFirmware(ctx context.Context, body io.Reader, reboot bool) (api.FirmwareResult, error) {
+func (u *Updater) InstallFirmware(ctx context.Context, body io.Reader, opts api.InstallOptions) (api.FirmwareResult, error) {
 	if !u.install.TryLock() {
 		return api.FirmwareResult{}, fmt.Errorf("%w: another bundle is being installed", api.ErrFirmwareBusy)
 	}
@@ -224,6 +288,11 @@ func (u *Updater) InstallFirmware(ctx context.Context, body io.Reader, reboot bo
 		return api.FirmwareResult{}, refused(err)
 	}
 	log := u.cfg.Log.With("version", m.Version, "slot", target, "size", m.Payload.Size)
+	downgrade, err := u.checkDowngrade(m, opts.AllowDowngrade, log)
+	if err != nil {
+		log.Warn("firmware bundle refused", "err", err)
+		return api.FirmwareResult{}, err
+	}
 	log.Info("firmware bundle signature verified; receiving payload")
 
 	// Spool and verify the whole payload before the slot is touched.
@@ -264,8 +333,8 @@ func (u *Updater) InstallFirmware(ctx context.Context, body io.Reader, reboot bo
 	}
 	log.Info("firmware written; the next boot tries the slot once", "device", dev)
 	res := api.FirmwareResult{Slot: string(target), Version: m.Version, Arch: m.Arch, Size: m.Payload.Size,
-		SHA256: m.Payload.SHA256, Reboot: reboot}
-	if reboot {
+		SHA256: m.Payload.SHA256, Reboot: opts.Reboot, Downgrade: downgrade}
+	if opts.Reboot {
 		u.mu.Lock()
 		u.timer = time.AfterFunc(u.cfg.RebootDelay, func() {
 			u.cfg.Log.Info("rebooting into the new slot for its trial boot", "slot", target)
