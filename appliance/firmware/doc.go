@@ -12,6 +12,14 @@
 // data partition and verified; only then is it copied to the slot, read
 // back and compared, and only then is the environment changed.
 //
+// Anti-rollback: a bundle built before the running build (its manifest's
+// Created earlier than BUILD_EPOCH in the slot's release file, see
+// layout.Manifest.CheckDowngrade) is refused with api.ErrDowngrade before
+// its payload is read, unless the install allows a downgrade; an allowed
+// downgrade is logged and flagged in the result. A running build that
+// recorded no epoch cannot be compared: the install proceeds and says so
+// in the log.
+//
 // The trial itself needs nothing from this package to fail safely: GRUB
 // consumes "upgrade" before it boots the new slot, so a panic, a hang (the
 // init's watchdog reboots) or an outpostd that exits (the init reboots)

@@ -23,6 +23,8 @@
 //
 // Update bundles (Bundle) carry one slot image and a manifest signed with
 // ed25519; the box checks the signature before it reads the payload.
+// A slot image records its build in ReleaseFile (Release); a bundle built
+// before the installed release is a downgrade (Manifest.CheckDowngrade).
 //
 // The package is pure: it imports nothing of ours and does no I/O beyond
 // the readers and writers it is given.
