@@ -232,7 +232,7 @@ func (u *Updater) partition(name string) (string, error) {
 
 func refused(err error) error { return fmt.Errorf("%w: %w", api.ErrBadBundle, err) }
 
-// checkDowngrade applies the anti-rollback rule (layout.CheckDowngrade) to
+// checkDowngrade applies the anti-rollback rule (layout.Manifest.CheckDowngrade) to
 // a verified manifest: it reports whether m is a downgrade that allow lets
 // through, and refuses one it does not with api.ErrDowngrade.
 func (u *Updater) checkDowngrade(m *layout.Manifest, allow bool, log *slog.Logger) (downgrade bool, err error) {
@@ -290,8 +290,7 @@ func (u *Updater) InstallFirmware(ctx context.Context, body io.Reader, opts api.
 	log := u.cfg.Log.With("version", m.Version, "slot", target, "size", m.Payload.Size)
 	downgrade, err := u.checkDowngrade(m, opts.AllowDowngrade, log)
 	if err != nil {
-		log.Warn("firmware bundle refused", "err", err)
-		return api.FirmwareResult{}, err
+		return api.FirmwareResult{}, err // logged by the API handler, like a bad bundle
 	}
 	log.Info("firmware bundle signature verified; receiving payload")
 
