@@ -338,6 +338,14 @@ func sendInvites(ctx context.Context, t *testing.T, box string) {
 // without a listen address.
 func testManagement(t *testing.T) map[string]any {
 	t.Helper()
+	_, m := testManagementCA(t)
+	return m
+}
+
+// testManagementCA is testManagement and the directory of its lab CA, for
+// issuing client certificates (pki.Issue).
+func testManagementCA(t *testing.T) (caDir string, section map[string]any) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := pki.InitCA(dir, "test-ca", 1); err != nil {
 		t.Fatal(err)
@@ -353,7 +361,7 @@ func testManagement(t *testing.T) map[string]any {
 		}
 		return string(b)
 	}
-	return map[string]any{"cert_pem": read(certPath), "key_pem": read(keyPath), "client_ca_pem": read(dir + "/ca.pem")}
+	return dir, map[string]any{"cert_pem": read(certPath), "key_pem": read(keyPath), "client_ca_pem": read(dir + "/ca.pem")}
 }
 
 func goroutines() string {

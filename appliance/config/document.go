@@ -185,6 +185,16 @@ type Management struct {
 	CertPEM     string `json:"cert_pem,omitempty"`
 	KeyPEM      string `json:"key_pem,omitempty"` // secret
 	ClientCAPEM string `json:"client_ca_pem,omitempty"`
+	// AllowedClients restricts which certificates signed by ClientCAPEM
+	// may use the API: a client is allowed when its certificate's subject
+	// CN, or one of its subject alternative names (DNS name, email address
+	// or URI), equals an entry. Empty = every certificate the CA signed.
+	AllowedClients []string `json:"allowed_clients,omitempty"`
+	// RevokedSerials are serial numbers of client certificates that may no
+	// longer use the API although the CA signed them: hexadecimal, colons
+	// between bytes allowed, any case ("0A:1B:..." = "0a1b...").
+	// EffectiveRevokedSerials gives them normalised.
+	RevokedSerials []string `json:"revoked_serials,omitempty"`
 }
 
 // Defaults of the Effective* methods.

@@ -101,7 +101,7 @@ func (d *Document) Seal(prev *Document) error {
 	keepSecret(&errs, "msr.password", &n.MSR.Password, prevMSR, !isEmpty(msr))
 	mg := n.Management
 	mg.KeyPEM = ""
-	keepSecret(&errs, "management.key_pem", &n.Management.KeyPEM, prevMgmt, mg != (Management{}))
+	keepSecret(&errs, "management.key_pem", &n.Management.KeyPEM, prevMgmt, !isEmpty(mg))
 
 	if len(errs) > 0 {
 		return errs

@@ -625,6 +625,55 @@ func (v *validator) management() {
 			v.add("management.client_ca_pem", "requires cert_pem and key_pem (mutual TLS)")
 		}
 	}
+	v.clientList("management.allowed_clients", m.AllowedClients, func(s string) string {
+		if s == "" {
+			return "empty client name"
+		}
+		return ""
+	}, strings.Clone)
+	v.clientList("management.revoked_serials", m.RevokedSerials, func(s string) string {
+		if n := len(strings.ReplaceAll(s, ":", "")); n > 2*maxSerialBytes {
+			return fmt.Sprintf("not a hex serial: longer than %d bytes", maxSerialBytes)
+		}
+		if _, ok := NormalizeSerial(s); !ok {
+			return fmt.Sprintf("not a hex serial: %q (want hex digits, optionally bytes separated by colons)", s)
+		}
+		return ""
+	}, func(s string) string { n, _ := NormalizeSerial(s); return n })
+	if (len(m.AllowedClients) > 0 || len(m.RevokedSerials) > 0) && m.ClientCAPEM == "" {
+		p := "management.allowed_clients"
+		if len(m.AllowedClients) == 0 {
+			p = "management.revoked_serials"
+		}
+		v.add(p, "requires client_ca_pem (only clients the CA signed are checked)")
+	}
+}
+
+// maxClientEntry bounds one allowed_clients or revoked_serials entry.
+const maxClientEntry = 256
+
+// clientList checks a management access list: each entry must be text
+// that problem accepts, and no two entries may be the same once keyed
+// (revoked serials compare normalised).
+func (v *validator) clientList(p string, list []string, problem func(string) string, keyOf func(string) string) {
+	seen := map[string]int{}
+	for i, s := range list {
+		ip := index(p, i)
+		if hasControl(s) || len(s) > maxClientEntry {
+			v.text(ip, s, maxClientEntry)
+			continue
+		}
+		if msg := problem(s); msg != "" {
+			v.add(ip, "%s", msg)
+			continue
+		}
+		k := keyOf(s)
+		if j, dup := seen[k]; dup {
+			v.add(ip, "duplicate %q (also %s[%d])", s, p, j)
+			continue
+		}
+		seen[k] = i
+	}
 }
 
 // ports reports sockets of different sections that would bind the same port:

@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
@@ -95,6 +97,47 @@ func TestManagementOverMutualTLS(t *testing.T) {
 	}
 	if out, err := remote(hq, "status"); err != nil {
 		t.Fatalf("management after the refused push: %v\n%s", err, out)
+	}
+
+	// A second client certificate from the same CA, "intruder": allowed
+	// until allowed_clients names only "hq", then refused with 403; then
+	// hq's own serial is revoked. Neither push moves the listener.
+	intruder := hq
+	if intruder.hqCert, intruder.hqKey, err = pki.Issue(hq.dir, t.TempDir(), "intruder", pki.Client, nil, 30); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := remote(intruder, "status"); err != nil {
+		t.Fatalf("intruder without allowed_clients (any certificate of the CA): %v\n%s", err, out)
+	}
+	m := hq.management(t, "127.0.0.1:0") // the listener's section as in version 2
+	m["allowed_clients"] = []any{"hq"}
+	doc["management"] = m
+	if out, err := remote(hq, "config", "apply", writeJSON(t, filepath.Join(tmp, "v4.json"), doc)); err != nil {
+		t.Fatalf("push allowed_clients: %v\n%s", err, out)
+	}
+	if out, err := remote(hq, "status"); err != nil {
+		t.Fatalf("hq, allowed: %v\n%s", err, out)
+	}
+	if out, err := remote(intruder, "status"); err == nil || !strings.Contains(out, "403") || !strings.Contains(out, "client certificate not allowed") {
+		t.Fatalf("intruder, not allowed: %v\n%s", err, out)
+	}
+	block, _ := pem.Decode([]byte(readFile(t, hq.hqCert)))
+	hqLeaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m["revoked_serials"] = []any{strings.ToUpper(hqLeaf.SerialNumber.Text(16))}
+	if out, err := remote(hq, "config", "apply", writeJSON(t, filepath.Join(tmp, "v5.json"), doc)); err != nil {
+		t.Fatalf("push revoked_serials: %v\n%s", err, out)
+	}
+	if out, err := remote(hq, "status"); err == nil || !strings.Contains(out, "client certificate revoked") {
+		t.Fatalf("hq, revoked: %v\n%s", err, out)
+	}
+	if s := d.status(); s.ConfigVersion != 4 || s.Management != addr {
+		t.Fatalf("after the access pushes: version %d, management %q (want 4, %q)", s.ConfigVersion, s.Management, addr)
+	}
+	if !strings.Contains(d.log.String(), "client certificate not allowed") {
+		t.Errorf("the refusal is not logged:\n%s", d.log.String())
 	}
 	d.stop()
 }
