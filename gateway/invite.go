@@ -56,7 +56,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // Calls returns the calls in progress.
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
-// localFor picks the listener facing a B leg's destination (see facing).
+// localFor picks the listener facing a B leg's destination (localaddr.go).
 func (c Config) b2buaConfig(hq *hqTrunk, localFor func(dest string) *sip.Addr) b2bua.Config {
 	bc := c.Calls
 	bc.LocalFor = localFor
