@@ -1,8 +1,32 @@
-// Package gateway is the box's SIP side, on sipgo: it owns the SIP
-// listeners (one socket per configured address, bound by the gateway so
-// that port 0 works and the bound address can be reported), the sipgo user
-// agent and server, and routes requests to the parts that handle them: the
-// local registrar (gateway/registrar) and OPTIONS keep-alives.
+// Package gateway is the box's SIP side, on sipgo: it owns the sipgo user
+// agent and server, serves the SIP listeners, and routes requests to the
+// parts that handle them. One file per concept at the root:
+//
+//	server.go       Config, New, Run, Close; REGISTER, OPTIONS and 405
+//	                answers; the mode new calls are routed in (SetMode)
+//	reconfigure.go  Prepare/Commit/Abort: a push checked whole, then applied
+//	invite.go       admission and routing of new calls; the router and
+//	                locator adapters the B2BUA asks; voicemail forwarding
+//	trust.go        PSTN gateways and HQ trusted by source address
+//	localaddr.go    where requests the box sends leave from (LocalChooser)
+//	hq.go           the HQ trunk: targets, health, OPTIONS probing lifecycle
+//	probe.go        the OPTIONS pinger and the prober's place in the Server
+//	upstream.go     upstream registration of local users at HQ
+//	route.go        explanations of routing decisions (outpostctl route)
+//
+// and sub-packages that know nothing of the Server:
+//
+//	listen/     listening sockets: specs, binding, UDP buffers, TCP
+//	            limits, reconciliation across pushes, sipgo readiness
+//	fastpath/   stateless UDP REGISTER/OPTIONS with a retransmission cache
+//	facing/     which local address faces a peer (pure, table-tested)
+//	registrar/  the local registrar (RFC 3261 §10.3)
+//	digest/     digest authentication, server side
+//	dialplan/   routing decisions by number and mode
+//	b2bua/      the back-to-back user agent that carries calls
+//	resolve/    RFC 3263 location of the HQ servers
+//	health/     target health and the failover rule
+//	upstream/   the upstream registration agent
 //
 // Listeners are reconciled on Reconfigure: an unchanged listener keeps its
 // socket, a new one is bound before anything else changes (so a bad

@@ -50,6 +50,18 @@ type hqTrunk struct {
 	stop func() // ends the prober started by start; nil = not running
 }
 
+// nextHQ is the HQ trunk for cfg: cur when its section is unchanged
+// (keeping DNS cache and health), a new one otherwise.
+func nextHQ(cur *hqTrunk, cfg Config) (*hqTrunk, error) {
+	if cfg.HQTrunk == nil {
+		return nil, nil
+	}
+	if cur != nil && cur.same(*cfg.HQTrunk) {
+		return cur, nil
+	}
+	return newHQTrunk(*cfg.HQTrunk)
+}
+
 func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
 	tr := cfg.Transport
 	if tr == "" {
@@ -200,6 +212,15 @@ var errNoTLS = errors.New("SIP over TLS to HQ or PSTN gateways is not supported 
 func noTLS(tr siptarget.Transport, what string) error {
 	if tr == siptarget.TLS {
 		return fmt.Errorf("%s: %w", what, errNoTLS)
+	}
+	return nil
+}
+
+// HQHealth is the health of every HQ target (nil without HQ): for
+// outpostctl status, metrics and the mode logic.
+func (s *Server) HQHealth() []health.TargetState {
+	if hq := s.hqNow.Load(); hq != nil {
+		return hq.Health()
 	}
 	return nil
 }

@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,7 +11,6 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/health"
-	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
 )
 
@@ -62,14 +57,13 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 
 // prober owns the HQ trunk's OPTIONS prober on behalf of the Server: it
 // starts it when the Server runs, moves it to a new trunk on Reconfigure
-// and stops it on exit. Its methods are called with Server.mu held.
+// and stops it on exit. Its methods are called with Server.mu held. Probes
+// leave from the listener facing each target (from: localAddrs.from).
 type prober struct {
 	ctx    context.Context // the Server's Run context; nil = not running
 	cli    *sipgo.Client
-	fixed  atomic.Pointer[sip.Addr]   // Calls.LocalAddr, when configured
-	udp    atomic.Pointer[[]sip.Addr] // the UDP listeners, sorted
+	from   func(hostport string) *sip.Addr
 	notify atomic.Pointer[func(HQTargetEvent)]
-	choose atomic.Pointer[LocalChooser]
 }
 
 // OnHQTarget sets the function told every HQ target verdict (probes took it
@@ -83,115 +77,9 @@ func (p *prober) tell(ev HQTargetEvent) {
 	}
 }
 
-func (p *prober) init(ua *sipgo.UserAgent, cfg Config, ls map[Listen]*listener) {
+func (p *prober) init(ua *sipgo.UserAgent, from func(hostport string) *sip.Addr) {
 	p.cli, _ = sipgo.NewClient(ua) // NewClient fails only on bad options
-	p.setFrom(cfg, ls)
-}
-
-// setFrom records the listeners probes may leave from: the B2BUA's
-// LocalAddr when set (the address HQ knows the box by), else the UDP
-// listener on the interface facing each target (see facing).
-func (p *prober) setFrom(cfg Config, ls map[Listen]*listener) {
-	p.fixed.Store(nil)
-	if a := cfg.Calls.LocalAddr; a != "" {
-		if ap, err := netip.ParseAddrPort(a); err == nil {
-			p.fixed.Store(&sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())})
-		}
-	}
-	var udp []sip.Addr
-	for _, l := range ls {
-		if ua, ok := l.pc.(interface{ LocalAddr() net.Addr }); ok && l.pc != nil {
-			if a, ok := ua.LocalAddr().(*net.UDPAddr); ok {
-				udp = append(udp, sip.Addr{IP: a.IP, Port: a.Port})
-			}
-		}
-	}
-	slices.SortFunc(udp, func(x, y sip.Addr) int { return strings.Compare(x.String(), y.String()) })
-	p.udp.Store(&udp)
-}
-
-func (p *prober) from(hostport string) *sip.Addr {
-	if a := p.fixed.Load(); a != nil {
-		return a
-	}
-	ls := p.udp.Load()
-	if ls == nil {
-		return nil
-	}
-	if f := p.choose.Load(); f != nil {
-		if a := chosen(*ls, hostport, *f); a != nil {
-			return a
-		}
-	}
-	return facing(*ls, hostport)
-}
-
-// LocalChooser picks, among the box's listener addresses, the one that
-// faces dest when several can (media resource selection: the appliance
-// knows the interfaces' subnets and loads); ok false leaves the choice to
-// the routing table (facing).
-type LocalChooser func(dest netip.Addr, candidates []netip.Addr) (netip.Addr, bool)
-
-// SetLocalChooser installs the chooser consulted for every B leg, probe
-// and upstream registration.
-func (s *Server) SetLocalChooser(f LocalChooser) { s.probe.choose.Store(&f) }
-
-// chosen asks f among the specific (non-wildcard) listeners.
-func chosen(ls []sip.Addr, hostport string, f LocalChooser) *sip.Addr {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return nil
-	}
-	dest, err := netip.ParseAddr(host)
-	if err != nil {
-		return nil
-	}
-	var cands []netip.Addr
-	for _, l := range ls {
-		if a, ok := netip.AddrFromSlice(l.IP); ok && !a.IsUnspecified() {
-			cands = append(cands, a.Unmap())
-		}
-	}
-	a, ok := f(dest.Unmap(), cands)
-	if !ok {
-		return nil
-	}
-	for i := range ls {
-		if ip, ok := netip.AddrFromSlice(ls[i].IP); ok && ip.Unmap() == a {
-			return &ls[i]
-		}
-	}
-	return nil
-}
-
-// facing picks, among the UDP listeners, the one a packet to hostport
-// should leave from: the listener bound to the source address the kernel's
-// routing table chooses for that destination (learnt by connecting a UDP
-// socket, which sends nothing), else a wildcard listener, else the first.
-// On a box with a LAN and a WAN listener this keeps requests to HQ on the
-// WAN address, where HQ's answers come back.
-func facing(ls []sip.Addr, hostport string) *sip.Addr {
-	switch len(ls) {
-	case 0:
-		return nil
-	case 1:
-		return &ls[0] // nothing to choose: no routing lookup per request
-	}
-	if c, err := net.Dial("udp", hostport); err == nil {
-		src := c.LocalAddr().(*net.UDPAddr).IP
-		c.Close()
-		for i := range ls {
-			if ls[i].IP.Equal(src) {
-				return &ls[i]
-			}
-		}
-	}
-	for i := range ls {
-		if ls[i].IP.IsUnspecified() {
-			return &ls[i]
-		}
-	}
-	return &ls[0]
+	p.from = from
 }
 
 func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, from: p.from} }
@@ -208,10 +96,9 @@ func (p *prober) stop(hq *hqTrunk) {
 	p.ctx = nil
 }
 
-// swap moves probing from the old trunk to next (the same trunk when the
-// hq section did not change: then only the source address is updated).
-func (p *prober) swap(old, next *hqTrunk, cfg Config, ls map[Listen]*listener, log *slog.Logger) {
-	p.setFrom(cfg, ls)
+// swap moves probing from the old trunk to next (nothing to do when the
+// hq section did not change).
+func (p *prober) swap(old, next *hqTrunk, log *slog.Logger) {
 	if old == next {
 		return
 	}
@@ -224,22 +111,4 @@ func (p *prober) swap(old, next *hqTrunk, cfg Config, ls map[Listen]*listener, l
 	if p.ctx != nil && next != nil {
 		next.start(p.ctx, p.pinger(), p.tell, log.With("part", "hq-probe"))
 	}
-}
-
-// HQHealth is the health of every HQ target (nil without HQ): for
-// outpostctl status, metrics and the mode logic.
-func (s *Server) HQHealth() []health.TargetState {
-	if hq := s.hqNow.Load(); hq != nil {
-		return hq.Health()
-	}
-	return nil
-}
-
-// SetMode makes m the mode new calls are routed in; calls in progress keep
-// the route they took. Upstream registration pauses in survivable mode and
-// resumes, paced, on failback. Config.Mode is the mode of a new Server
-// only: afterwards the appliance's mode logic sets it.
-func (s *Server) SetMode(m mode.Mode) {
-	s.mode.Store(&m)
-	s.up.mode(m)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/gateway/upstream"
 )
@@ -23,9 +24,9 @@ type Change struct {
 	hq       *hqTrunk
 	b2b      func()
 	reg      *registrar.Change
-	next     map[Listen]*listener // every listener of cfg: kept ones and new ones
-	running  map[Listen]*listener // the listeners when Prepare began
-	upstream *upstream.Config     // nil = no upstream registration
+	next     listen.Set       // every listener of cfg: kept ones and new ones
+	running  listen.Set       // the listeners when Prepare began
+	upstream *upstream.Config // nil = no upstream registration
 }
 
 // Prepare does every fallible step of applying cfg: compiling the dial
@@ -47,13 +48,13 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	if c.hq, err = nextHQ(hq, cfg); err != nil {
 		return nil, err
 	}
-	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, s.probe.from)); err != nil {
+	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, s.local.from)); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if c.reg, err = s.reg.Prepare(cfg.Registrar); err != nil {
 		return nil, err
 	}
-	if c.next, err = bindAll(cfg, running); err != nil {
+	if c.next, err = listen.BindAll(cfg.Listen, cfg.listenOptions(), running); err != nil {
 		return nil, err
 	}
 	if c.upstream, err = checkedUpstream(cfg, c.hq, c.next); err != nil {
@@ -76,20 +77,21 @@ func (c *Change) Commit() {
 	c.reg.Commit()
 	for k, l := range s.listeners {
 		if c.next[k] == nil {
-			l.close()
-			s.log.Info("sip listener closed", "listener", l.bound)
+			l.Close()
+			s.log.Info("sip listener closed", "listener", l.Bound)
 		}
 	}
 	for k, l := range c.next {
 		if s.listeners[k] == nil {
 			s.serve(l)
-			s.log.Info("sip listening", "listener", l.bound)
+			s.log.Info("sip listening", "listener", l.Bound)
 		}
 	}
 	s.listeners = c.next
-	s.fp.setSockets(c.next)
+	s.fp.SetSockets(c.next.UDP())
 	s.plan.Store(c.plan)
-	s.probe.swap(s.hq, c.hq, c.cfg, c.next, s.log)
+	s.local.set(c.cfg, c.next)
+	s.probe.swap(s.hq, c.hq, s.log)
 	s.hq = c.hq
 	s.hqNow.Store(c.hq)
 	s.cfg.Store(&c.cfg)
@@ -99,17 +101,11 @@ func (c *Change) Commit() {
 // Abort closes the listeners Prepare bound; nothing else was started.
 func (c *Change) Abort() { c.closeNew() }
 
-func (c *Change) closeNew() {
-	for k, l := range c.next {
-		if c.running[k] == nil {
-			l.close()
-		}
-	}
-}
+func (c *Change) closeNew() { c.next.CloseNew(c.running) }
 
 // checkedUpstream is the upstream agent's configuration for cfg, checked;
 // nil when cfg asks for no upstream registration.
-func checkedUpstream(cfg Config, hq *hqTrunk, ls map[Listen]*listener) (*upstream.Config, error) {
+func checkedUpstream(cfg Config, hq *hqTrunk, ls listen.Set) (*upstream.Config, error) {
 	if cfg.Upstream == nil || hq == nil {
 		return nil, nil
 	}

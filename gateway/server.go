@@ -17,24 +17,22 @@ import (
 
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/fastpath"
+	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
 )
 
-// Listen is one SIP listening socket.
-type Listen struct {
-	Transport string // "udp" or "tcp"
-	Addr      string // "127.0.0.1:5060"; port 0 = any free port
-}
-
-func (l Listen) String() string { return l.Transport + ":" + l.Addr }
+// Listen is one SIP listening socket (see gateway/listen).
+type Listen = listen.Spec
 
 // Config is the gateway's part of the document. Zero fields mean defaults.
 type Config struct {
 	Listen []Listen
-	// UDPReadBuffer is the receive buffer of each UDP socket; 0 = 4 MiB, so a
-	// burst of re-registrations queues in the kernel instead of being dropped.
+	// UDPReadBuffer is the receive buffer of each UDP socket; 0 =
+	// listen.DefaultUDPReadBuffer (4 MiB), so a burst of re-registrations
+	// queues in the kernel instead of being dropped.
 	UDPReadBuffer int
 	// ServerName goes into the Server and User-Agent headers.
 	ServerName string
@@ -74,7 +72,7 @@ type Server struct {
 	ua   *sipgo.UserAgent
 	srv  *sipgo.Server
 	reg  *registrar.Registrar
-	fp   *fastPath
+	fp   *fastpath.Path
 	plan atomic.Pointer[dialplan.Plan]
 	mode atomic.Pointer[mode.Mode]
 	b2b  *b2bua.B2BUA
@@ -82,27 +80,16 @@ type Server struct {
 	// configuration in force and its HQ trunk (nil = no HQ).
 	cfg   atomic.Pointer[Config]
 	hqNow atomic.Pointer[hqTrunk]
+	// local is where requests the box sends leave from (localaddr.go).
+	local localAddrs
 	// probe is what the HQ prober needs from the Server (see probe.go).
 	probe prober
-	up    upstreamPart // upstream registration at HQ (upstreamreg.go)
+	up    upstreamPart // upstream registration at HQ (upstream.go)
 
-	mu        sync.Mutex           // serialises Commit, Run's start and stop, and Close
-	hq        *hqTrunk             // the trunk being probed; replaced only when the hq section changes
-	listeners map[Listen]*listener // keyed by the configured spec
+	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
+	hq        *hqTrunk   // the trunk being probed; replaced only when the hq section changes
+	listeners listen.Set // keyed by the configured spec
 	serving   sync.WaitGroup
-}
-
-type listener struct {
-	bound string // "udp:127.0.0.1:40211"
-	pc    net.PacketConn
-	ln    net.Listener
-}
-
-func (l *listener) close() error {
-	if l.pc != nil {
-		return l.pc.Close()
-	}
-	return l.ln.Close()
 }
 
 var udpMTUOnce sync.Once
@@ -117,13 +104,13 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	// letting the kernel fragment; a 200 listing many contacts is legitimate.
 	udpMTUOnce.Do(func() { sip.UDPMTUSize = 65000 })
 
-	s := &Server{log: log, listeners: map[Listen]*listener{}}
+	s := &Server{log: log, listeners: listen.Set{}}
 	s.cfg.Store(&cfg)
-	s.fp = newFastPath(s)
+	s.fp = fastpath.New(s.answerStateless, log)
 	sipLog := log.With("part", "sipgo")
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
-		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.filter)),
+		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
 		sipgo.WithUserAgentTransactionLayerOptions(sip.WithTransactionLayerLogger(sipLog)),
 	)
 	if err != nil {
@@ -156,7 +143,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, err
 	}
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.probe.from), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.local.from), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -169,21 +156,20 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnUpdate(s.b2b.OnUpdate)
 	srv.OnNoRoute(s.onNoRoute)
 
-	bound, err := bindAll(cfg, nil)
+	bound, err := listen.BindAll(cfg.Listen, cfg.listenOptions(), nil)
 	if err != nil {
 		ua.Close()
 		return nil, err
 	}
 	s.listeners = bound
-	s.fp.setSockets(bound)
-	s.probe.init(ua, cfg, bound)
+	s.fp.SetSockets(bound.UDP())
+	s.local.set(cfg, bound)
+	s.probe.init(ua, s.local.from)
 	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
 	reg.OnPresence(s.up.presence)
 	ucfg, err := checkedUpstream(cfg, s.hq, bound)
 	if err != nil {
-		for _, l := range bound {
-			l.close()
-		}
+		bound.CloseAll()
 		ua.Close()
 		return nil, err
 	}
@@ -198,15 +184,15 @@ func (c Config) serverName() string {
 	return c.ServerName
 }
 
-// tcpIdle is how long a TCP connection may stay silent: the longest
-// registration interval plus a margin, since a phone registered over TCP
-// refreshes within it.
-func (c Config) tcpIdle() time.Duration {
+// listenOptions are the sockets' options. A TCP connection may stay
+// silent for the longest registration interval plus a margin, since a
+// phone registered over TCP refreshes within it.
+func (c Config) listenOptions() listen.Options {
 	maxExp := c.Registrar.MaxExpires
 	if maxExp == 0 {
 		maxExp = 3600
 	}
-	return time.Duration(maxExp)*time.Second + 5*time.Minute
+	return listen.Options{UDPReadBuffer: c.UDPReadBuffer, TCPIdle: time.Duration(maxExp)*time.Second + 5*time.Minute}
 }
 
 func (s *Server) serverName() string {
@@ -215,69 +201,22 @@ func (s *Server) serverName() string {
 	return s.cfg.Load().serverName()
 }
 
-// bindAll binds the specs that are not in keep; on any failure it closes
-// what it bound and returns the error naming the spec.
-func bindAll(cfg Config, keep map[Listen]*listener) (map[Listen]*listener, error) {
-	out := map[Listen]*listener{}
-	for _, sp := range cfg.Listen {
-		if l, ok := keep[sp]; ok {
-			out[sp] = l
-			continue
-		}
-		l, err := bind(sp, cfg)
-		if err != nil {
-			for k, l := range out {
-				if keep[k] == nil {
-					l.close()
-				}
-			}
-			return nil, err
-		}
-		out[sp] = l
-	}
-	return out, nil
-}
-
-func bind(sp Listen, cfg Config) (*listener, error) {
-	lc := net.ListenConfig{}
-	switch sp.Transport {
-	case "udp":
-		pc, err := lc.ListenPacket(context.Background(), "udp", sp.Addr)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
-		}
-		rbuf := cfg.UDPReadBuffer
-		if rbuf == 0 {
-			rbuf = 4 << 20
-		}
-		setReadBuffer(pc, rbuf)
-		return &listener{pc: pc, bound: "udp:" + pc.LocalAddr().String()}, nil
-	case "tcp":
-		ln, err := lc.Listen(context.Background(), "tcp", sp.Addr)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
-		}
-		return &listener{ln: newLimitedListener(ln, cfg.tcpIdle()), bound: "tcp:" + ln.Addr().String()}, nil
-	default:
-		return nil, fmt.Errorf("gateway: listen %s: unsupported transport %q", sp, sp.Transport)
-	}
-}
-
-// serve starts serving one listener; the Server's wait group owns it.
-func (s *Server) serve(l *listener) {
+// serve starts serving one listener; the Server's wait group owns it. A
+// UDP socket is served once sipgo has it in its pool (listen.AwaitServed).
+func (s *Server) serve(l *listen.Socket) {
 	s.serving.Go(func() {
 		var err error
-		if l.pc != nil {
-			err = s.srv.ServeUDP(l.pc)
+		if l.PacketConn != nil {
+			err = s.srv.ServeUDP(l.PacketConn)
 		} else {
-			err = s.srv.ServeTCP(l.ln)
+			err = s.srv.ServeTCP(l.Listener)
 		}
 		if err != nil && !errors.Is(err, net.ErrClosed) {
-			s.log.Error("sip listener stopped", "listener", l.bound, "err", err)
+			s.log.Error("sip listener stopped", "listener", l.Bound, "err", err)
 		}
 	})
-	if l.pc != nil {
-		s.awaitServed(l.pc)
+	if l.PacketConn != nil && !listen.AwaitServed(s.ua.TransportLayer(), l.PacketConn, time.Second) {
+		s.log.Warn("sipgo has not registered a listener within 1 s", "listener", l.PacketConn.LocalAddr().String())
 	}
 }
 
@@ -287,7 +226,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	for _, l := range s.listeners {
 		s.serve(l)
-		s.log.Info("sip listening", "listener", l.bound)
+		s.log.Info("sip listening", "listener", l.Bound)
 	}
 	s.probe.run(ctx, s.hq, s.log)
 	s.up.run(ctx)
@@ -311,9 +250,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	cancel()
 	s.mu.Lock()
-	for _, l := range s.listeners {
-		l.close()
-	}
+	s.listeners.CloseAll()
 	s.mu.Unlock()
 	s.serving.Wait()
 	s.ua.Close()
@@ -332,7 +269,7 @@ func (s *Server) Listeners() []string {
 	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.listeners))
 	for _, l := range s.listeners {
-		out = append(out, l.bound)
+		out = append(out, l.Bound)
 	}
 	slices.Sort(out)
 	return out
@@ -340,7 +277,7 @@ func (s *Server) Listeners() []string {
 
 // Dropped counts UDP datagrams dropped unanswered: not SIP, or a REGISTER
 // or OPTIONS that does not parse.
-func (s *Server) Dropped() uint64 { return s.fp.dropped.Load() }
+func (s *Server) Dropped() uint64 { return s.fp.Dropped() }
 
 // Registrar returns the local registrar.
 func (s *Server) Registrar() *registrar.Registrar { return s.reg }
@@ -354,6 +291,19 @@ func (s *Server) respond(tx sip.ServerTransaction, res *sip.Response) {
 
 func (s *Server) onRegister(req *sip.Request, tx sip.ServerTransaction) {
 	s.respond(tx, s.reg.HandleRegister(req, localName(req, tx)))
+}
+
+// answerStateless answers the UDP REGISTER and OPTIONS the fast path
+// (gateway/fastpath) takes off sipgo's transaction layer.
+func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
+	var res *sip.Response
+	if req.Method == sip.REGISTER {
+		res = s.reg.HandleRegister(req, local)
+	} else {
+		res = optionsAnswer(req)
+	}
+	res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+	return res
 }
 
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
@@ -397,9 +347,16 @@ func localName(req *sip.Request, tx sip.ServerTransaction) string {
 // its listeners and the SIP stack.
 func (s *Server) Close() {
 	s.mu.Lock()
-	for _, l := range s.listeners {
-		l.close()
-	}
+	s.listeners.CloseAll()
 	s.mu.Unlock()
 	s.ua.Close()
+}
+
+// SetMode makes m the mode new calls are routed in; calls in progress keep
+// the route they took. Upstream registration pauses in survivable mode and
+// resumes, paced, on failback. Config.Mode is the mode of a new Server
+// only: afterwards the appliance's mode logic sets it.
+func (s *Server) SetMode(m mode.Mode) {
+	s.mode.Store(&m)
+	s.up.mode(m)
 }

@@ -65,7 +65,7 @@ var sharedLeaves = map[string][]string{
 
 // pureLeaves import nothing of ours but the shared leaves.
 var pureLeaves = []string{"mode", "siptarget", "appliance/config", "gateway/dialplan", "gateway/digest",
-	"gateway/resolve", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout"}
+	"gateway/resolve", "gateway/facing", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout"}
 
 // allowed says whether package from may import package to (both relative).
 func allowed(from, to string) bool {
@@ -101,6 +101,11 @@ func allowed(from, to string) bool {
 		// media goes through interfaces gateway defines (b2bua.Anchor).
 		if under(from, "gateway/b2bua") && to == "media/sdprewrite" {
 			return true
+		}
+		// A sub-package never imports the root: the Server uses its
+		// sub-packages, they know nothing of it.
+		if to == "gateway" && from != "gateway" {
+			return false
 		}
 		return under(to, "gateway") // never netcfg, media or appliance: the appliance adapts
 	case "media":
@@ -175,6 +180,9 @@ func TestAllowedSharedLeaves(t *testing.T) {
 		{"netcfg", "siptarget", false},
 		{"siptarget", "gateway/resolve", false},
 		{"gateway/resolve", "gateway/dialplan", false},
+		{"gateway/facing", "gateway/listen", false},
+		{"gateway/listen", "gateway", false},
+		{"gateway/fastpath", "gateway/registrar", true},
 	} {
 		if got := allowed(tc.from, tc.to); got != tc.want {
 			t.Errorf("allowed(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)

@@ -24,7 +24,7 @@ func TestContactURI(t *testing.T) {
 // HQ in normal mode, to the PSTN (survivable alternative) in survivable
 // mode; users without voicemail, and a pilot without a route, get none.
 func TestRouterVoicemailFollowsMode(t *testing.T) {
-	cfg := testConfig(Listen{"udp", "127.0.0.1:0"})
+	cfg := testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"})
 	cfg.Dialplan = dialplan.Config{Rules: []dialplan.Rule{
 		{Name: "vm", Match: `^5000$`, Route: dialplan.RouteHQ,
 			Survivable: &dialplan.Alt{Route: dialplan.RoutePSTN, Prepend: "+7843555"}},
@@ -53,8 +53,5 @@ func TestRouterVoicemailFollowsMode(t *testing.T) {
 	if d, ok := r.Voicemail("1001"); ok {
 		t.Errorf("unroutable pilot: %+v", d)
 	}
-	s.ua.Close()
-	for _, l := range s.listeners {
-		l.close()
-	}
+	s.Close()
 }

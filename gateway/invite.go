@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/registrar"
-	"github.com/outpost/outpost/siptarget"
 )
 
 // onInvite admits a new call. A call from a configured PSTN gateway (by
@@ -58,7 +56,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // Calls returns the calls in progress.
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
-// localFor picks the listener facing a B leg's destination (see facing).
+// localFor picks the listener facing a B leg's destination (localaddr.go).
 func (c Config) b2buaConfig(hq *hqTrunk, localFor func(dest string) *sip.Addr) b2bua.Config {
 	bc := c.Calls
 	bc.LocalFor = localFor
@@ -71,18 +69,6 @@ func (c Config) b2buaConfig(hq *hqTrunk, localFor func(dest string) *sip.Addr) b
 		bc.HQ = hq
 	}
 	return bc
-}
-
-// nextHQ is the HQ trunk for cfg: cur when its section is unchanged
-// (keeping DNS cache and health), a new one otherwise.
-func nextHQ(cur *hqTrunk, cfg Config) (*hqTrunk, error) {
-	if cfg.HQTrunk == nil {
-		return nil, nil
-	}
-	if cur != nil && cur.same(*cfg.HQTrunk) {
-		return cur, nil
-	}
-	return newHQTrunk(*cfg.HQTrunk)
 }
 
 // locator hands the B2BUA the registrar's live bindings.
@@ -132,47 +118,6 @@ func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
 		return dialplan.Decision{}, false // no route, or back to the same phone
 	}
 	return d, true
-}
-
-// fromPSTN reports whether req came from the address of a configured PSTN
-// gateway.
-func (s *Server) fromPSTN(req *sip.Request) bool {
-	gws := s.cfg.Load().PSTN
-	targets := make([]siptarget.Target, 0, len(gws))
-	for _, g := range gws {
-		targets = append(targets, g.Target)
-	}
-	return sourceIsOneOf(req, targets)
-}
-
-// fromHQ reports whether req comes from an HQ target's address (the
-// softswitch does not answer a branch user's digest challenge; the trunk
-// is trusted by address, like a PSTN gateway).
-func (s *Server) fromHQ(req *sip.Request) bool {
-	var targets []siptarget.Target
-	for _, t := range s.HQHealth() {
-		if g, err := siptarget.Parse(t.Target, siptarget.UDP); err == nil {
-			targets = append(targets, g)
-		}
-	}
-	return sourceIsOneOf(req, targets)
-}
-
-// sourceIsOneOf reports whether req's source IP is the address of one of
-// the targets; trunks are trusted by address, whatever port and transport
-// they send from. Targets named by a host name never match (the gateway
-// does not resolve names to trust them).
-func sourceIsOneOf(req *sip.Request, targets []siptarget.Target) bool {
-	src, err := netip.ParseAddrPort(req.Source())
-	if err != nil {
-		return false
-	}
-	for _, t := range targets {
-		if t.IsIP() && t.Addr == src.Addr().Unmap() {
-			return true
-		}
-	}
-	return false
 }
 
 // contactURI is the URI of a Contact value: inside <> when present

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/emiago/sipgo"
-	"github.com/emiago/sipgo/sip"
 
+	"github.com/outpost/outpost/gateway/facing"
+	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/upstream"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
@@ -159,32 +158,19 @@ func hqDest(hq *hqTrunk) string {
 
 // upstreamSettings builds the agent's Config: the Contact is the UDP
 // listener facing HQ's first target (or Calls.LocalAddr when set), so HQ
-// calls the box back on the address it can reach.
-func upstreamSettings(cfg Config, hq *hqTrunk, ls map[Listen]*listener) (upstream.Config, error) {
+// calls the box back on the address it can reach; a wildcard listener
+// announces the source address the kernel would use (gateway/facing).
+func upstreamSettings(cfg Config, hq *hqTrunk, ls listen.Set) (upstream.Config, error) {
 	uc := cfg.Upstream
 	local := cfg.Calls.LocalAddr
 	if local == "" {
-		var udp []sip.Addr
-		for _, l := range ls {
-			if l.pc != nil {
-				if a, ok := l.pc.LocalAddr().(*net.UDPAddr); ok {
-					udp = append(udp, sip.Addr{IP: a.IP, Port: a.Port})
-				}
-			}
-		}
+		udp := ls.UDPAddrs()
 		dest := hqDest(hq)
 		if dest == "" && len(udp) > 0 {
 			dest = udp[0].String()
 		}
-		if a := facing(udp, dest); a != nil {
-			ip := a.IP
-			if ip.IsUnspecified() { // a wildcard listener: the source the kernel would use
-				if c, err := net.Dial("udp", dest); err == nil {
-					ip = c.LocalAddr().(*net.UDPAddr).IP
-					c.Close()
-				}
-			}
-			local = net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
+		if i := facing.Pick(udp, dest, facing.Kernel); i >= 0 {
+			local = facing.Announce(udp[i], dest, facing.Kernel).String()
 		}
 	}
 	if local == "" {

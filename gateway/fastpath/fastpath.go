@@ -1,7 +1,8 @@
-package gateway
+package fastpath
 
 import (
 	"bytes"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -10,21 +11,6 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 )
-
-// UDP REGISTER and OPTIONS are answered statelessly, on the socket's read
-// goroutine, before sipgo's transaction layer sees them.
-//
-// Why: sipgo keeps every non-INVITE server transaction for Timer J (32 s
-// over UDP) with its request, response, timers and goroutine. At a few
-// thousand registrations per second that is hundreds of megabytes and most
-// of the CPU; a branch box has neither. A registrar needs none of it: the
-// only job of the transaction here is to answer a retransmitted request
-// with the same response (RFC 3261 §17.2.2), which a small cache of
-// response bytes keyed by the request's branch does for a fraction of the
-// cost. Kamailio's registrar answers statelessly for the same reason.
-//
-// TCP requests and every other method still go through sipgo's
-// transaction layer: the fast path returns them untouched.
 
 // retransWindow is how long an answer is kept for retransmissions: Timer J
 // (64*T1) over UDP.
@@ -68,41 +54,57 @@ func (c *answerCache) put(key string, b []byte, now time.Time) {
 // passes to the read filter) to its socket.
 type udpSockets map[net.Addr]net.PacketConn
 
-type fastPath struct {
-	s       *Server
+// Answer answers an out-of-dialog REGISTER or OPTIONS that arrived on the
+// UDP socket named local (e.g. "udp:127.0.0.1:5060"). The request's source
+// and transport are set. It runs on the socket's read goroutine.
+type Answer func(req *sip.Request, local string) *sip.Response
+
+// Path is the stateless UDP path: sipgo's read filter (Filter) plus the
+// retransmission cache.
+type Path struct {
+	answer  Answer
+	log     *slog.Logger
 	sockets atomic.Pointer[udpSockets]
 	cache   *answerCache
 	bufs    sync.Pool
 	dropped atomic.Uint64 // datagrams that are not SIP, or REGISTER/OPTIONS that do not parse
 }
 
-func newFastPath(s *Server) *fastPath {
-	f := &fastPath{s: s, cache: newAnswerCache()}
+// New returns a Path that answers with answer and logs at debug level to
+// log (nil = discard). It answers on no socket until SetSockets.
+func New(answer Answer, log *slog.Logger) *Path {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &Path{answer: answer, log: log, cache: newAnswerCache()}
 	f.bufs.New = func() any { return new(bytes.Buffer) }
 	f.sockets.Store(&udpSockets{})
 	return f
 }
 
-// setSockets publishes the current UDP listeners.
-func (f *fastPath) setSockets(ls map[Listen]*listener) {
+// SetSockets publishes the current UDP listeners: datagrams that arrive on
+// other sockets are passed on to sipgo.
+func (f *Path) SetSockets(pcs []net.PacketConn) {
 	m := udpSockets{}
-	for _, l := range ls {
-		if l.pc != nil {
-			m[l.pc.LocalAddr()] = l.pc
-		}
+	for _, pc := range pcs {
+		m[pc.LocalAddr()] = pc
 	}
 	f.sockets.Store(&m)
 }
+
+// Dropped counts UDP datagrams dropped unanswered: not SIP, or a REGISTER
+// or OPTIONS that does not parse.
+func (f *Path) Dropped() uint64 { return f.dropped.Load() }
 
 var (
 	prefixRegister = []byte("REGISTER ")
 	prefixOptions  = []byte("OPTIONS ")
 )
 
-// filter is sipgo's TransportReadFilter: it answers UDP REGISTER and
+// Filter is sipgo's TransportReadFilter: it answers UDP REGISTER and
 // OPTIONS itself (returning nil so sipgo skips the datagram) and passes
 // everything else on.
-func (f *fastPath) filter(info sip.TransportReadProps, data []byte) ([]byte, error) {
+func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) {
 	if info.Transport != "UDP" {
 		return data, nil
 	}
@@ -123,7 +125,7 @@ func (f *fastPath) filter(info sip.TransportReadProps, data []byte) ([]byte, err
 		// sipgo would log the whole datagram at error level and answer
 		// nothing: a log flood for whoever sends garbage. Count and drop.
 		f.dropped.Add(1)
-		f.s.log.Debug("unparseable SIP datagram dropped", "from", info.RemoteAddr, "err", err)
+		f.log.Debug("unparseable SIP datagram dropped", "from", info.RemoteAddr, "err", err)
 		return nil, nil
 	}
 	req, ok := msg.(*sip.Request)
@@ -142,13 +144,7 @@ func (f *fastPath) filter(info sip.TransportReadProps, data []byte) ([]byte, err
 	}
 	req.SetSource(src)
 	req.SetTransport("UDP")
-	var res *sip.Response
-	if register {
-		res = f.s.reg.HandleRegister(req, "udp:"+pc.LocalAddr().String())
-	} else {
-		res = optionsAnswer(req)
-	}
-	res.AppendHeader(sip.NewHeader("Server", f.s.serverName()))
+	res := f.answer(req, "udp:"+pc.LocalAddr().String())
 
 	buf := f.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
@@ -162,9 +158,9 @@ func (f *fastPath) filter(info sip.TransportReadProps, data []byte) ([]byte, err
 
 // write sends an answer to where the request came from (RFC 3581: the
 // source address, which is also right for phones behind NAT).
-func (f *fastPath) write(pc net.PacketConn, b []byte, to net.Addr) {
+func (f *Path) write(pc net.PacketConn, b []byte, to net.Addr) {
 	if _, err := pc.WriteTo(b, to); err != nil {
-		f.s.log.Debug("sending response failed", "to", to, "err", err)
+		f.log.Debug("sending response failed", "to", to, "err", err)
 	}
 }
 

@@ -1,0 +1,10 @@
+// Package listen holds the gateway's SIP listening sockets: the spec of
+// one socket (transport and address), binding it (UDP with a large receive
+// buffer, TCP behind connection limits and an idle timeout), reconciling a
+// new set of specs with the sockets already bound (an unchanged spec keeps
+// its socket), and waiting until sipgo has taken a UDP socket into its
+// connection pool.
+//
+// It does not serve the sockets (the gateway's Server hands them to sipgo)
+// and does not choose which of them faces a peer (gateway/facing).
+package listen

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/facing"
+	"github.com/outpost/outpost/gateway/listen"
+)
+
+// LocalChooser picks, among the box's listener addresses, the one that
+// faces dest when several can (see facing.Chooser).
+type LocalChooser = facing.Chooser
+
+// SetLocalChooser installs the chooser consulted for every B leg and probe.
+func (s *Server) SetLocalChooser(f LocalChooser) { s.local.choose.Store(&f) }
+
+// localAddrs is where requests the box originates leave from (B legs, HQ
+// probes): the B2BUA's LocalAddr when configured (the address HQ knows the
+// box by), else the UDP listener facing the destination, as the
+// appliance's LocalChooser or else the routing table decides
+// (gateway/facing). Without it sipgo would open an ephemeral socket with
+// Via 0.0.0.0.
+type localAddrs struct {
+	fixed  atomic.Pointer[sip.Addr] // Calls.LocalAddr, when configured
+	udp    atomic.Pointer[udpAddrs] // the UDP listeners
+	choose atomic.Pointer[LocalChooser]
+}
+
+// udpAddrs is the UDP listeners' addresses, sorted (listen.Set.UDPAddrs),
+// in both forms: for facing and for sipgo (same index).
+type udpAddrs struct {
+	ap  []netip.AddrPort
+	sip []sip.Addr
+}
+
+// set records the listeners of cfg that requests may leave from.
+func (l *localAddrs) set(cfg Config, ls listen.Set) {
+	l.fixed.Store(nil)
+	if a := cfg.Calls.LocalAddr; a != "" {
+		if ap, err := netip.ParseAddrPort(a); err == nil {
+			l.fixed.Store(&sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())})
+		}
+	}
+	u := udpAddrs{ap: ls.UDPAddrs()}
+	for _, a := range u.ap {
+		u.sip = append(u.sip, sip.Addr{IP: a.Addr().AsSlice(), Port: int(a.Port())})
+	}
+	l.udp.Store(&u)
+}
+
+// from is the listener a request to hostport leaves from; nil = let sipgo
+// choose.
+func (l *localAddrs) from(hostport string) *sip.Addr {
+	if a := l.fixed.Load(); a != nil {
+		return a
+	}
+	u := l.udp.Load()
+	if u == nil {
+		return nil
+	}
+	if f := l.choose.Load(); f != nil {
+		if i, ok := facing.Choose(u.ap, hostport, *f); ok {
+			return &u.sip[i]
+		}
+	}
+	if i := facing.Pick(u.ap, hostport, facing.Kernel); i >= 0 {
+		return &u.sip[i]
+	}
+	return nil
+}
