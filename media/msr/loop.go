@@ -379,6 +379,9 @@ func (l *loop) ensureControl(ctx context.Context, addr netip.Addr) error {
 	}
 	ctl, err := listenControl(ctx, l.a.opt.sockets, netip.AddrPortFrom(addr, uint16(bind)), defaultControlParams(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout), allow, l.a.log)
 	if err != nil {
+		if l.ctl != nil {
+			l.ctl.setAllow(allow) // the old listener, kept meanwhile, follows the servers too
+		}
 		l.a.mu.Lock()
 		repeated := l.a.ctlError == err.Error()
 		l.a.ctlError = err.Error()
