@@ -191,7 +191,7 @@ func msrConfig(d *config.Document) msr.Config {
 		Username: m.EffectiveUsername(), Password: m.EffectivePassword(),
 		RegisterInterval: m.EffectiveRegisterInterval(), RetryInterval: m.EffectiveRetryInterval(),
 		ControlPort: m.EffectiveControlPort(), HeaderPrefix: m.EffectiveHeaderPrefix(),
-		Zone: d.Site.Zone, Site: d.Site.Site}
+		Zone: d.Site.Zone, Site: d.Site.Site, ControlAllow: m.EffectiveControlAllow()}
 }
 
 func selectionPolicy(d *config.Document) selection.Policy {

@@ -178,6 +178,7 @@ func TestClone(t *testing.T) {
 	c.Media.Codecs[0] = "x"
 	c.MSR.Servers[0] = "x"
 	c.MSR.Interfaces[0] = "x"
+	c.MSR.ControlAllow[0] = "x"
 	c.MediaResources.Matrix["full"]["hq"] = 99
 	c.MediaResources.Matrix["new"] = nil
 	c.MediaResources.Performance["msr-full"] = 9

@@ -2,6 +2,7 @@ package config
 
 import (
 	_ "embed"
+	"net/netip"
 	"time"
 )
 
@@ -168,6 +169,10 @@ type MSR struct {
 	RetryIntervalS    int      `json:"retry_interval_s,omitempty"`
 	ControlPort       int      `json:"control_port,omitempty"`  // 0 = 5700
 	HeaderPrefix      string   `json:"header_prefix,omitempty"` // "" = "P-Eltex-MSR-"
+	// ControlAllow are CIDRs allowed to open the control channel besides
+	// the addresses the servers resolve to (always allowed); empty = those
+	// addresses only.
+	ControlAllow []string `json:"control_allow,omitempty"`
 }
 
 // MediaResources drives the choice between media resources (DESIGN.md §1).
@@ -360,6 +365,18 @@ func (m MSR) EffectiveRetryInterval() time.Duration {
 
 // EffectiveControlPort is the control-channel TCP port (default 5700).
 func (m MSR) EffectiveControlPort() int { return orDefault(m.ControlPort, DefaultMSRControlPort) }
+
+// EffectiveControlAllow is msr.control_allow parsed (an entry Validate
+// refuses is left out).
+func (m MSR) EffectiveControlAllow() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range m.ControlAllow {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // EffectiveHeaderPrefix is the MSR header prefix (default "P-Eltex-MSR-").
 func (m MSR) EffectiveHeaderPrefix() string {

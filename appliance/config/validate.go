@@ -536,6 +536,14 @@ func (v *validator) msr() {
 			v.add("msr.header_prefix", "header prefix %q must end with '-'", hp)
 		}
 	}
+	for i, c := range m.ControlAllow {
+		switch p, err := netip.ParsePrefix(c); {
+		case err != nil:
+			v.add(index("msr.control_allow", i), "not a CIDR: %q", c)
+		case p != p.Masked():
+			v.add(index("msr.control_allow", i), "%q has host bits set (the range is %v)", c, p.Masked())
+		}
+	}
 }
 
 func (v *validator) mediaResources() {

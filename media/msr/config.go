@@ -3,6 +3,7 @@ package msr
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
@@ -34,6 +35,11 @@ const (
 	// before (or without) a SYNC naming one; RFC 6230's transaction
 	// timeout is 10 s.
 	DefaultControlKeepAlive = 10 * time.Second
+	// DefaultControlSyncTimeout is how long a new control connection has
+	// to complete SYNC (RFC 6230 §6.1: the first thing the client sends).
+	// Half the RFC's 10 s transaction timeout: the softswitch sends SYNC
+	// as soon as it is connected, and an idle connection holds a slot.
+	DefaultControlSyncTimeout = 5 * time.Second
 )
 
 // Config is the msr section of the config document plus a few knobs the
@@ -90,6 +96,14 @@ type Config struct {
 	// ControlKeepAlive is the control channel's keep-alive before SYNC
 	// (default 10 s); SYNC's Keep-Alive header replaces it.
 	ControlKeepAlive time.Duration
+	// ControlAllow are the ranges allowed to open a control channel
+	// besides the addresses the Servers resolve to (which always are):
+	// for a softswitch whose control connections leave from other
+	// addresses than its registrar's. Empty = the servers only.
+	ControlAllow []netip.Prefix
+	// ControlSyncTimeout is the time a control connection has to complete
+	// SYNC before it is closed (default 5 s).
+	ControlSyncTimeout time.Duration
 }
 
 func orDur(v, def time.Duration) time.Duration {
@@ -121,6 +135,7 @@ func (c Config) withDefaults() Config {
 	c.Debounce = orDur(c.Debounce, DefaultDebounce)
 	c.Timeout = orDur(c.Timeout, DefaultTimeout)
 	c.ControlKeepAlive = orDur(c.ControlKeepAlive, DefaultControlKeepAlive)
+	c.ControlSyncTimeout = orDur(c.ControlSyncTimeout, DefaultControlSyncTimeout)
 	if len(c.Interfaces) == 0 {
 		c.Interfaces = []string{"*"}
 	}
@@ -156,6 +171,11 @@ func (c Config) validate() ([]server, error) {
 	for i, g := range c.Interfaces {
 		if _, err := path.Match(g, ""); err != nil || g == "" {
 			bad("interfaces[%d]: bad pattern %q", i, g)
+		}
+	}
+	for i, p := range c.ControlAllow {
+		if !p.IsValid() {
+			bad("control allow[%d]: not a CIDR", i)
 		}
 	}
 	if c.ControlPort < -1 || c.ControlPort > 65535 {

@@ -1,6 +1,7 @@
 package msr
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,8 @@ func TestConfigDefaults(t *testing.T) {
 	if c.Username != "msr" || c.Password != "mediaserver" || c.RegisterInterval != 300*time.Second ||
 		c.RetryInterval != 600*time.Second || c.Expires != 600*time.Second || c.ControlPort != 5700 ||
 		c.HeaderPrefix != "P-Eltex-MSR-" || c.ContactID != "1" || c.Debounce != 200*time.Millisecond ||
-		c.Timeout != 32*time.Second || len(c.Interfaces) != 1 || c.Interfaces[0] != "*" {
+		c.Timeout != 32*time.Second || len(c.Interfaces) != 1 || c.Interfaces[0] != "*" ||
+		c.ControlSyncTimeout != 5*time.Second || c.ControlAllow != nil {
 		t.Errorf("defaults %+v", c)
 	}
 	if _, err := c.validate(); err != nil {
@@ -47,6 +49,7 @@ func TestConfigValidate(t *testing.T) {
 		"name with @":     func(c *Config) { c.Name = "a@b" },
 		"prefix spaces":   func(c *Config) { c.HeaderPrefix = "X MSR-" },
 		"contact id with": func(c *Config) { c.ContactID = "1:2" },
+		"control allow":   func(c *Config) { c.ControlAllow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), {}} },
 	}
 	for name, f := range bad {
 		c := ok

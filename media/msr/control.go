@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -14,14 +15,43 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Control-channel limits.
+// Control-channel limits. The channel is the softswitch's alone: a peer
+// that is not one of the servers (or of Config.ControlAllow) is refused
+// before anything is read, and the limits below keep allowed peers that
+// misbehave (or an allowed range's other hosts) from locking it out.
 const (
-	maxChannels  = 16              // concurrent connections; more are closed at once
-	writeTimeout = 5 * time.Second // one response
-	maxKeepAlive = 24 * time.Hour  // a larger Keep-Alive is capped
+	// maxChannels bounds the connections of all sources together; more are
+	// closed at once.
+	maxChannels = 16
+	// maxChannelsPerSource bounds the connections of one source address,
+	// so that no single source can take the maxChannels slots.
+	// The softswitch needs one channel (RFC 6230 sets up one control
+	// channel between a client and a server); a reconnect overlapping the
+	// dead channel it replaces, and a second node of a softswitch cluster
+	// behind the same address, still fit in 4.
+	maxChannelsPerSource = 4
+	writeTimeout         = 5 * time.Second // one response
+	// minKeepAlive and maxKeepAlive bound the Keep-Alive a SYNC may set
+	// (RFC 6230: the client names the interval, in seconds). Above the
+	// maximum a peer that vanished without a FIN would hold its channel
+	// (and a per-source slot) that long: ten minutes is twice this
+	// agent's default REGISTER refresh. Below the minimum one retransmitted
+	// TCP segment (initial RTO 1 s, RFC 6298 §2) could drop a healthy
+	// channel; a longer wait than asked costs nothing, since the peer still
+	// sends at its own pace.
+	minKeepAlive = 5 * time.Second
+	maxKeepAlive = 600 * time.Second
+	// refusalLogEvery: a refused or over-cap source is logged at most
+	// once per this period; the counters count every connection.
+	refusalLogEvery = time.Minute
+	// maxLoggedSources bounds the sources the refusal log remembers (an
+	// IPv6 scanner has plenty); beyond it refusals are counted, not logged,
+	// until entries expire.
+	maxLoggedSources = 1024
 )
 
 // ChannelStatus is one control-channel connection.
@@ -41,7 +71,8 @@ type ControlStatus struct {
 	Listen   netip.AddrPort  `json:"listen,omitzero"` // zero when not listening
 	Error    string          `json:"error,omitempty"` // why not listening
 	Accepted uint64          `json:"accepted"`
-	Dropped  uint64          `json:"dropped"` // closed for timeout, bad framing or overload
+	Refused  uint64          `json:"refused"` // closed unread: the source is neither a server nor in Config.ControlAllow
+	Dropped  uint64          `json:"dropped"` // closed for overload, no SYNC in time, keep-alive timeout or bad framing
 	Channels []ChannelStatus `json:"channels"`
 }
 
@@ -58,26 +89,141 @@ type ControlStatus struct {
 // that value rather than refused. No control package is implemented:
 // CONTROL is answered 420 (unsupported package), REPORT (sent by servers)
 // and unknown methods 405, anything before SYNC 403.
+//
+// Who may connect: a source that the current controlAllow set does not
+// name is closed unread. At most params.perSource connections per source
+// address and params.total in all; a connection without a successful
+// SYNC by params.syncTimeout after it was accepted is closed, however
+// much else it sends.
 type controlServer struct {
-	ln        net.Listener
-	addr      netip.AddrPort
-	keepAlive time.Duration
-	log       *slog.Logger
+	ln   net.Listener
+	addr netip.AddrPort
+	log  *slog.Logger
+	// allow is replaced by the agent's loop whenever the servers resolve
+	// anew or the configuration changes; accept only loads it, so no lock
+	// of the loop's (or the resolver's) can hold up accepting.
+	allow atomic.Pointer[controlAllow]
+	// refusals is touched by the accept goroutine only.
+	refusals logLimit
 
-	mu       sync.Mutex
-	conns    map[*ctlConn]struct{}
-	accepted uint64
-	dropped  uint64
-	closed   bool
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	p         controlParams
+	conns     map[*ctlConn]struct{}
+	perSource map[netip.Addr]int
+	accepted  uint64
+	refused   uint64
+	dropped   uint64
+	closed    bool
+	wg        sync.WaitGroup
+}
+
+// controlParams are the control server's timers and limits: the defaults
+// (defaultControlParams) outside tests.
+type controlParams struct {
+	keepAlive    time.Duration // before SYNC, and for a SYNC without Keep-Alive
+	syncTimeout  time.Duration // from accept to a successful SYNC
+	total        int           // connections in all
+	perSource    int           // connections per source address
+	minKA, maxKA time.Duration // bounds of a SYNC's Keep-Alive
+}
+
+func defaultControlParams(keepAlive, syncTimeout time.Duration) controlParams {
+	return controlParams{keepAlive: keepAlive, syncTimeout: syncTimeout,
+		total: maxChannels, perSource: maxChannelsPerSource, minKA: minKeepAlive, maxKA: maxKeepAlive}
 }
 
 type ctlConn struct {
-	c  net.Conn
-	st ChannelStatus // guarded by controlServer.mu
+	c      net.Conn
+	src    netip.Addr    // the source address (unmapped, no zone): the per-source key
+	syncBy time.Time     // the SYNC deadline
+	st     ChannelStatus // guarded by controlServer.mu
 }
 
-func listenControl(ctx context.Context, socks Sockets, addr netip.AddrPort, keepAlive time.Duration, log *slog.Logger) (*controlServer, error) {
+// controlAllow is who may open a control channel: every address the
+// configured servers resolved to (any port: the softswitch connects from
+// an ephemeral one) and the configured ranges. A published value is never
+// modified; a nil one allows nobody.
+type controlAllow struct {
+	addrs  map[netip.Addr]struct{}
+	ranges []netip.Prefix // masked
+}
+
+func newControlAllow(targets []target, ranges []netip.Prefix) *controlAllow {
+	a := &controlAllow{addrs: make(map[netip.Addr]struct{}, len(targets))}
+	for _, t := range targets {
+		a.addrs[sourceAddr(t.addr.Addr())] = struct{}{}
+	}
+	for _, p := range ranges {
+		if p.IsValid() {
+			a.ranges = append(a.ranges, p.Masked())
+		}
+	}
+	return a
+}
+
+// sourceAddr is ip as the allowed set and the per-source count key it:
+// an IPv4-mapped address (a dual-stack socket's view) as IPv4, no zone.
+func sourceAddr(ip netip.Addr) netip.Addr { return ip.Unmap().WithZone("") }
+
+func (a *controlAllow) allows(ip netip.Addr) bool {
+	if a == nil {
+		return false
+	}
+	ip = sourceAddr(ip)
+	if _, ok := a.addrs[ip]; ok {
+		return true
+	}
+	for _, p := range a.ranges {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// logLimit says whether a source may be logged now: once per
+// refusalLogEvery, for at most maxLoggedSources sources at a time. Not
+// safe for concurrent use.
+type logLimit struct {
+	last map[netip.Addr]time.Time
+	// prune is when the oldest remembered source expires: a full map is
+	// not scanned again before, so a flood of new sources costs one scan
+	// per refusalLogEvery, not one per connection.
+	prune time.Time
+}
+
+func (l *logLimit) allow(a netip.Addr, now time.Time) bool {
+	t, seen := l.last[a]
+	if seen && now.Sub(t) < refusalLogEvery {
+		return false
+	}
+	if l.last == nil {
+		l.last = map[netip.Addr]time.Time{}
+	}
+	if !seen && len(l.last) >= maxLoggedSources {
+		if now.Before(l.prune) {
+			return false
+		}
+		oldest := now
+		maps.DeleteFunc(l.last, func(_ netip.Addr, t time.Time) bool {
+			if now.Sub(t) >= refusalLogEvery {
+				return true
+			}
+			if t.Before(oldest) {
+				oldest = t
+			}
+			return false
+		})
+		l.prune = oldest.Add(refusalLogEvery)
+		if len(l.last) >= maxLoggedSources {
+			return false
+		}
+	}
+	l.last[a] = now
+	return true
+}
+
+func listenControl(ctx context.Context, socks Sockets, addr netip.AddrPort, p controlParams, allow *controlAllow, log *slog.Logger) (*controlServer, error) {
 	ln, err := socks.Listen(ctx, "tcp", addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("media/msr: control channel listen %v: %w", addr, err)
@@ -88,7 +234,8 @@ func listenControl(ctx context.Context, socks Sockets, addr netip.AddrPort, keep
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &controlServer{ln: ln, addr: addr, keepAlive: keepAlive, log: log, conns: map[*ctlConn]struct{}{}}
+	s := &controlServer{ln: ln, addr: addr, p: p, log: log, conns: map[*ctlConn]struct{}{}, perSource: map[netip.Addr]int{}}
+	s.allow.Store(allow)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -96,6 +243,10 @@ func listenControl(ctx context.Context, socks Sockets, addr netip.AddrPort, keep
 	}()
 	return s, nil
 }
+
+// setAllow replaces the allowed sources for connections accepted from now
+// on; channels already open stay.
+func (s *controlServer) setAllow(a *controlAllow) { s.allow.Store(a) }
 
 func (s *controlServer) accept() {
 	for {
@@ -107,19 +258,40 @@ func (s *controlServer) accept() {
 			}
 			return // closed
 		}
+		var remote netip.AddrPort
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			remote = ta.AddrPort()
+		}
+		src := sourceAddr(remote.Addr())
+		// Not a server's: closed before anything is read, so a stranger
+		// learns nothing but that the port is open.
+		if !s.allow.Load().allows(src) {
+			s.mu.Lock()
+			s.refused++
+			s.mu.Unlock()
+			s.refuse(c, src, "control channel refused: not a server's address")
+			continue
+		}
 		s.mu.Lock()
-		if s.closed || len(s.conns) >= maxChannels {
+		var why string
+		switch {
+		case s.closed:
+		case s.perSource[src] >= s.p.perSource:
+			why = "control channel refused: too many connections from this source"
+		case len(s.conns) >= s.p.total:
+			why = "control channel refused: too many connections"
+		}
+		if s.closed || why != "" {
 			s.dropped++
 			s.mu.Unlock()
-			_ = c.Close()
+			s.refuse(c, src, why)
 			continue
 		}
 		now := time.Now()
-		cc := &ctlConn{c: c, st: ChannelStatus{Since: now, LastRecv: now, KeepAlive: s.keepAlive}}
-		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-			cc.st.Remote = ta.AddrPort()
-		}
+		cc := &ctlConn{c: c, src: src, syncBy: now.Add(s.p.syncTimeout),
+			st: ChannelStatus{Remote: remote, Since: now, LastRecv: now, KeepAlive: s.p.keepAlive}}
 		s.conns[cc] = struct{}{}
+		s.perSource[src]++
 		s.accepted++
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -128,6 +300,16 @@ func (s *controlServer) accept() {
 			s.serve(cc)
 		}()
 	}
+}
+
+// refuse closes c, first logging why (if why is set and src has not been
+// logged within refusalLogEvery). Logging before the close lets whoever
+// sees the close see the log too.
+func (s *controlServer) refuse(c net.Conn, src netip.Addr, why string) {
+	if why != "" && s.refusals.allow(src, time.Now()) {
+		s.log.Warn("media/msr: "+why, "remote", src, "quiet_for", refusalLogEvery)
+	}
+	_ = c.Close()
 }
 
 // close stops listening, closes every channel and waits for their
@@ -147,17 +329,18 @@ func (s *controlServer) close() {
 	s.wg.Wait()
 }
 
-// setKeepAlive changes the keep-alive of channels accepted from now on.
-func (s *controlServer) setKeepAlive(d time.Duration) {
+// setTimers changes the keep-alive and the SYNC deadline of channels
+// accepted from now on.
+func (s *controlServer) setTimers(keepAlive, syncTimeout time.Duration) {
 	s.mu.Lock()
-	s.keepAlive = d
+	s.p.keepAlive, s.p.syncTimeout = keepAlive, syncTimeout
 	s.mu.Unlock()
 }
 
 func (s *controlServer) status() ControlStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := ControlStatus{Listen: s.addr, Accepted: s.accepted, Dropped: s.dropped}
+	st := ControlStatus{Listen: s.addr, Accepted: s.accepted, Refused: s.refused, Dropped: s.dropped}
 	for c := range s.conns {
 		cs := c.st
 		cs.Packages = slices.Clone(cs.Packages)
@@ -176,6 +359,9 @@ func (s *controlServer) serve(cc *ctlConn) {
 		// Book-keeping first: whoever sees the close sees the status too.
 		s.mu.Lock()
 		delete(s.conns, cc)
+		if s.perSource[cc.src]--; s.perSource[cc.src] <= 0 {
+			delete(s.perSource, cc.src)
+		}
 		closed := s.closed
 		if reason != "" && !closed {
 			s.dropped++
@@ -189,14 +375,22 @@ func (s *controlServer) serve(cc *ctlConn) {
 	r := bufio.NewReader(cc.c)
 	for {
 		s.mu.Lock()
-		ka := cc.st.KeepAlive
+		ka, synced := cc.st.KeepAlive, cc.st.Synced
 		s.mu.Unlock()
 		// RFC 6230 §6.2: nothing received for the keep-alive interval
-		// means the channel is dead.
-		_ = cc.c.SetReadDeadline(time.Now().Add(ka))
+		// means the channel is dead. Until SYNC succeeds the deadline is
+		// also bounded by syncBy, which no traffic moves.
+		deadline := time.Now().Add(ka)
+		syncDue := !synced && !deadline.Before(cc.syncBy)
+		if syncDue {
+			deadline = cc.syncBy
+		}
+		_ = cc.c.SetReadDeadline(deadline)
 		f, err := ReadFrame(r)
 		if err != nil {
 			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded) && syncDue:
+				reason = "no SYNC in time"
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				reason = "keep-alive timeout"
 			case errors.Is(err, ErrFrame):
@@ -241,14 +435,19 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 			res.Status = 400
 			return res
 		}
-		ka := s.keepAlive
+		ka := s.p.keepAlive
 		if v, ok := f.Get("Keep-Alive"); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
+			// Digits only, parsed saturating: 10^20 is simply large, and
+			// large means maxKA.
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil && !errors.Is(err, strconv.ErrRange) || n == 0 && err == nil {
 				res.Status = 400
 				return res
 			}
-			ka = min(time.Duration(n)*time.Second, maxKeepAlive)
+			ka = s.p.maxKA
+			if n < uint64(s.p.maxKA/time.Second) {
+				ka = max(time.Duration(n)*time.Second, s.p.minKA)
+			}
 		}
 		var pkgs []string
 		if v, ok := f.Get("Packages"); ok {

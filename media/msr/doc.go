@@ -72,10 +72,22 @@
 // A TCP listener on the service address (Config.ControlPort, default
 // 5700) accepts the softswitch's control connection: frames
 // "CFW <trans-id> <method>" + headers + Content-Length body (ReadFrame,
-// fuzzed); SYNC (needs Dialog-ID; Keep-Alive echoed) and K-ALIVE are
-// answered 200; a channel silent for its keep-alive interval, or with
-// broken framing, is closed. No control package (msc-ivr, msc-mixer) is
-// implemented: CONTROL gets 420.
+// fuzzed); SYNC (needs Dialog-ID) and K-ALIVE are answered 200; a channel
+// silent for its keep-alive interval, or with broken framing, is closed.
+// No control package (msc-ivr, msc-mixer) is implemented: CONTROL gets
+// 420.
+//
+// The channel is the softswitch's alone. A connection is accepted only
+// from an address the servers currently resolve to (the last good answer
+// while DNS fails) or from Config.ControlAllow; any other is closed
+// before anything is read, counted in ControlStatus.Refused and logged at
+// most once a minute per source. The resolving loop publishes the allowed
+// set through an atomic pointer, so accepting never waits on it. An
+// allowed source gets at most 4 connections (16 in all); a connection
+// that has not completed SYNC within Config.ControlSyncTimeout (5 s) is
+// closed, whatever else it sends; the Keep-Alive a SYNC asks for is held
+// to 5–600 s and the 200 says the value in force. Channels already open
+// stay when the allowed set changes.
 //
 // # What it does not do
 //

@@ -360,19 +360,28 @@ func (l *loop) spec(cfg Config, svc, f iface, t target, ccPort int) regSpec {
 }
 
 // ensureControl keeps the control listener on addr:ControlPort, binding
-// a new one (before closing the old) when either changed.
+// a new one (before closing the old) when either changed, and hands it
+// the sources it may accept: the servers' current addresses (l.targets,
+// every family: the last good answer while DNS fails) and ControlAllow.
+// Every reconcile passes here, so a new resolution or configuration is
+// published before the status that reports it.
 func (l *loop) ensureControl(ctx context.Context, addr netip.Addr) error {
 	port := l.cfg.ControlPort
+	allow := newControlAllow(l.targets, l.cfg.ControlAllow)
 	if l.ctl != nil && l.ctl.addr.Addr() == addr && (port == -1 || int(l.ctl.addr.Port()) == port) {
-		l.ctl.setKeepAlive(l.cfg.ControlKeepAlive)
+		l.ctl.setTimers(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout)
+		l.ctl.setAllow(allow)
 		return nil
 	}
 	bind := port
 	if bind == -1 {
 		bind = 0
 	}
-	ctl, err := listenControl(ctx, l.a.opt.sockets, netip.AddrPortFrom(addr, uint16(bind)), l.cfg.ControlKeepAlive, l.a.log)
+	ctl, err := listenControl(ctx, l.a.opt.sockets, netip.AddrPortFrom(addr, uint16(bind)), defaultControlParams(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout), allow, l.a.log)
 	if err != nil {
+		if l.ctl != nil {
+			l.ctl.setAllow(allow) // the old listener, kept meanwhile, follows the servers too
+		}
 		l.a.mu.Lock()
 		repeated := l.a.ctlError == err.Error()
 		l.a.ctlError = err.Error()
@@ -399,6 +408,7 @@ func (l *loop) closeControl() {
 	st := l.ctl.status()
 	l.a.mu.Lock()
 	l.a.ctlSeen.Accepted += st.Accepted
+	l.a.ctlSeen.Refused += st.Refused
 	l.a.ctlSeen.Dropped += st.Dropped
 	l.a.ctl = nil
 	l.a.mu.Unlock()

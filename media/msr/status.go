@@ -94,6 +94,7 @@ func (a *Agent) Control() ControlStatus {
 		st.Error = errText
 	}
 	st.Accepted += seen.Accepted
+	st.Refused += seen.Refused
 	st.Dropped += seen.Dropped
 	return st
 }
