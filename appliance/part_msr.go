@@ -120,7 +120,7 @@ func (a *App) msrStatus() ([]api.MSRUA, *api.ControlChannel) {
 	if !c.Listen.IsValid() && c.Error == "" {
 		return uas, nil
 	}
-	cc := &api.ControlChannel{Error: c.Error, Accepted: c.Accepted, Dropped: c.Dropped}
+	cc := &api.ControlChannel{Error: c.Error, Accepted: c.Accepted, Refused: c.Refused, Dropped: c.Dropped}
 	if c.Listen.IsValid() {
 		cc.Listen = c.Listen.String()
 	}

@@ -240,6 +240,7 @@ type ControlChannel struct {
 	Listen   string        `json:"listen,omitempty"`
 	Error    string        `json:"error,omitempty"` // why it does not listen
 	Accepted uint64        `json:"accepted"`
+	Refused  uint64        `json:"refused"` // closed unread: not an MSR server's address nor in msr.control_allow
 	Dropped  uint64        `json:"dropped"` // closed for keep-alive timeout, bad framing or overload
 	Peers    []ControlPeer `json:"peers"`
 }

@@ -90,6 +90,9 @@ func (c *cmd) interfaces(ctx context.Context) error {
 				fmt.Fprintf(w, "\ncontrol channel\t%s\t%s synced=%v keep-alive %ds, last heard %s\n", cc.Listen, p.Remote, p.Synced,
 					p.KeepAliveS, p.LastRecv.Local().Format(time.TimeOnly))
 			}
+			if cc.Refused+cc.Dropped > 0 {
+				fmt.Fprintf(w, "control channel\trefused %d (not a softswitch address), dropped %d\n", cc.Refused, cc.Dropped)
+			}
 		}
 	})
 }
