@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,14 +79,52 @@ func newFleetPKI(t *testing.T) *fleetPKI {
 	return p
 }
 
+// fleetLoad counts the Apply calls in flight across boxes. With want > 0
+// every Apply waits (until its request ends) for want calls to have been
+// in flight at once, so a test sees the overlap the concurrency limit
+// allows as an event instead of hoping a sleep produces it.
+type fleetLoad struct {
+	want          int64
+	inflight, max atomic.Int64
+	reached       chan struct{} // closed when max reaches want
+	once          sync.Once
+}
+
+func newFleetLoad(want int64) *fleetLoad {
+	return &fleetLoad{want: want, reached: make(chan struct{})}
+}
+
+func (l *fleetLoad) enter(ctx context.Context) {
+	n := l.inflight.Add(1)
+	for {
+		m := l.max.Load()
+		if n <= m || l.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if l.want <= 0 {
+		return
+	}
+	if n >= l.want {
+		l.once.Do(func() { close(l.reached) })
+	}
+	select {
+	case <-l.reached:
+	case <-ctx.Done(): // never reached: the test sees max < want
+	}
+}
+
+func (l *fleetLoad) leave() { l.inflight.Add(-1) }
+
 // fakeBox is a Backend whose Apply answers from applyFn and records what
-// it was given. inflight/maxInflight are shared across boxes to measure
-// the fleet-wide concurrency.
+// it was given. A hanging box never answers while the test runs: its
+// Apply blocks until the test ends (hangingBox), so the client can only
+// give up, and no late answer can race the client's cancellation.
 type fakeBox struct {
 	applyFn func() (api.ApplyResult, error)
-	hang    bool // Apply waits for the request to be abandoned
-
-	inflight, maxInflight *atomic.Int64
+	load    *fleetLoad
+	hang    chan struct{} // non-nil: Apply blocks until it is closed
+	arrived chan struct{} // non-nil: closed when the first Apply starts
 
 	mu      sync.Mutex
 	calls   int
@@ -92,26 +132,30 @@ type fakeBox struct {
 	source  string
 	ifMatch int64
 	dryRun  bool
+	arrive  sync.Once
 }
 
 func (f *fakeBox) Apply(ctx context.Context, doc []byte, source string, ifMatch int64, dryRun bool) (api.ApplyResult, error) {
-	n := f.inflight.Add(1)
-	for {
-		m := f.maxInflight.Load()
-		if n <= m || f.maxInflight.CompareAndSwap(m, n) {
-			break
-		}
-	}
-	time.Sleep(50 * time.Millisecond) // let pushes overlap
-	if f.hang {
-		<-ctx.Done() // until the client gives up
-	}
-	f.inflight.Add(-1)
+	f.load.enter(ctx)
+	defer f.load.leave()
 	f.mu.Lock()
 	f.calls++
 	f.doc, f.source, f.ifMatch, f.dryRun = append([]byte(nil), doc...), source, ifMatch, dryRun
 	f.mu.Unlock()
+	if f.arrived != nil {
+		f.arrive.Do(func() { close(f.arrived) })
+	}
+	if f.hang != nil {
+		<-f.hang
+		return api.ApplyResult{}, errors.New("hanging box released at the end of the test")
+	}
 	return f.applyFn()
+}
+
+func (f *fakeBox) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
 }
 
 func (f *fakeBox) Status(context.Context) api.Status                { return api.Status{} }
@@ -152,6 +196,18 @@ func startBox(t *testing.T, p *fleetPKI, f *fakeBox) *httptest.Server {
 }
 
 func hostOf(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "https://") }
+
+// hangingBox starts a box whose Apply never answers before the test ends
+// and whose first Apply closes its arrived channel.
+func hangingBox(t *testing.T, p *fleetPKI, load *fleetLoad) (*fakeBox, string) {
+	t.Helper()
+	f := &fakeBox{load: load, hang: make(chan struct{}), arrived: make(chan struct{})}
+	host := hostOf(startBox(t, p, f))
+	// Cleanups run last-in first-out: release the handler before
+	// startBox's srv.Close waits for it.
+	t.Cleanup(func() { close(f.hang) })
+	return f, host
+}
 
 func versionFn(v int64, unchanged bool) func() (api.ApplyResult, error) {
 	return func() (api.ApplyResult, error) {
@@ -202,9 +258,10 @@ func tableRows(t *testing.T, out string) ([]string, map[string]string) {
 
 func TestFleetPushMixed(t *testing.T) {
 	p := newFleetPKI(t)
-	var inflight, maxInflight atomic.Int64
+	// The first two boxes are in flight together before either answers.
+	load := newFleetLoad(2)
 	box := func(fn func() (api.ApplyResult, error)) *fakeBox {
-		return &fakeBox{applyFn: fn, inflight: &inflight, maxInflight: &maxInflight}
+		return &fakeBox{applyFn: fn, load: load}
 	}
 	invalid := func() (api.ApplyResult, error) {
 		return api.ApplyResult{}, &api.ValidationError{Errors: []api.FieldError{
@@ -264,7 +321,7 @@ func TestFleetPushMixed(t *testing.T) {
 		}
 		f.mu.Unlock()
 	}
-	if m := maxInflight.Load(); m != 2 {
+	if m := load.max.Load(); m != 2 {
 		t.Errorf("max in flight %d, want 2", m)
 	}
 	if !strings.Contains(prog, "5/5 ok 3 failed 2") || !strings.Contains(prog, "[##########]") {
@@ -296,20 +353,20 @@ func TestFleetPushMixed(t *testing.T) {
 	if rs[3].OK || rs[3].Error != "connection refused" {
 		t.Errorf("json[3] = %+v", rs[3])
 	}
-	if m := maxInflight.Load(); m > 2 {
+	if m := load.max.Load(); m > 2 {
 		t.Errorf("max in flight %d, want <= 2", m)
 	}
 }
 
 func TestFleetPushAllOKDryRunHostFile(t *testing.T) {
 	p := newFleetPKI(t)
-	var inflight, maxInflight atomic.Int64
+	load := &fleetLoad{}
 	var fakes []*fakeBox
 	var hosts []string
 	for i := range 4 {
 		f := &fakeBox{applyFn: func() (api.ApplyResult, error) {
 			return api.ApplyResult{Version: api.Version{Version: int64(10 + i)}, DryRun: true, Valid: true}, nil
-		}, inflight: &inflight, maxInflight: &maxInflight}
+		}, load: load}
 		fakes = append(fakes, f)
 		hosts = append(hosts, hostOf(startBox(t, p, f)))
 	}
@@ -367,9 +424,9 @@ func TestFleetPushAllOKDryRunHostFile(t *testing.T) {
 
 func TestFleetPushWrongClientCA(t *testing.T) {
 	p := newFleetPKI(t)
-	var inflight, maxInflight atomic.Int64
-	good := &fakeBox{applyFn: versionFn(2, false), inflight: &inflight, maxInflight: &maxInflight}
-	strict := &fakeBox{applyFn: versionFn(2, false), inflight: &inflight, maxInflight: &maxInflight}
+	load := &fleetLoad{}
+	good := &fakeBox{applyFn: versionFn(2, false), load: load}
+	strict := &fakeBox{applyFn: versionFn(2, false), load: load}
 	goodHost := hostOf(startBox(t, p, good))
 
 	// A box that trusts only another CA for client certificates.
@@ -460,49 +517,110 @@ func TestParseHostsDedup(t *testing.T) {
 	}
 }
 
+// The slow box never answers: its push ends on the per-box --timeout,
+// and the next box is still pushed. The fast box's TLS handshake and
+// answer must fit in the same --timeout, so it is generous for a loaded
+// machine running -race.
 func TestFleetPushPerBoxTimeout(t *testing.T) {
 	p := newFleetPKI(t)
-	var inflight, maxInflight atomic.Int64
-	slow := &fakeBox{applyFn: versionFn(1, false), hang: true, inflight: &inflight, maxInflight: &maxInflight}
-	fast := &fakeBox{applyFn: versionFn(4, false), inflight: &inflight, maxInflight: &maxInflight}
-	slowHost, fastHost := hostOf(startBox(t, p, slow)), hostOf(startBox(t, p, fast))
+	load := &fleetLoad{}
+	slow, slowHost := hangingBox(t, p, load)
+	fast := &fakeBox{applyFn: versionFn(4, false), load: load}
+	fastHost := hostOf(startBox(t, p, fast))
 	file, _ := writeDoc(t)
-	start := time.Now()
 	out, _, err := runFleet(t, false, "push", file, "--hosts", slowHost+","+fastHost, "--parallel", "1",
-		"--timeout", "300ms", "--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile)
-	if err == nil {
-		t.Error("no error")
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %s", d)
+		"--timeout", "2s", "--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2") {
+		t.Errorf("err = %v, want 1 of 2 boxes failed", err)
 	}
 	_, res := tableRows(t, out)
-	if res[slowHost] != "timed out after 300ms" || res[fastHost] != "version 4" {
+	if res[slowHost] != "timed out after 2s" || res[fastHost] != "version 4" {
 		t.Errorf("results %q", res)
+	}
+	if n := slow.callCount(); n != 1 {
+		t.Errorf("slow box: %d calls, want 1", n)
 	}
 }
 
+// expiringCtx is a context whose deadline is reached when the test says
+// so, on an event instead of a clock: Err is DeadlineExceeded once expire
+// is called.
+type expiringCtx struct {
+	context.Context // Background: no deadline, no values
+	done            chan struct{}
+	once            sync.Once
+}
+
+func newExpiringCtx() *expiringCtx {
+	return &expiringCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringCtx) Done() <-chan struct{} { return c.done }
+
+func (c *expiringCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (c *expiringCtx) expire() { c.once.Do(func() { close(c.done) }) }
+
+// The overall deadline passes while the first --parallel boxes' pushes
+// are in flight (their requests have reached the boxes, which never
+// answer): those pushes are aborted and the other boxes are not pushed.
+// The concurrency limit holds: the box after them was never reached.
 func TestFleetPushOverallDeadline(t *testing.T) {
 	p := newFleetPKI(t)
-	var inflight, maxInflight atomic.Int64
-	var hosts []string
-	for range 3 {
-		f := &fakeBox{applyFn: versionFn(1, false), hang: true, inflight: &inflight, maxInflight: &maxInflight}
-		hosts = append(hosts, hostOf(startBox(t, p, f)))
-	}
 	file, _ := writeDoc(t)
-	var out, prog bytes.Buffer
-	c := &cmd{out: &out}
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	err := c.fleetVerb(ctx, []string{"push", file, "--hosts", strings.Join(hosts, ","), "--parallel", "1",
-		"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile}, &prog)
-	if err == nil || !strings.Contains(err.Error(), "3 of 3") {
-		t.Errorf("err = %v", err)
-	}
-	_, res := tableRows(t, out.String())
-	if res[hosts[0]] != "aborted: overall deadline reached" || res[hosts[2]] != "not pushed: overall deadline reached" {
-		t.Errorf("results %q", res)
+	for _, parallel := range []int{1, 2} {
+		t.Run(fmt.Sprintf("parallel=%d", parallel), func(t *testing.T) {
+			load := &fleetLoad{}
+			var (
+				fakes []*fakeBox
+				hosts []string
+			)
+			for range 3 {
+				f, h := hangingBox(t, p, load)
+				fakes, hosts = append(fakes, f), append(hosts, h)
+			}
+			var out, prog bytes.Buffer
+			c := &cmd{out: &out}
+			ctx := newExpiringCtx()
+			pushed := make(chan struct{})
+			go func() {
+				for _, f := range fakes[:parallel] {
+					select {
+					case <-f.arrived:
+					case <-pushed: // a box was never reached: the checks below fail
+						return
+					}
+				}
+				ctx.expire()
+			}()
+			err := c.fleetVerb(ctx, []string{"push", file, "--hosts", strings.Join(hosts, ","),
+				"--parallel", strconv.Itoa(parallel),
+				"--cert", p.clientCert, "--key", p.clientKey, "--ca", p.caFile}, &prog)
+			close(pushed)
+			if err == nil || !strings.Contains(err.Error(), "3 of 3") {
+				t.Errorf("err = %v", err)
+			}
+			_, res := tableRows(t, out.String())
+			for i, h := range hosts {
+				want, calls := "not pushed: overall deadline reached", 0
+				if i < parallel {
+					want, calls = "aborted: overall deadline reached", 1
+				}
+				if res[h] != want {
+					t.Errorf("box %d: %q, want %q", i, res[h], want)
+				}
+				if n := fakes[i].callCount(); n != calls {
+					t.Errorf("box %d: %d calls, want %d", i, n, calls)
+				}
+			}
+		})
 	}
 }
 
