@@ -42,6 +42,11 @@ type Config struct {
 	MaxContacts int
 	// MSR, when set, accepts media servers' REGISTERs (see MSRAccount).
 	MSR *MSRAccount
+	// AllowNoQop accepts digest responses without qop (RFC 2069
+	// compatibility: no cnonce, no nonce count, so a captured Authorization
+	// can be replayed while its nonce lives). Off by default: such a
+	// response is a failed authentication, answered with a fresh challenge.
+	AllowNoQop bool
 }
 
 const defaultExpires = 3600
