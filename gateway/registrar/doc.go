@@ -27,11 +27,12 @@
 //     call), is 403 and spends the source IP's budget for strangers; once
 //     that is spent such requests get 503 with Retry-After. A real user's
 //     budget is untouched.
-//   - A digest-uri that does not designate the Request-URI (compared as SIP
-//     URIs: scheme, user, host case-insensitively, port with the default
-//     filled in; parameters ignored) is 400 (RFC 7616 §3.4.6), no budget
-//     spent: credentials computed for one request must not authorize
-//     another.
+//   - A digest-uri that does not designate the Request-URI's resource is
+//     400 (RFC 7616 §3.4.6), no budget spent: credentials computed for one
+//     request must not authorize another. It must be a SIP(S) URI of the
+//     Request-URI's scheme and, if it has a user part, the same user; the
+//     host and port are not compared, because the box answers for any host
+//     and clients sign different ones (SIPp signs "sip:BOX-IP:PORT").
 //   - A nonce the box never issued (its HMAC does not verify, see
 //     gateway/digest) gets a fresh challenge with stale=true, whether or not
 //     the response would have been right, and spends nothing: anyone can

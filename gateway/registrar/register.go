@@ -120,9 +120,10 @@ func (r *Registrar) verifyAs(req *sip.Request, st *state, authz, aor string, use
 		})
 	}
 	// RFC 7616 §3.4.6 (RFC 2617 §3.2.2.5): the digest-uri must designate
-	// the Request-URI, else credentials computed for one request would
-	// authorize another. A mismatch is a broken or forged request, not a
-	// password guess: 400, as the RFC suggests, and no budget spent.
+	// the Request-URI's resource, else credentials computed for one
+	// request (a call to 1002) would authorize another (a call to a
+	// premium number). A mismatch is a broken or altered request, not a
+	// password guess: 400, as the RFCs suggest, and no budget spent.
 	if !sameResource(creds.URI, &req.Recipient) {
 		return reply(req, sip.StatusBadRequest, "Authorization uri Does Not Match Request-URI")
 	}
@@ -177,31 +178,26 @@ func (r *Registrar) verifyAs(req *sip.Request, st *state, authz, aor string, use
 	return nil
 }
 
-// sameResource reports whether the digest-uri designates the Request-URI:
-// for SIP and SIPS URIs the same scheme, user, host (case-insensitively)
-// and port (absent = the scheme's default, so "sip:box" and "sip:box:5060"
-// match); URI parameters and headers are ignored (phones differ in what
-// they copy). Other schemes (tel:) must match as strings.
+// sameResource reports whether the digest-uri designates the Request-URI's
+// resource on this box: a SIP or SIPS URI of the same scheme, and, when the
+// digest-uri has a user part, the same user. The user (extension, dialled
+// number) is what tells one request's resource from another's here: the box
+// answers for whatever host a phone puts in its URIs (see HandleRegister),
+// and clients differ in the host part they sign (phones copy the
+// Request-URI; SIPp signs "sip:BOX-IP:PORT" without a user, for every
+// request). So host, port and parameters are not compared, and a
+// digest-uri without a user is taken to name the box. What this refuses is
+// the substitution that matters: credentials computed for
+// "INVITE sip:1002@box" presented with "INVITE sip:900…@box".
 func sameResource(digestURI string, ruri *sip.Uri) bool {
 	var u sip.Uri
 	if err := sip.ParseUri(digestURI, &u); err != nil || u.Wildcard {
 		return false
 	}
 	if u.Scheme != "sip" && u.Scheme != "sips" {
-		return digestURI == ruri.String()
+		return false
 	}
-	return strings.EqualFold(u.Scheme, ruri.Scheme) && u.User == ruri.User &&
-		strings.EqualFold(u.Host, ruri.Host) && uriPort(&u) == uriPort(ruri)
-}
-
-func uriPort(u *sip.Uri) int {
-	switch {
-	case u.Port != 0:
-		return u.Port
-	case strings.EqualFold(u.Scheme, "sips"):
-		return 5061
-	}
-	return 5060
+	return strings.EqualFold(u.Scheme, ruri.Scheme) && (u.User == "" || u.User == ruri.User)
 }
 
 // AuthorizeCall authenticates a call from a local user (RFC 3261 §22.3:

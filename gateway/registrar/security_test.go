@@ -230,9 +230,10 @@ func answerURI(t *testing.T, ch *sip.Response, user, password, uri string) strin
 	return cr.String()
 }
 
-// Item 3: the digest-uri must designate the Request-URI (RFC 7616 §3.4.6):
-// compared as SIP URIs (scheme, user, host case-insensitively, port with
-// the default filled in); a mismatch is answered 400.
+// Item 3: the digest-uri must designate the Request-URI's resource (RFC
+// 7616 §3.4.6): same scheme and, when the digest-uri has one, the same user;
+// the host and port are the box's whatever they say (SIPp signs
+// "sip:BOX-IP:PORT"). A mismatch is answered 400 and spends no budget.
 func TestDigestURIMustMatchRequestURI(t *testing.T) {
 	cases := []struct {
 		uri  string
@@ -242,11 +243,12 @@ func TestDigestURIMustMatchRequestURI(t *testing.T) {
 		{"sip:TEST.Local", 200},
 		{"sip:" + realm + ":5060", 200},
 		{"sip:" + realm + ";transport=udp", 200},
-		{"sip:evil.example", 400},
-		{"sip:" + realm + ":5070", 400},
+		{"sip:198.18.0.1:5070", 200}, // the box by address, as SIPp signs
 		{"sips:" + realm, 400},
-		{"sip:1001@" + realm, 400},
+		{"sip:1001@" + realm, 400}, // a user the Request-URI does not name
+		{"tel:1001", 400},
 		{"*", 400},
+		{"garbage", 400},
 	}
 	for i, c := range cases {
 		r, _ := newTestRegistrar(t, Config{}, nil)
@@ -273,6 +275,17 @@ func TestDigestURIMustMatchRequestURI(t *testing.T) {
 	}
 	if _, res := r.AuthorizeCall(inviteFrom(t, "1001", cr.String())); res == nil || res.StatusCode != 400 {
 		t.Fatalf("INVITE with another digest-uri: %v, want 400", res)
+	}
+	// A digest-uri naming only the box (SIPp's) is accepted.
+	_, ch = r.AuthorizeCall(inviteFrom(t, "1001", ""))
+	if pc, err = icdigest.ParseChallenge(ch.GetHeader("Proxy-Authenticate").Value()); err != nil {
+		t.Fatal(err)
+	}
+	if cr, err = icdigest.Digest(pc, icdigest.Options{Method: "INVITE", URI: "sip:198.18.0.1:5060", Username: "1001", Password: "pw1001", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if user, res := r.AuthorizeCall(inviteFrom(t, "1001", cr.String())); res != nil || user != "1001" {
+		t.Fatalf("INVITE with a digest-uri naming the box: %q %v", user, res)
 	}
 }
 
