@@ -101,6 +101,7 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 		StormRate:       d.SIP.Registrar.EffectiveStormRate(),
 		RetryAfter:      d.SIP.Registrar.EffectiveRetryAfter(),
 		PersistInterval: d.SIP.Registrar.EffectivePersistInterval(),
+		AllowNoQop:      d.SIP.Registrar.AllowRFC2069,
 	}
 	for _, a := range algs {
 		alg, ok := digest.ParseAlgorithm(a)

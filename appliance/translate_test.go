@@ -104,3 +104,38 @@ func lineDiff(want, got []byte) string {
 	}
 	return b.String()
 }
+
+// TestTranslateAllowRFC2069: sip.registrar.allow_rfc2069 reaches the
+// registrar; absent, qop=auth is required.
+func TestTranslateAllowRFC2069(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		var d map[string]any
+		if err := json.Unmarshal(config.DefaultJSON(), &d); err != nil {
+			t.Fatal(err)
+		}
+		sip := d["sip"].(map[string]any)
+		reg, _ := sip["registrar"].(map[string]any)
+		if reg == nil {
+			reg = map[string]any{}
+			sip["registrar"] = reg
+		}
+		if allow {
+			reg["allow_rfc2069"] = true
+		}
+		raw, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, _, err := prepare(raw, nil)
+		if err != nil {
+			t.Fatalf("document does not validate: %v", err)
+		}
+		got, err := translate(doc, environment{Build: "test", Mode: mode.Normal, Net: goldenNet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Gateway.Registrar.AllowNoQop != allow {
+			t.Errorf("allow_rfc2069 %v: registrar AllowNoQop %v", allow, got.Gateway.Registrar.AllowNoQop)
+		}
+	}
+}

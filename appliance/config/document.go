@@ -52,8 +52,8 @@ type SIP struct {
 
 // Registrar tunes the local registrar's protections. Zero = default.
 type Registrar struct {
-	// AuthFailLimit is the number of failed authentications per source per
-	// minute before that source is slowed down. 0 = 10.
+	// AuthFailLimit is the number of failed authentications per source and
+	// user per minute before that pair's failures are slowed down. 0 = 10.
 	AuthFailLimit int `json:"auth_fail_limit,omitempty"`
 	// StormRate is the number of new registrations admitted per second
 	// before the registrar answers 503. 0 = 2000, -1 = no limit.
@@ -63,6 +63,10 @@ type Registrar struct {
 	// PersistIntervalMS is how often changed bindings are written to the
 	// store, in milliseconds. 0 = 1000.
 	PersistIntervalMS int `json:"persist_interval_ms,omitempty"`
+	// AllowRFC2069 accepts digest responses without qop (RFC 2069: no
+	// nonce count, replayable while the nonce lives). false = qop=auth is
+	// required.
+	AllowRFC2069 bool `json:"allow_rfc2069,omitempty"`
 }
 
 // User is one local account. On the wire HQ sends Password; the box stores

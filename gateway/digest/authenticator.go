@@ -265,6 +265,23 @@ func (a *Authenticator) openNonce(s string) (id nonceID, issued int64, ok bool) 
 	return id, int64(binary.BigEndian.Uint64(raw[0:8])), true
 }
 
+// Issued reports whether the nonce of c (and its opaque, if sent) was
+// issued by this Authenticator: the nonce's MAC verifies under its key. It
+// does not look at the nonce's age, the response or the nonce count, and it
+// costs one HMAC, no lookup and no digest computation.
+//
+// A caller uses it to tell a failed Verify apart: BadResponse over a nonce
+// that was never issued is not a guess at the user's password that any
+// correct answer could have passed (anyone can make one up), so a caller
+// that budgets failed guesses per user need not charge it to that user.
+func (a *Authenticator) Issued(c *Credentials) bool {
+	if c == nil || (c.Opaque != "" && c.Opaque != a.opaque) {
+		return false
+	}
+	_, _, ok := a.openNonce(c.Nonce)
+	return ok
+}
+
 // macState is a pooled keyed HMAC with its own buffers, so that nothing on
 // the caller's stack is handed to the hash.Hash interface (which would make
 // it escape to the heap).

@@ -37,7 +37,11 @@
 //     username and algorithm.
 //   - It does not compare the digest-uri with the Request-URI (RFC 3261
 //     §22.4 leaves this to the server; proxies may rewrite the Request-URI).
-//     Callers that want that check can compare Credentials.URI themselves.
+//     Callers that want that check compare Credentials.URI themselves
+//     (gateway/registrar does).
+//   - It keeps no failure budgets. Authenticator.Issued tells a caller that
+//     does whether a failed response was over a nonce this Authenticator
+//     issued (a guess at the password) or over a made-up one (not).
 //   - No qop=auth-int, no "-sess" algorithms, no userhash, no SHA-512-256,
 //     no username* (RFC 8187) parameters.
 //   - Without qop (RFC 2069 compatibility mode) there is no nonce count, so
@@ -47,7 +51,7 @@
 // # Nonce key
 //
 // With a nil Config.Key a random key is generated, so nonces do not survive
-// a restart: clients that reuse a nonce from before the restart get
-// BadResponse. Configure a persistent Key (at least 16 bytes) shared by all
+// a restart: clients that reuse a nonce from before the restart get Stale
+// (with a correct response) or BadResponse (and Issued reports false). Configure a persistent Key (at least 16 bytes) shared by all
 // instances behind one address to avoid that.
 package digest

@@ -238,6 +238,20 @@ func TestVerifyForeignNonce(t *testing.T) {
 		// Never accepted: the best a forger with the password gets is a fresh challenge.
 		expect(t, "forged nonce "+n, verify(t, a, clientAuth(t, &c, "user0001", "secret1", 1), lookup), Stale)
 		expect(t, "forged nonce, wrong password "+n, verify(t, a, clientAuth(t, &c, "user0001", "nope", 1), lookup), BadResponse)
+		// Issued tells the two failures apart: this one is no guess at the
+		// password a right answer could pass.
+		if a.Issued(&Credentials{Nonce: n}) {
+			t.Errorf("Issued(forged nonce %q) = true", n)
+		}
+	}
+	if !a.Issued(&Credentials{Nonce: chal.Nonce}) || !a.Issued(&Credentials{Nonce: chal.Nonce, Opaque: chal.Opaque}) {
+		t.Error("Issued(genuine nonce) = false")
+	}
+	if a.Issued(&Credentials{Nonce: chal.Nonce, Opaque: "bogus"}) || a.Issued(nil) {
+		t.Error("Issued(genuine nonce, wrong opaque) or Issued(nil) = true")
+	}
+	if a.Issued(&Credentials{Nonce: challengeFor(t, newAuth(t, Config{}), MD5, false).Nonce}) {
+		t.Error("Issued(another Authenticator's nonce) = true")
 	}
 
 	// Opaque must be echoed unchanged if sent; omitting it is tolerated.

@@ -23,8 +23,11 @@ type Config struct {
 	Users      []User
 
 	// AuthFailLimit is the number of failed authentications per source IP
-	// per minute after which that source's credentials are no longer checked
-	// (answered 403) until its budget refills. 0 = 10.
+	// and user name per minute (and, separately, per source IP for names
+	// that are no user) after which further failures of that key are
+	// answered 503 with Retry-After instead of 403 until its budget refills.
+	// Credentials that verify are accepted regardless (see the package
+	// doc). 0 = 10.
 	AuthFailLimit int
 	// StormRate is the number of new registration attempts (REGISTER without
 	// credentials) admitted per second; above it the registrar answers 503
@@ -42,6 +45,11 @@ type Config struct {
 	MaxContacts int
 	// MSR, when set, accepts media servers' REGISTERs (see MSRAccount).
 	MSR *MSRAccount
+	// AllowNoQop accepts digest responses without qop (RFC 2069
+	// compatibility: no cnonce, no nonce count, so a captured Authorization
+	// can be replayed while its nonce lives). Off by default: such a
+	// response is a failed authentication, answered with a fresh challenge.
+	AllowNoQop bool
 }
 
 const defaultExpires = 3600

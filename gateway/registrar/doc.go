@@ -12,10 +12,53 @@
 //   - REGISTER processing: several contacts per AOR, per-contact expires,
 //     Expires header vs parameter, "Contact: *" with "Expires: 0",
 //     Call-ID/CSeq ordering, 423 with Min-Expires, 200 listing every binding;
-//   - per-source failed-authentication limiting (guessing a password becomes
-//     slow and is logged) and a registration-storm guard (503 + Retry-After
-//     with jitter above a configured admission rate), so that a thousand
-//     phones rebooting together are spread out instead of timing out.
+//   - failed-authentication budgets (below) and a registration-storm guard
+//     (503 + Retry-After with jitter above a configured admission rate), so
+//     that a thousand phones rebooting together are spread out instead of
+//     timing out.
+//
+// # Authentication rules
+//
+// Nobody can lock a phone out. A REGISTER (or a call's INVITE) whose
+// digest verifies is accepted, always; the budgets only change how
+// failures are answered. In the order they are checked:
+//
+//   - A user name that is no user, or not the AOR's (the From user's for a
+//     call), is 403 and spends the source IP's budget for strangers; once
+//     that is spent such requests get 503 with Retry-After. A real user's
+//     budget is untouched.
+//   - A digest-uri that does not designate the Request-URI's resource is
+//     400 (RFC 7616 §3.4.6), no budget spent: credentials computed for one
+//     request must not authorize another. It must be a SIP(S) URI of the
+//     Request-URI's scheme and, if it has a user part, the same user; the
+//     host and port are not compared, because the box answers for any host
+//     and clients sign different ones (SIPp signs "sip:BOX-IP:PORT").
+//   - A nonce the box never issued (its HMAC does not verify, see
+//     gateway/digest) gets a fresh challenge with stale=true, whether or not
+//     the response would have been right, and spends nothing: anyone can
+//     make one up, and since both cases get the same answer it is no oracle
+//     for guesses either. A phone holding a nonce from before a restart
+//     retries at once.
+//   - A response without qop (RFC 2069) is refused unless
+//     Config.AllowNoQop: a failed authentication, re-challenged.
+//   - A replayed nonce count, another realm or algorithm get a fresh
+//     challenge, an expired nonce a stale one; nothing is spent.
+//   - A wrong response over a genuine nonce (a wrong password) is 403 and
+//     spends the budget of that source IP and user name:
+//     Config.AuthFailLimit failures a minute, refilled continuously. Once
+//     spent, that pair's failures are answered 503 with Retry-After (the
+//     time one failure takes to refill) and the episode is logged once.
+//     Other users at that source and the user at other sources are not
+//     affected, and the pair's correct credentials are still accepted.
+//
+// Throttling never delays or drops anything: the answer is computed at once,
+// so the UDP read loop that calls HandleRegister is never held. The cost of
+// "never refuse what verifies" is that the budget cannot cap how fast a
+// guesser who ignores Retry-After is told "wrong": a cap an attacker can
+// spend is a lockout the attacker can cause, since over UDP anyone can send
+// from the phone's address. Guessing is logged and counted
+// (Stats.AuthFailures, Stats.AuthBlocked); its resistance rests on the
+// passwords' strength.
 //
 // What it does not do: transport (the gateway owns sockets and the sipgo
 // server), routing of calls to bindings (the B2BUA reads Lookup), and

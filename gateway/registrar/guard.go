@@ -35,10 +35,14 @@ func (b *tokenBucket) allow() bool {
 	return true
 }
 
-// failLimiter counts failed authentications per source IP with a leaky
-// budget of limit failures per window. A source that has spent its budget
-// is "blocked": its credentials are not even checked until the budget
-// refills, so a guesser gets limit tries per window whatever its speed.
+// failLimiter counts failed authentications per key with a leaky budget of
+// limit failures per window. The registrar keeps two: one keyed by source
+// IP and user name (wrong passwords for a real user), one keyed by source IP
+// alone (unknown users, user names that are not the AOR). A key that has
+// spent its budget is "blocked": its further failures are answered 503 with
+// Retry-After instead of 401/403, and are not logged one by one. Blocking
+// never stops credentials from being checked: what verifies is accepted
+// (see the package doc for why).
 type failLimiter struct {
 	mu      sync.Mutex
 	limit   float64
@@ -76,38 +80,45 @@ func (f *failLimiter) refill(s *failSource, now time.Time) {
 	s.last = now
 }
 
-// blocked reports whether ip has no failures left to spend.
-func (f *failLimiter) blocked(ip string) bool {
+// blocked reports whether key has no failures left to spend.
+func (f *failLimiter) blocked(key string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.sources[ip]
+	s := f.sources[key]
 	if s == nil {
 		return false
 	}
 	f.refill(s, f.now())
 	if s.spent < f.limit {
-		s.blocked = false
+		// The episode (logged once) ends when the budget is whole again,
+		// not at the first refilled failure, so a steady guesser is
+		// logged once, not every window/limit.
+		if s.spent == 0 {
+			s.blocked = false
+		}
 		return false
 	}
 	return true
 }
 
-// fail records a failure and reports whether ip just became blocked
-// (so the caller logs once per episode, not once per guess).
-func (f *failLimiter) fail(ip string) (nowBlocked bool) {
+// fail records a failure and reports whether key just became blocked
+// (so the caller logs once per episode, not once per guess). The spent
+// budget never exceeds the limit, so a key is unblocked at most one
+// refill step (window/limit) after its last failure.
+func (f *failLimiter) fail(key string) (nowBlocked bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	s := f.sources[ip]
+	s := f.sources[key]
 	if s == nil {
 		if len(f.sources) >= maxFailSources {
 			f.pruneLocked(now, true)
 		}
 		s = &failSource{last: now}
-		f.sources[ip] = s
+		f.sources[key] = s
 	}
 	f.refill(s, now)
-	s.spent++
+	s.spent = math.Min(s.spent+1, f.limit)
 	if s.spent >= f.limit && !s.blocked {
 		s.blocked = true
 		return true
@@ -115,7 +126,15 @@ func (f *failLimiter) fail(ip string) (nowBlocked bool) {
 	return false
 }
 
-// prune forgets sources whose budget has fully refilled.
+// retryAfter is the time one failure takes to refill: what a blocked key
+// is told to wait (Retry-After), in whole seconds, at least 1.
+func (f *failLimiter) retryAfter() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(1, int(math.Ceil(f.window.Seconds()/max(f.limit, 1))))
+}
+
+// prune forgets keys whose budget has fully refilled.
 func (f *failLimiter) prune() {
 	f.mu.Lock()
 	f.pruneLocked(f.now(), false)
@@ -123,10 +142,10 @@ func (f *failLimiter) prune() {
 }
 
 func (f *failLimiter) pruneLocked(now time.Time, hard bool) {
-	for ip, s := range f.sources {
+	for key, s := range f.sources {
 		f.refill(s, now)
 		if s.spent == 0 || (hard && !s.blocked) {
-			delete(f.sources, ip)
+			delete(f.sources, key)
 		}
 	}
 }

@@ -95,23 +95,50 @@ func (r *Registrar) verify(req *sip.Request, st *state, authz, aor string, proxy
 }
 
 // verifyAs is verify against the given accounts (the users, or the MSR
-// account).
+// account). The order of the checks is the security rule of the package
+// doc: nothing anyone can send without the password is charged to a real
+// user's budget, and credentials that verify are accepted whatever any
+// budget says.
 func (r *Registrar) verifyAs(req *sip.Request, st *state, authz, aor string, users map[string]User, proxy bool) *sip.Response {
-	srcIP := sourceIP(req)
-	if r.fails.blocked(srcIP) {
-		r.stats.authBlocked.Add(1)
-		return reply(req, sip.StatusForbidden, "Too Many Failed Attempts")
-	}
 	creds, err := digest.ParseCredentials(authz)
 	if err != nil {
 		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
 	}
+	srcIP := sourceIP(req)
 	// §10.3 step 4: the authenticated user must be allowed to change this
 	// AOR (or, for a call, be the caller it claims); on the box each user
-	// owns exactly its own extension.
-	if creds.Username != aor {
-		r.authFailed(srcIP, aor, "username does not match AOR")
-		return reply(req, sip.StatusForbidden, "Forbidden")
+	// owns exactly its own extension. A name that is no user, or not this
+	// AOR's, guesses at nobody's password: it spends the source's budget
+	// for strangers, never a user's.
+	if _, known := users[creds.Username]; !known || creds.Username != aor {
+		why := "unknown user"
+		if known {
+			why = "username does not match AOR"
+		}
+		return r.authFailed(req, r.strangers, srcIP, srcIP, aor, why, func() *sip.Response {
+			return reply(req, sip.StatusForbidden, "Forbidden")
+		})
+	}
+	// RFC 7616 §3.4.6 (RFC 2617 §3.2.2.5): the digest-uri must designate
+	// the Request-URI's resource, else credentials computed for one
+	// request (a call to 1002) would authorize another (a call to a
+	// premium number). A mismatch is a broken or altered request, not a
+	// password guess: 400, as the RFCs suggest, and no budget spent.
+	if !sameResource(creds.URI, &req.Recipient) {
+		return reply(req, sip.StatusBadRequest, "Authorization uri Does Not Match Request-URI")
+	}
+	key := srcIP + "|" + creds.Username
+	if creds.QOP == "" && !st.cfg.AllowNoQop {
+		// RFC 2069 style (no cnonce, no nonce count: replayable while the
+		// nonce lives) is refused unless allowed: a failed authentication,
+		// re-challenged (the challenge offers qop="auth"). Over a nonce the
+		// box never issued it is not even that (see below).
+		if !st.auth.Issued(&creds) {
+			return r.challenge(req, st, true, proxy)
+		}
+		return r.authFailed(req, r.fails, key, srcIP, aor, "no qop (RFC 2069 response refused)", func() *sip.Response {
+			return r.challenge(req, st, false, proxy)
+		})
 	}
 	lookup := func(user string, alg digest.Algorithm) (string, bool) {
 		u, ok := users[user]
@@ -132,19 +159,53 @@ func (r *Registrar) verifyAs(req *sip.Request, st *state, authz, aor string, use
 		return r.challenge(req, st, false, proxy)
 	case digest.Malformed:
 		return reply(req, sip.StatusBadRequest, "Malformed Authorization")
-	default: // BadResponse, UnknownUser
-		r.authFailed(srcIP, aor, res.String())
-		return reply(req, sip.StatusForbidden, "Forbidden")
+	default: // BadResponse, UnknownUser (no HA1 for the algorithm)
+		if res == digest.BadResponse && !st.auth.Issued(&creds) {
+			// A nonce the box never issued: anyone can make one up, so it
+			// is no guess at the user's password and is not charged to
+			// it. Answered as a correct response over such a nonce is
+			// (Verify's Stale: a nonce from before a restart): a fresh
+			// challenge with stale=true (RFC 7616 §3.3, "the nonce is
+			// invalid"). Both answers being the same, a made-up nonce
+			// tells a guesser nothing about the password.
+			r.log.Debug("authentication over a nonce this box never issued", "source", srcIP, "aor", aor)
+			return r.challenge(req, st, true, proxy)
+		}
+		return r.authFailed(req, r.fails, key, srcIP, aor, res.String(), func() *sip.Response {
+			return reply(req, sip.StatusForbidden, "Forbidden")
+		})
 	}
 	return nil
+}
+
+// sameResource reports whether the digest-uri designates the Request-URI's
+// resource on this box: a SIP or SIPS URI of the same scheme, and, when the
+// digest-uri has a user part, the same user. The user (extension, dialled
+// number) is what tells one request's resource from another's here: the box
+// answers for whatever host a phone puts in its URIs (see HandleRegister),
+// and clients differ in the host part they sign (phones copy the
+// Request-URI; SIPp signs "sip:BOX-IP:PORT" without a user, for every
+// request). So host, port and parameters are not compared, and a
+// digest-uri without a user is taken to name the box. What this refuses is
+// the substitution that matters: credentials computed for
+// "INVITE sip:1002@box" presented with "INVITE sip:900…@box".
+func sameResource(digestURI string, ruri *sip.Uri) bool {
+	var u sip.Uri
+	if err := sip.ParseUri(digestURI, &u); err != nil || u.Wildcard {
+		return false
+	}
+	if u.Scheme != "sip" && u.Scheme != "sips" {
+		return false
+	}
+	return strings.EqualFold(u.Scheme, ruri.Scheme) && (u.User == "" || u.User == ruri.User)
 }
 
 // AuthorizeCall authenticates a call from a local user (RFC 3261 §22.3:
 // 407 with Proxy-Authenticate, answered with Proxy-Authorization). It
 // returns the caller's extension, or the response to send instead. The
 // caller must authenticate as the user in its From header, so a phone
-// cannot call as someone else; failures count against the source like
-// failed registrations.
+// cannot call as someone else; failures count against the same budgets as
+// failed registrations (source and user; source for unknown names).
 func (r *Registrar) AuthorizeCall(req *sip.Request) (string, *sip.Response) {
 	st := r.st.Load()
 	from := req.From()
@@ -167,14 +228,31 @@ func (r *Registrar) AuthorizeCall(req *sip.Request) (string, *sip.Response) {
 	return from.Address.User, nil
 }
 
-func (r *Registrar) authFailed(ip, aor, why string) {
+// authFailed counts a failed authentication against key in lim (a source
+// and user in r.fails, a source in r.strangers) and returns the answer:
+// answer() while the key has budget left, 503 with Retry-After once it is
+// spent. Only failures reach here, so the throttle never refuses
+// credentials that verify; it tells a client that keeps failing to slow
+// down. The step into the blocked state is logged once per episode.
+func (r *Registrar) authFailed(req *sip.Request, lim *failLimiter, key, srcIP, aor, why string, answer func() *sip.Response) *sip.Response {
 	r.stats.authFailures.Add(1)
-	if r.fails.fail(ip) {
-		r.log.Warn("authentication failures over limit: source blocked, its credentials are no longer checked until its budget refills",
-			"source", ip, "aor", aor, "reason", why, "limit_per_min", r.st.Load().cfg.authFailLimit())
-	} else {
-		r.log.Info("authentication failed", "source", ip, "aor", aor, "reason", why)
+	if lim.blocked(key) {
+		r.stats.authBlocked.Add(1)
+		res := reply(req, sip.StatusServiceUnavailable, "Too Many Failed Attempts")
+		res.AppendHeader(sip.NewHeader("Retry-After", strconv.Itoa(lim.retryAfter())))
+		return res
 	}
+	if lim.fail(key) {
+		scope := "this user from this source"
+		if lim == r.strangers {
+			scope = "unknown user names from this source"
+		}
+		r.log.Warn("authentication failures over limit: failed attempts of "+scope+" are answered 503 until the budget refills (credentials that verify are still accepted)",
+			"source", srcIP, "aor", aor, "reason", why, "limit_per_min", r.st.Load().cfg.authFailLimit())
+	} else {
+		r.log.Info("authentication failed", "source", srcIP, "aor", aor, "reason", why)
+	}
+	return answer()
 }
 
 // challenge answers 401 with WWW-Authenticate, or for a call (proxy) 407

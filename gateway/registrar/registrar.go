@@ -24,8 +24,8 @@ type Stats struct {
 	Registered   uint64 `json:"registered"`    // successful REGISTERs that added or refreshed
 	Unregistered uint64 `json:"unregistered"`  // bindings removed by request
 	Expired      uint64 `json:"expired"`       // bindings removed by time
-	AuthFailures uint64 `json:"auth_failures"` // wrong password, unknown user, replay
-	AuthBlocked  uint64 `json:"auth_blocked"`  // refused unchecked by the failed-auth limiter
+	AuthFailures uint64 `json:"auth_failures"` // wrong password or no qop for a user, unknown user, user name not the AOR
+	AuthBlocked  uint64 `json:"auth_blocked"`  // of those, answered 503 because their budget was spent
 	StormRefused uint64 `json:"storm_refused"` // 503s of the storm guard
 	Challenges   uint64 `json:"challenges"`
 }
@@ -46,10 +46,12 @@ type Registrar struct {
 	persist Persister
 	now     func() time.Time
 
-	st       atomic.Pointer[state]
-	tbl      *table
-	fails    *failLimiter
-	reconfMu sync.Mutex
+	st  atomic.Pointer[state]
+	tbl *table
+	// fails budgets failed authentications per source IP and user name,
+	// strangers per source IP for names that are no user (see verifyAs).
+	fails, strangers *failLimiter
+	reconfMu         sync.Mutex
 
 	stats struct {
 		registered, unregistered, expired, authFailures, authBlocked, stormRefused, challenges atomic.Uint64
@@ -111,6 +113,7 @@ func New(cfg Config, persist Persister, log *slog.Logger, opts ...Option) (*Regi
 	}
 	r.st.Store(st)
 	r.fails = newFailLimiter(cfg.authFailLimit(), time.Minute, r.now)
+	r.strangers = newFailLimiter(cfg.authFailLimit(), time.Minute, r.now)
 	return r, nil
 }
 
@@ -178,6 +181,7 @@ func (c *Change) Commit() {
 	}
 	r.st.Store(st)
 	r.fails.setLimit(st.cfg.authFailLimit())
+	r.strangers.setLimit(st.cfg.authFailLimit())
 	for ext := range old.users {
 		if _, ok := st.users[ext]; !ok {
 			if n := r.tbl.dropAOR(ext); n > 0 {
@@ -208,6 +212,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 				r.log.Debug("bindings expired", "count", n)
 			}
 			r.fails.prune()
+			r.strangers.prune()
 			r.notifyPresence()
 		case <-persistTick.C:
 			if err := r.Flush(ctx); err != nil {

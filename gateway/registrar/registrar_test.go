@@ -277,30 +277,33 @@ func TestWrongPasswordAndGuessLimit(t *testing.T) {
 			t.Fatalf("guess %d: %d %s", i, res.StatusCode, res.Reason)
 		}
 	}
-	// The budget is spent: even the right password is not checked now.
-	res := register(t, r, msg{aor: "1001", callID: "right", contacts: []string{"<sip:1001@198.18.0.66>"}, src: "198.18.0.66:5060"}, "pw1001")
-	if res.StatusCode != 403 || !strings.Contains(res.Reason, "Too Many") {
-		t.Fatalf("blocked source: %d %s", res.StatusCode, res.Reason)
+	// The budget is spent: further failures are told to wait...
+	res := register(t, r, msg{aor: "1001", callID: "more", contacts: []string{"<sip:1001@198.18.0.66>"}, src: "198.18.0.66:5061"}, "guess")
+	if res.StatusCode != 503 || !strings.Contains(res.Reason, "Too Many") || res.GetHeader("Retry-After") == nil {
+		t.Fatalf("blocked source and user: %d %s", res.StatusCode, res.Reason)
 	}
-	// Another source is not affected.
-	res = register(t, r, msg{aor: "1001", callID: "other", contacts: []string{"<sip:1001@198.18.0.67>"}, src: "198.18.0.67:5060"}, "pw1001")
+	// ...but the right password is still checked and accepted.
+	res = register(t, r, msg{aor: "1001", callID: "right", contacts: []string{"<sip:1001@198.18.0.66>"}, src: "198.18.0.66:5060"}, "pw1001")
 	if res.StatusCode != 200 {
-		t.Fatalf("other source: %d %s", res.StatusCode, res.Reason)
+		t.Fatalf("right password while blocked: %d %s", res.StatusCode, res.Reason)
 	}
 	st := r.Stats()
-	if st.AuthFailures != 3 || st.AuthBlocked != 1 {
+	if st.AuthFailures != 4 || st.AuthBlocked != 1 {
 		t.Errorf("stats %+v", st)
 	}
 }
 
 func TestBlockedSourceRecovers(t *testing.T) {
 	r, clk := newTestRegistrar(t, Config{AuthFailLimit: 2}, nil)
-	for i := range 2 {
+	for i := range 3 {
 		register(t, r, msg{aor: "1001", callID: fmt.Sprint("g", i), contacts: []string{"<sip:1001@198.18.0.66>"}}, "guess")
 	}
+	if r.Stats().AuthBlocked != 1 {
+		t.Fatalf("not blocked: %+v", r.Stats())
+	}
 	clk.add(time.Minute) // the whole budget refills within the window
-	if res := register(t, r, msg{aor: "1001", callID: "ok", contacts: []string{"<sip:1001@198.18.0.66>"}}, "pw1001"); res.StatusCode != 200 {
-		t.Fatalf("after refill: %d %s", res.StatusCode, res.Reason)
+	if res := register(t, r, msg{aor: "1001", callID: "again", contacts: []string{"<sip:1001@198.18.0.66>"}}, "guess"); res.StatusCode != 403 {
+		t.Fatalf("after refill: %d %s, want a plain 403", res.StatusCode, res.Reason)
 	}
 }
 
