@@ -48,6 +48,10 @@ type SIP struct {
 	// empty = both, MD5 first (see DigestAlgorithms).
 	Digest    []string  `json:"digest,omitempty"`
 	Registrar Registrar `json:"registrar,omitzero"`
+	// DrainS is how long a stopping box (SIGTERM, firmware update,
+	// outpostctl drain) lets calls in progress finish while it refuses new
+	// ones; 0 = 60 s. See EffectiveDrain.
+	DrainS int `json:"drain_s,omitempty"`
 }
 
 // Registrar tunes the local registrar's protections. Zero = default.
@@ -253,6 +257,17 @@ func (s SIP) MinExpires() int { return orDefault(s.MinExpiresS, DefaultMinExpire
 
 // MaxExpires is the largest granted registration expiry in seconds (default 3600).
 func (s SIP) MaxExpires() int { return orDefault(s.MaxExpiresS, DefaultMaxExpires) }
+
+// DefaultDrainS is the drain time when sip.drain_s is 0: a minute lets
+// most calls that were about to end do so, and is short enough for a
+// technician waiting on a reboot.
+const DefaultDrainS = 60
+
+// EffectiveDrain is how long calls in progress may go on once the box
+// begins to stop.
+func (s SIP) EffectiveDrain() time.Duration {
+	return time.Duration(orDefault(s.DrainS, DefaultDrainS)) * time.Second
+}
 
 // DigestAlgorithms returns the challenge algorithms in order (a copy;
 // default ["MD5", "SHA-256"]).

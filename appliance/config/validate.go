@@ -164,6 +164,10 @@ func (v *validator) sip() {
 		}
 	}
 
+	if s.DrainS < 0 || s.DrainS > 3600 {
+		v.add("sip.drain_s", "must be between 0 and 3600 seconds (0 = default %d)", DefaultDrainS)
+	}
+
 	for i, alg := range s.Digest {
 		p := index("sip.digest", i)
 		switch j := slices.Index(s.Digest, alg); {
