@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +32,10 @@ type HQConfig struct {
 	// ProbeInterval is the OPTIONS period per target (hq.options_interval_ms);
 	// 0 = health.DefaultInterval.
 	ProbeInterval time.Duration
+	// TrustedNetworks (hq.trusted_networks) are networks whose every
+	// address is trusted as HQ, on any port and transport (trust.go). They
+	// do not make the trunk: a change keeps the resolver and health state.
+	TrustedNetworks []netip.Prefix
 }
 
 // hqTrunk gives the B2BUA the HQ targets to try, in order: resolved

@@ -103,6 +103,11 @@ type HQ struct {
 	AuthPassword      string   `json:"auth_password,omitempty"` // secret
 	VoicemailPilot    string   `json:"voicemail_pilot,omitempty"`
 	PSTNPrefix        string   `json:"pstn_prefix,omitempty"` // extension → E.164 prefix in survivable mode
+	// TrustedNetworks are CIDRs ("198.18.8.0/24", "2001:db8:8::/48") whose
+	// every address is trusted as HQ, on any port and transport: for a
+	// softswitch with many servers. Without them HQ is trusted only from
+	// its targets (see README, "Trust by address").
+	TrustedNetworks []string `json:"trusted_networks,omitempty"`
 }
 
 // PSTN is the local PSTN breakout.
