@@ -48,10 +48,10 @@ type hq struct {
 
 	mu         sync.Mutex
 	recs       []rec
-	status     int  // answer every request with this (e.g. 503); 0 = behave
-	retryAfter int  // Retry-After on a forced status
-	silent     bool // never answer (the fake network only)
-	minExpires int  // 423 below this
+	status     int    // answer every request with this (e.g. 503); 0 = behave
+	retryAfter int    // Retry-After on a forced status
+	silent     bool   // never answer (the fake network only)
+	minExpires int    // 423 below this
 	redirect   string // answer 302 with this Contact (a Director sending users to their pool)
 	ch         chan rec
 }

@@ -114,7 +114,7 @@ func TestStickyPlan(t *testing.T) {
 	}{
 		{nil, "1.11 1.12 1.10 2.10"},
 		{[]string{"1.11"}, "1.12 1.10 2.10"},               // the next backup
-		{[]string{"1.11", "1.12", "1.10"}, "2.10"},          // another region only when the group failed
+		{[]string{"1.11", "1.12", "1.10"}, "2.10"},         // another region only when the group failed
 		{[]string{"1.11", "1.12", "1.10", "2.10"}, "1.11"}, // all blocked: the user's own primary
 	} {
 		p := stickyPlan(aor, with(tc.down...), "udp")
