@@ -54,7 +54,7 @@ func TestLoopbackStickyPool(t *testing.T) {
 	var users []string
 	home := map[string]string{}
 	var onA, onB []string
-	for i := range 12 {
+	for i := range 16 {
 		u := fmt.Sprint(1000 + i)
 		users = append(users, u)
 		home[u] = name[preference(aorOf(u, domain), p.cands, "udp")[0].Target]
