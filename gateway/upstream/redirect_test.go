@@ -131,3 +131,30 @@ func TestMovedTo(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", strings.Join(got, "; "), want)
 	}
 }
+
+// A user removed while redirected is withdrawn where it is registered,
+// and the redirect target is not reported to the Trunk.
+func TestRedirectedRemove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newHQ(t, "A", time.Hour), newHQ(t, "B", time.Hour)
+		a.redirect = "<sip:" + hqB + ">"
+		tr := &trunk{targets: []string{"udp:" + hqA}}
+		ag := start(t, fakeNet{hqA: a, hqB: b}, Config{Trunk: tr})
+		ag.Set("1001")
+		settle(0)
+		ag.Remove("1001")
+		settle(time.Second)
+		if got := summary(b.records()); got != "1001 401 e=3600; 1001 200 e=3600 nc=1; 1001 200 e=0 nc=2" {
+			t.Fatalf("B saw %s", got)
+		}
+		if got := summary(a.records()); got != "1001 302 e=3600" {
+			t.Fatalf("A saw %s", got)
+		}
+		if got := tr.got(); got != "udp:"+hqA+" 302" {
+			t.Fatalf("reports %q", got)
+		}
+		if st := ag.Status(); len(st) != 0 {
+			t.Fatalf("status %+v", st)
+		}
+	})
+}

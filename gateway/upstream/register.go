@@ -110,7 +110,9 @@ func (a *Agent) exec(ctx context.Context, j *job) result {
 		if g, err := siptarget.Parse(name, j.set.transport); err == nil && tried[g.String()] {
 			continue // a redirect of this job went there already
 		}
-		r = a.chain(ctx, j, name, false, tried)
+		// A withdrawal at a registrar a redirect sent the user to is not
+		// the Trunk's to hear about.
+		r = a.chain(ctx, j, name, name == j.redirect, tried)
 		if ctx.Err() != nil {
 			return r
 		}

@@ -127,7 +127,7 @@ func (a *Agent) work(w work) {
 func (a *Agent) prepareLocked(e *entry, now time.Time) *job {
 	j := &job{
 		set: a.set, user: e.user, callID: e.callID, fromTag: e.fromTag, cseq: e.cseq,
-		auth: &e.auth, prefer: e.target, gen: e.gen, cfgGen: a.cfgGen,
+		auth: &e.auth, prefer: e.target, redirect: e.redirect, gen: e.gen, cfgGen: a.cfgGen,
 	}
 	if e.want == opUnregister {
 		if !e.live(now) {
@@ -138,7 +138,7 @@ func (a *Agent) prepareLocked(e *entry, now time.Time) *job {
 		e.state = StateUnregistering
 		return j
 	}
-	j.op, j.domain, j.expires, j.redirect = opRegister, j.set.domain, e.expires, e.redirect
+	j.op, j.domain, j.expires = opRegister, j.set.domain, e.expires
 	if j.expires == 0 {
 		j.expires = j.set.expires
 	}
