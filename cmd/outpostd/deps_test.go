@@ -64,7 +64,7 @@ var sharedLeaves = map[string][]string{
 }
 
 // pureLeaves import nothing of ours but the shared leaves.
-var pureLeaves = []string{"mode", "siptarget", "appliance/config", "gateway/dialplan", "gateway/digest",
+var pureLeaves = []string{"mode", "siptarget", "appliance/config", "gateway/dialplan", "gateway/digest", "gateway/siplog",
 	"gateway/resolve", "gateway/facing", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout"}
 
 // allowed says whether package from may import package to (both relative).
