@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
@@ -31,7 +30,7 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(st, func(w *tabwriter.Writer) {
+		return c.print(st, func(w *table) {
 			trial := ""
 			if st.Trial {
 				trial = " (trial boot, not committed yet)"
@@ -79,7 +78,7 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(res, func(w *tabwriter.Writer) {
+		return c.print(res, func(w *table) {
 			fmt.Fprintf(w, "installed\tversion %s (%s) in slot %s, sha256 %s\n", res.Version, res.Arch, res.Slot, res.SHA256)
 			if res.Downgrade {
 				fmt.Fprintf(w, "downgrade\tthis build is older than the one it replaces (--allow-downgrade)\n")
