@@ -157,8 +157,8 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		}
 		return c.print(rs, func(w *table) {
 			// Narrow terminals lose the user agent, then the source
-			// (the contact mostly says it); then long URIs are cut.
-			w.Columns(col{min: 12}, col{min: 20}, col{drop: 2, min: 15}, col{}, col{drop: 1, min: 10})
+			// (the contact mostly says it); long URIs are cut.
+			w.Columns(col{min: 16}, col{min: 20}, col{drop: 2}, col{}, col{drop: 1, min: 12})
 			fmt.Fprintln(w, "AOR\tCONTACT\tSOURCE\tEXPIRES IN\tUSER AGENT")
 			for _, r := range rs {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%ds\t%s\n", r.AOR, r.Contact, r.Source, r.ExpiresInS, r.UserAgent)
@@ -170,9 +170,9 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			return err
 		}
 		return c.print(cs, func(w *table) {
-			// Media statistics, then target and start time go first
-			// on a narrow terminal; Call-IDs and URIs are cut.
-			w.Columns(col{min: 10}, col{min: 8}, col{min: 8}, col{drop: 3}, col{drop: 4, min: 10}, col{}, col{drop: 5},
+			// Media statistics, then route, target and start time go
+			// first on a narrow terminal; Call-IDs and URIs are cut.
+			w.Columns(col{min: 12}, col{min: 16}, col{min: 16}, col{drop: 3}, col{drop: 4, min: 12}, col{}, col{drop: 5},
 				col{drop: 2}, col{drop: 1})
 			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED\tMEDIA A pkt/lost/jit\tMEDIA B")
 			for _, x := range cs {

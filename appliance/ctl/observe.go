@@ -41,7 +41,7 @@ func (c *cmd) cdr(ctx context.Context, args []string) error {
 	return c.print(recs, func(w *table) {
 		// The target, the mode and the code (the disposition says it)
 		// go first on a narrow terminal.
-		w.Columns(col{}, col{min: 8}, col{min: 8}, col{}, col{drop: 1, min: 10}, col{drop: 2}, col{drop: 3}, col{min: 8}, col{})
+		w.Columns(col{}, col{min: 16}, col{min: 16}, col{}, col{drop: 1, min: 12}, col{drop: 2}, col{drop: 3}, col{}, col{})
 		fmt.Fprintln(w, "STARTED\tCALLER\tDIALLED\tROUTE\tTARGET\tMODE\tCODE\tDISPOSITION\tDURATION")
 		for _, r := range recs {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.0fs\n", r.Started.Local().Format(time.DateTime), r.Caller,
@@ -116,7 +116,7 @@ func (c *cmd) mediaResources(ctx context.Context, args []string) error {
 	}
 	return c.print(m, func(w *table) {
 		fmt.Fprintf(w, "this box: zone %q, site %q\n", m.Zone, m.Site)
-		w.Columns(col{min: 10}, col{drop: 3, min: 6}, col{min: 12}, col{min: 6}, col{min: 6}, col{}, col{drop: 2}, col{}, col{drop: 1})
+		w.Columns(col{min: 10}, col{drop: 3, min: 6}, col{}, col{min: 6}, col{min: 6}, col{}, col{drop: 2}, col{}, col{drop: 1})
 		fmt.Fprintln(w, "MSR\tINTERFACE\tADDRESS\tZONE\tSITE\tLOAD\tCOEFF\tSTATE\tEXPIRES")
 		for _, r := range m.Resources {
 			state := "registered"

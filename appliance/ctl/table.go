@@ -36,7 +36,7 @@ type tline struct {
 
 // col says how a column of a Columns block may be shortened.
 type col struct {
-	drop    int  // > 0: may be left out when too wide; the highest goes first
+	drop    int  // > 0: may be left out when too wide; 1 goes first, then 2, …
 	min     int  // > 0: may be truncated with "…" down to this many characters
 	keepEnd bool // truncate the start ("…ctl:/etc/branch.json"), for paths
 }
@@ -147,10 +147,15 @@ func (t *table) columns(b *strings.Builder, rows []tline, spec []col) {
 	for i := range shown {
 		shown[i] = true
 	}
-	total := func() int {
+	// total is the width of the shown columns, as wide as they are or as
+	// narrow as they may become.
+	total := func(shrunk bool) int {
 		sum, k := 0, 0
 		for i, w := range widths {
 			if shown[i] {
+				if shrunk && cols[i].min > 0 {
+					w = min(w, cols[i].min)
+				}
 				sum += w
 				k++
 			}
@@ -158,11 +163,12 @@ func (t *table) columns(b *strings.Builder, rows []tline, spec []col) {
 		return sum + 2*max(k-1, 0)
 	}
 	if t.width > 0 {
-		// Leave out the least important columns first ...
-		for total() > t.width {
+		// Leave out the least important columns while cutting values
+		// alone cannot make the rows fit ...
+		for total(true) > t.width {
 			worst := -1
 			for i, c := range cols {
-				if shown[i] && c.drop > 0 && (worst < 0 || c.drop > cols[worst].drop) {
+				if shown[i] && c.drop > 0 && (worst < 0 || c.drop < cols[worst].drop) {
 					worst = i
 				}
 			}
@@ -173,7 +179,7 @@ func (t *table) columns(b *strings.Builder, rows []tline, spec []col) {
 		}
 		// ... then take a character at a time from the widest column
 		// that may still give one.
-		for over := total() - t.width; over > 0; over-- {
+		for over := total(false) - t.width; over > 0; over-- {
 			widest := -1
 			for i, c := range cols {
 				if shown[i] && c.min > 0 && widths[i] > c.min && (widest < 0 || widths[i] > widths[widest]) {
