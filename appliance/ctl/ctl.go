@@ -43,6 +43,7 @@ verbs:
   ` + pkiUsage + `
                                  a lab CA and certificates for the management API
   ` + firmwareUsage + `
+  ` + completionUsage + `                After: source <(outpostctl completion bash)
 The socket defaults to $OUTPOST_SOCKET or ` + DefaultSocket + `; --server, --cert, --key
 and --ca default to $OUTPOST_SERVER, $OUTPOST_CERT, $OUTPOST_KEY and $OUTPOST_CA.
 `
@@ -75,9 +76,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, errOut: stderr, json: *asJSON, width: termWidth(stdout),
 		certFile: *certFile, keyFile: *keyFile, caFile: *caFile}
-	// pki works on local files and fleet dials each box itself: neither
-	// needs (or may fail on) the --server client.
-	if *server != "" && rest[0] != "pki" && rest[0] != "fleet" {
+	// pki works on local files, fleet dials each box itself and
+	// completion prints a script: none needs (or may fail on) the
+	// --server client.
+	if *server != "" && rest[0] != "pki" && rest[0] != "fleet" && rest[0] != "completion" {
 		cl, err := api.NewTLSClient(*server, *certFile, *keyFile, *caFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "outpostctl: --server: %v\n", err)
@@ -223,6 +225,8 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		return c.firmware(ctx, args[1:])
 	case "fleet":
 		return c.fleet(ctx, args[1:])
+	case "completion":
+		return c.completion(args[1:])
 	case "config":
 		if len(args) < 2 {
 			return usageError("config needs a verb: get, apply, history, rollback")
