@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -135,11 +136,15 @@ func (a *App) Config(ctx context.Context, version int64) (api.ConfigResponse, er
 	if err != nil {
 		return api.ConfigResponse{}, fmt.Errorf("stored version %d: %w", v.Version, err)
 	}
-	out, err := json.Marshal(doc.Redact())
-	if err != nil {
+	// Without HTML escaping, so that a redacted secret reads "<redacted>":
+	// the API's encoder copies a raw document as it is.
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc.Redact()); err != nil {
 		return api.ConfigResponse{}, err
 	}
-	return api.ConfigResponse{Version: apiVersion(v), Document: out}, nil
+	return api.ConfigResponse{Version: apiVersion(v), Document: bytes.TrimSuffix(out.Bytes(), []byte("\n"))}, nil
 }
 
 func (a *App) History(ctx context.Context) ([]api.Version, error) {

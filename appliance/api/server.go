@@ -240,5 +240,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "<redacted>" as it is: no browser renders these answers as HTML
 	_ = enc.Encode(v)
 }

@@ -113,6 +113,17 @@ func TestConfigLifecycle(t *testing.T) {
 			t.Fatalf("config get prints %q:\n%s", secret, out)
 		}
 	}
+	// The secrets read "<redacted>", in both forms, as the box stores and
+	// serves them (no HTML escaping on the way).
+	js, err := d.ctl("config", "get", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []string{out, js} {
+		if !strings.Contains(o, `"<redacted>"`) || strings.Contains(o, `\u003c`) {
+			t.Fatalf("config get does not show \"<redacted>\" as it is:\n%s", o)
+		}
+	}
 	// ... and can be applied back as is: the redacted passwords keep the
 	// stored HA1s, so it is exactly the running document, and no new version.
 	redacted := filepath.Join(tmp, "redacted.json")
