@@ -9,7 +9,7 @@
   const CDR_KEEP = 25;
 
   // The API's URLs are built from location.origin: the page's own URL may
-  // carry credentials (http://user:pw@box/), which fetch refuses.
+  // carry credentials (user:pw@box), which fetch refuses.
   const api = (path) => location.origin + "/api/v1/" + path;
 
   const $ = (id) => document.getElementById(id);
