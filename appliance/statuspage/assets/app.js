@@ -74,7 +74,9 @@
     $("version").textContent = s.version || "?";
     $("uptime").textContent = dur(s.uptime_s || 0);
     $("config-version").textContent = s.config_version;
-    $("config-source").textContent = s.config_source ? "(" + s.config_source + ")" : "";
+    // A source naming a file is shown by its base name: the page is narrow.
+    const src = (s.config_source || "").replace(/^file:.*\//, "file ");
+    $("config-source").textContent = src ? "(" + src + ")" : "";
     document.title = (s.mode || "?").toUpperCase() + " · " + (s.site || "Outpost") + " · Outpost status";
 
     const card = $("mode-card");
@@ -82,7 +84,7 @@
     $("mode").textContent = s.mode || "?";
     const detail = [];
     if (s.mode_reason) detail.push(s.mode_reason);
-    if (s.mode_cause) detail.push("cause: " + s.mode_cause);
+    if (s.mode_cause && s.mode_cause !== s.mode_reason) detail.push("cause: " + s.mode_cause);
     if (s.mode_since) detail.push("since " + clock(s.mode_since) + " (" + ago(s.mode_since) + ")");
     if (s.hold_until) detail.push("failback " + ago(s.hold_until) + " if HQ stays healthy");
     $("mode-detail").textContent = detail.join(" · ");
