@@ -107,6 +107,55 @@ func sipResponse(msg, status string) string {
 	return b.String()
 }
 
+// ringingPhone is a phone that rings and never answers. It answers CANCEL
+// and BYE with 200. (The registrar reaches a phone at the registration's
+// source, here sipgo's client socket, so the box may not reach this one:
+// the call is then in progress while the box tries, and ends in 480.)
+func ringingPhone(t *testing.T) int {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 8192)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			msg := string(buf[:n])
+			switch {
+			case strings.HasPrefix(msg, "INVITE "):
+				pc.WriteTo([]byte(sipResponse(msg, "180 Ringing")), from)
+			case strings.HasPrefix(msg, "CANCEL "), strings.HasPrefix(msg, "BYE "), strings.HasPrefix(msg, "OPTIONS "):
+				pc.WriteTo([]byte(sipResponse(msg, "200 OK")), from)
+			}
+		}
+	}()
+	return pc.LocalAddr().(*net.UDPAddr).Port
+}
+
+// callFromHQ sends an INVITE for extension from the HQ stand-in's socket
+// (an HQ target's address: admitted without a challenge).
+func callFromHQ(t *testing.T, hq *hqStandIn, box, extension, id string) {
+	t.Helper()
+	dst, err := net.ResolveUDPAddr("udp", box)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := hq.pc.LocalAddr().String()
+	msg := fmt.Sprintf("INVITE sip:%[1]s@%[2]s SIP/2.0\r\n"+
+		"Via: SIP/2.0/UDP %[3]s;branch=z9hG4bK-%[4]s\r\n"+
+		"Max-Forwards: 70\r\nFrom: <sip:2001@hq.example.com>;tag=%[4]s\r\nTo: <sip:%[1]s@%[2]s>\r\n"+
+		"Call-ID: %[4]s@test\r\nCSeq: 1 INVITE\r\nContact: <sip:2001@%[3]s>\r\nContent-Length: 0\r\n\r\n",
+		extension, box, local, id)
+	if _, err := hq.pc.WriteTo([]byte(msg), dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // registerPhone registers user from a phone with the given User-Agent.
 func registerPhone(t *testing.T, box, user, password, userAgent string, contactPort int) {
 	t.Helper()
@@ -178,8 +227,24 @@ func TestStatusPageInChromium(t *testing.T) {
 		{"1003", "demo1003", "Linphone Android/5.2.5"},
 	}
 	for i, p := range phones {
-		registerPhone(t, box, p.user, p.pw, p.ua, 5990+i)
+		port := 5990 + i // never contacted: the phones' own sockets do not exist
+		if p.user == "1002" {
+			port = ringingPhone(t)
+		}
+		registerPhone(t, box, p.user, p.pw, p.ua, port)
 	}
+	ringing := func(id string) { // a call from HQ to 1002, ringing
+		t.Helper()
+		callFromHQ(t, hq, box, "1002", id)
+		deadline := time.Now().Add(5 * time.Second)
+		for len(a.gw.Calls()) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("call %s from HQ to 1002 is not in progress after 5 s", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ringing("call-normal")
 	url := "http://1001:demo1001@" + a.status.Addr() + "/"
 	docs := filepath.Join("..", "docs")
 
@@ -193,6 +258,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		modeText := regexp.MustCompile(`id="mode" class="mode-value">([^<]*)<`).FindStringSubmatch(dom)
 		if modeText == nil || modeText[1] != string(m) {
 			t.Errorf("mode on the page %v, want %s", modeText, m)
+		}
+		// The call from HQ (caller 2001) is in progress, or, once the box
+		// has given up reaching the phone (it answers the registration's
+		// source, a socket the test has closed), in the CDRs.
+		if !regexp.MustCompile(`id="call-count" class="count">[1-9]<`).MatchString(dom) && !strings.Contains(dom, ">2001<") {
+			t.Errorf("%s: the call from HQ is neither in progress nor in the CDRs on the page", m)
 		}
 		for _, want := range append([]string{`id="reg-count" class="count">3<`, "kazan-branch", hq.pc.LocalAddr().String(), "conn ok"},
 			phones[0].ua, phones[1].ua, phones[2].ua, `<td class="mono">1003</td>`) {
@@ -208,6 +279,7 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	hq.answering.Store(false) // the WAN dies silently
 	waitMode(t, a, mode.Survivable)
+	ringing("call-survivable")
 	dom := headless(t, bin, url, "--dump-dom")
 	checkDOM(dom, mode.Survivable)
 	if !strings.Contains(dom, "normal → survivable") || !strings.Contains(dom, `class="down">down<`) {
@@ -220,6 +292,7 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	hq.answering.Store(true) // back: failback after hold_s
 	waitMode(t, a, mode.Normal)
+	ringing("call-failback")
 	dom = headless(t, bin, url, "--dump-dom")
 	checkDOM(dom, mode.Normal)
 	if !strings.Contains(dom, "survivable → normal") {
