@@ -54,6 +54,7 @@ func (a *App) Status(context.Context) api.Status {
 		HQ:            a.hqHealth(),
 		CallsActive:   len(a.gw.Calls()),
 	}
+	st.StatusPage, st.StatusPageError = a.status.Addr(), a.status.Failure()
 	st.Upstream, st.UpstreamFailed = a.upstreamStatus()
 	if on, until := a.gw.Draining(); on {
 		st.Draining, st.DrainUntil = true, until.UTC()

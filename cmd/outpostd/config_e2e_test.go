@@ -33,6 +33,11 @@ func TestEmbeddedDefault(t *testing.T) {
 	if s.Mode != "standalone" || s.ConfigVersion != 1 || s.ConfigSource != "default" {
 		t.Fatalf("status %+v", s)
 	}
+	// The status page is on 127.0.0.1:8080, or, when another process holds
+	// that port, the daemon runs without it and says why.
+	if s.StatusPage != "127.0.0.1:8080" && s.StatusPageError == "" {
+		t.Errorf("status page %q and no error", s.StatusPage)
+	}
 	for _, l := range s.Listeners {
 		if !strings.Contains(l, ":127.0.0.1:") {
 			t.Fatalf("default listener %s is not on loopback", l)
