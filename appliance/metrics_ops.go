@@ -10,11 +10,14 @@ import (
 )
 
 // opsMetrics are the metrics the shipped alerts and dashboard
-// (deploy/) need beyond the counters of metricsHandler: the management
-// server certificate's expiry and the relay's worst jitter now.
+// (deploy/) need beyond the counters of metricsHandler: the site the box
+// serves (dashboards join on it), the management server certificate's
+// expiry and the relay's worst jitter now.
 type opsMetrics struct{ a *App }
 
 var (
+	siteInfoDesc = prometheus.NewDesc("outpost_site_info",
+		"The site (site.name of the running document) the box serves (always 1).", []string{"site"}, nil)
 	certExpiryDesc = prometheus.NewDesc("outpost_management_cert_expiry_timestamp_seconds",
 		"NotAfter of the management server certificate (Unix time); absent while management is off.", nil, nil)
 	relayJitterDesc = prometheus.NewDesc("outpost_relay_jitter_max_seconds",
@@ -22,12 +25,17 @@ var (
 )
 
 func (o opsMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- siteInfoDesc
 	ch <- certExpiryDesc
 	ch <- relayJitterDesc
 }
 
 func (o opsMetrics) Collect(ch chan<- prometheus.Metric) {
-	if cur := o.a.running(); cur != nil && cur.doc != nil && enabled(cur.doc.Management) {
+	cur := o.a.running()
+	if cur != nil && cur.doc != nil {
+		ch <- prometheus.MustNewConstMetric(siteInfoDesc, prometheus.GaugeValue, 1, cur.doc.Site.Name)
+	}
+	if cur != nil && cur.doc != nil && enabled(cur.doc.Management) {
 		if b, _ := pem.Decode([]byte(cur.doc.Management.CertPEM)); b != nil {
 			if c, err := x509.ParseCertificate(b.Bytes); err == nil {
 				ch <- prometheus.MustNewConstMetric(certExpiryDesc, prometheus.GaugeValue, float64(c.NotAfter.Unix()))
