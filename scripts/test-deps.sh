@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs what the tests need when it is missing: SIPp (Debian package sip-tester) and
-# iproute2. Needs root and apt-get; without them it says what is missing and the tests
-# that need it skip with that reason.
+# Installs what the tests need when it is missing: SIPp (Debian package sip-tester),
+# iproute2, promtool (prometheus: deploy/ rules) and ansible-playbook (ansible-core:
+# deploy/ansible). Needs root and apt-get; without them it says what is missing and the
+# tests that need it skip with that reason.
 set -euo pipefail
 need=()
 command -v sipp >/dev/null 2>&1 || need+=(sip-tester)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v ansible-playbook >/dev/null 2>&1 || need+=(ansible-core)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "test-deps: missing ${need[*]} and cannot install (need root and apt-get); dependent tests will skip" >&2
@@ -13,6 +16,18 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "test-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1 || {
-  apt-get update >/dev/null && apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
-}
+if ! apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
+  apt-get update >/dev/null
+  if ! apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
+    # One at a time: a package this release lacks only skips the tests that need it.
+    for p in "${need[@]}"; do
+      apt-get install -y --no-install-recommends "$p" >/dev/null 2>&1 ||
+        echo "test-deps: cannot install $p; the tests that need it will skip" >&2
+    done
+  fi
+fi
+# The prometheus package is here for promtool only: do not leave its server running
+# (and listening on :9090) on a systemd host where it was just installed.
+if [[ " ${need[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi

@@ -448,7 +448,7 @@ func TestDeployAnsiblePush(t *testing.T) {
 		"outpost push: box0 version 1 -> 2 (applied)",
 		"outpost push: box1 version 1 -> 2 (applied)",
 		"outpost push: deadbox FAILED (Get the box's status)",
-		"+ users[3]", // the dry run's diff
+		`+ users[user0003].extension: \"user0003\"`, // the dry run's diff (JSON-quoted by debug)
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the play's output has no %q", want)
