@@ -232,7 +232,8 @@ var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "
 	"${site}", ".*", "$site", ".*", "${instance}", ".*", "$instance", ".*")
 
 // TestDeployRulesAndDashboard: promtool accepts the alerting rules and
-// every expression of the dashboard; the dashboard has a title and a query
+// their unit tests pass (outpost-rules.test.yml), and promtool parses every
+// expression of the dashboard; the dashboard has a title and a query
 // in every panel; and every outpost metric that the rules or the dashboard
 // use is exported by a running outpostd (one with management, an HQ target
 // and an ended call, so that the labelled families have samples).
@@ -241,6 +242,14 @@ func TestDeployRulesAndDashboard(t *testing.T) {
 	rulesFile := deployPath(t, "prometheus/outpost-rules.yml")
 	if out, err := promtoolCheckRules(t, promtool, rulesFile); err != nil {
 		t.Fatalf("promtool check rules %s: %v\n%s", rulesFile, err, out)
+	}
+	// Which alert fires when, with what labels and annotations.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	unit := exec.CommandContext(ctx, promtool, "test", "rules", "outpost-rules.test.yml")
+	unit.Dir = filepath.Dir(rulesFile)
+	if out, err := unit.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules outpost-rules.test.yml: %v\n%s", err, out)
 	}
 	ruleX, rules := ruleExprs(t, rulesFile)
 	if rules < 6 || len(ruleX) != rules {
