@@ -492,7 +492,24 @@ func TestDeployAnsiblePush(t *testing.T) {
 	if s := boxes[0].status(); s.ConfigVersion != 2 {
 		t.Errorf("box0 after the refused push: version %d, want 2", s.ConfigVersion)
 	}
-	for _, d := range boxes {
+
+	// The same document again: unchanged, no new version; a changed one
+	// with outpost_dry_run: its diff, nothing applied.
+	out, err = run(filepath.Join(tmp, "new.json"), "--limit", "box0")
+	if err != nil || !strings.Contains(out, "outpost push: box0 version 2 unchanged") || !strings.Contains(out, "(no change)") {
+		t.Errorf("the running document again: %v\n%s", err, tail(out, 12000))
+	}
+	fewer := benchDoc(3, loopbackListen, func(m map[string]any) { m["management"] = hq.management(t, "127.0.0.1:0") })
+	fewer["site"].(map[string]any)["name"] = "pushed-by-ansible"
+	out, err = run(writeJSON(t, filepath.Join(tmp, "fewer.json"), fewer), "--limit", "box1", "-e", "outpost_dry_run=true")
+	if err != nil || !regexp.MustCompile(`outpost push: box1 version 2 \(dry run: [1-9]\d* diff lines\)`).MatchString(out) ||
+		!strings.Contains(out, "- users[user0004]") {
+		t.Errorf("a dry run: %v\n%s", err, tail(out, 12000))
+	}
+	for i, d := range boxes {
+		if s := d.status(); s.ConfigVersion != 2 {
+			t.Errorf("box%d after the dry runs: version %d, want 2", i, s.ConfigVersion)
+		}
 		d.stop()
 	}
 }
