@@ -80,6 +80,7 @@ func (a *App) metricsHandler() http.Handler {
 		return float64(a.media.r.Stats().Refused)
 	})
 	reg.MustRegister(labelled{a})
+	reg.MustRegister(opsMetrics{a}) // metrics_ops.go: certificate expiry, relay jitter
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

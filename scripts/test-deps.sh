@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: SIPp (Debian package sip-tester),
-# iproute2 and Chromium (the status page's headless browser test). Needs root and
+# iproute2, Chromium (the status page's headless browser test), promtool (prometheus:
+# deploy/ rules) and ansible-playbook (ansible-core: deploy/ansible). Needs root and
 # apt-get; without them it says what is missing and the tests that need it skip with
 # that reason.
 set -euo pipefail
@@ -8,6 +9,8 @@ need=()
 command -v sipp >/dev/null 2>&1 || need+=(sip-tester)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v ansible-playbook >/dev/null 2>&1 || need+=(ansible-core)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "test-deps: missing ${need[*]} and cannot install (need root and apt-get); dependent tests will skip" >&2
@@ -15,6 +18,18 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "test-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1 || {
-  apt-get update >/dev/null && apt-get install -y --no-install-recommends "${need[@]}" >/dev/null
-}
+if ! apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
+  apt-get update >/dev/null
+  if ! apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
+    # One at a time: a package this release lacks only skips the tests that need it.
+    for p in "${need[@]}"; do
+      apt-get install -y --no-install-recommends "$p" >/dev/null 2>&1 ||
+        echo "test-deps: cannot install $p; the tests that need it will skip" >&2
+    done
+  fi
+fi
+# The prometheus package is here for promtool only: do not leave its server running
+# (and listening on :9090) on a systemd host where it was just installed.
+if [[ " ${need[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi
