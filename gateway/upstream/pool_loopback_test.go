@@ -97,7 +97,7 @@ func TestLoopbackStickyPool(t *testing.T) {
 	a.set(func(h *hq) { h.status = 503 })
 	p.set("udp:"+aAddr, false)
 	failover := time.Now()
-	st := settled(t, ag, func(e Entry) bool { return e.State == StateRegistered && e.Target == "udp:"+bAddr })
+	settled(t, ag, func(e Entry) bool { return e.State == StateRegistered && e.Target == "udp:"+bAddr })
 	t.Logf("A's %d users at B %v after A went down", len(onA), time.Since(failover))
 
 	// A recovers: A's users come back and their bindings at B go.
@@ -124,7 +124,7 @@ func TestLoopbackStickyPool(t *testing.T) {
 	if !slices.Equal(withdrawn, onA) {
 		t.Fatalf("withdrawn at B %v, want A's users %v", withdrawn, onA)
 	}
-	st = settled(t, ag, func(e Entry) bool { return e.State == StateRegistered && name[e.Target] == home[e.User] })
+	st := settled(t, ag, func(e Entry) bool { return e.State == StateRegistered && name[e.Target] == home[e.User] })
 	t.Logf("A's users back at A, bindings at B withdrawn, %v after A recovered (refresh due in %v)", time.Since(back), time.Until(st[0].NextAt).Round(time.Minute))
 	for _, r := range b.records()[nB:] {
 		if !slices.Contains(onA, r.User) || r.Expires != 0 {

@@ -9,8 +9,6 @@ import (
 	"github.com/emiago/sipgo/sip"
 )
 
-const hqC = "198.18.1.12:5060"
-
 // A Director (A) sends the user to its home pool (B) with 302: the user
 // registers at B, its refreshes go to B, and when B fails (503) it is
 // back to the normal order (A, which now accepts it).
