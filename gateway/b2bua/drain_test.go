@@ -1,7 +1,6 @@
 package b2bua
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -68,8 +67,13 @@ func TestDrain(t *testing.T) {
 	if again.err != nil {
 		t.Fatalf("a call after the drain was cancelled: %v", again.err)
 	}
-	_ = again.sess.Ack(ctx)
-	_ = again.sess.Bye(context.Background())
+	if err := again.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.answered, "B dialog of the second call confirmed")
+	if err := again.sess.Bye(ctx); err != nil {
+		t.Fatalf("bye: %v", err)
+	}
 	recv(t, b.byes, "BYE at B")
 	e.noCalls()
 }
