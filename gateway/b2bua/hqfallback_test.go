@@ -51,11 +51,11 @@ func TestHQPerCallFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name   string
-		hq     int  // HQ's answer
-		off    bool // call_fallback false
-		want   int  // the caller's final status
-		viaGW  bool // the PSTN gateway got the call
+		name  string
+		hq    int  // HQ's answer
+		off   bool // call_fallback false
+		want  int  // the caller's final status
+		viaGW bool // the PSTN gateway got the call
 	}{
 		{name: "503 falls back", hq: 503, want: 200, viaGW: true},
 		{name: "486 is the answer", hq: 486, want: 486},
