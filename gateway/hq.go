@@ -101,9 +101,36 @@ type hqPool struct {
 	res     *resolve.Resolver
 	tracker *health.Tracker
 	// unresolved: DownAfter resolutions in a row failed and the pool has
-	// no target; calls skip it (without waiting for DNS) while another
-	// pool exists, until the prober resolves it again.
+	// no target; calls skip it (without waiting for DNS) until the prober
+	// resolves it again.
 	unresolved atomic.Bool
+	// lost is closed when the pool becomes unresolved, so that a call
+	// waiting for its DNS gives up at once (and falls back) instead of
+	// waiting for its own DNS timeout; a new one is made when it resolves.
+	mu   sync.Mutex
+	lost chan struct{}
+}
+
+// setUnresolved marks the pool (un)resolved and reports whether that is a
+// change.
+func (pool *hqPool) setUnresolved(v bool) bool {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if pool.unresolved.Swap(v) == v {
+		return false
+	}
+	if v {
+		close(pool.lost)
+	} else {
+		pool.lost = make(chan struct{})
+	}
+	return true
+}
+
+func (pool *hqPool) lostCh() <-chan struct{} {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return pool.lost
 }
 
 // nextHQ is the HQ trunk for cfg: cur when its section is unchanged
@@ -149,7 +176,7 @@ func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
 		if i == 0 {
 			h.transport = tr
 		}
-		h.pools = append(h.pools, &hqPool{name: pc.describe(role), res: res,
+		h.pools = append(h.pools, &hqPool{name: pc.describe(role), res: res, lost: make(chan struct{}),
 			tracker: health.New(health.Config{DownAfter: cfg.DownAfter, UpAfter: cfg.UpAfter, Interval: cfg.ProbeInterval})})
 	}
 	return h, nil
@@ -247,7 +274,7 @@ func (pool *hqPool) resolveLoop(ctx context.Context, p *health.Prober, send func
 			}
 			now := time.Now()
 			fails = 0
-			if pool.unresolved.Swap(false) {
+			if pool.setUnresolved(false) {
 				log.Info("hq pool resolved again", "targets", names)
 				if !send(HQTargetEvent{Pool: pool.name, Resolved: true, Reason: "resolved", At: now}) {
 					return
@@ -269,7 +296,7 @@ func (pool *hqPool) resolveLoop(ctx context.Context, p *health.Prober, send func
 			// Nothing to probe: the failed resolution is the pool's failed probe.
 			fails++
 			log.Debug("hq: resolve for probing", "err", err, "failures", fails)
-			if fails >= cfg.DownAfter && !pool.unresolved.Swap(true) {
+			if fails >= cfg.DownAfter && pool.setUnresolved(true) {
 				log.Warn("hq pool unresolved: no target known", "err", err, "failures", fails)
 				if !send(HQTargetEvent{Pool: pool.name, Unresolved: true, Reason: "resolution failed: " + err.Error(), At: time.Now()}) {
 					return
@@ -357,7 +384,7 @@ const backupQuick = 200 * time.Millisecond
 // backup only after every primary target failed by the retry rule. When no
 // primary target is eligible (all down by probes or blocked by failed
 // calls: they have failed) and the backup has one, the backup comes first.
-// A pool whose resolution keeps failing is skipped while another exists.
+// A pool whose resolution keeps failing is skipped without waiting for DNS.
 func (h *hqTrunk) Targets(ctx context.Context) ([]string, error) {
 	primary := h.pools[0]
 	var backup *hqPool
@@ -367,8 +394,8 @@ func (h *hqTrunk) Targets(ctx context.Context) ([]string, error) {
 	var errs []error
 	var first []string
 	eligible := false
-	if backup != nil && primary.unresolved.Load() {
-		errs = append(errs, fmt.Errorf("%s: unresolved", primary.name))
+	if primary.unresolved.Load() {
+		errs = append(errs, fmt.Errorf("%s: %w", primary.name, errUnresolved))
 	} else {
 		names, err := primary.targets(ctx)
 		if err != nil {
@@ -390,7 +417,9 @@ func (h *hqTrunk) Targets(ctx context.Context) ([]string, error) {
 		bctx, cancel = context.WithTimeout(ctx, backupQuick)
 		defer cancel()
 	}
-	if !(eligible && backup.unresolved.Load()) {
+	if backup.unresolved.Load() {
+		errs = append(errs, fmt.Errorf("%s: %w", backup.name, errUnresolved))
+	} else {
 		names, err := backup.targets(bctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", backup.name, err))
@@ -412,10 +441,21 @@ func (h *hqTrunk) Targets(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// targets resolves the pool: its targets by name, in SRV order.
+// errUnresolved: the pool's resolution keeps failing (see hqTrunk).
+var errUnresolved = errors.New("unresolved: no target known")
+
+// targets resolves the pool: its targets by name, in SRV order. The wait
+// ends early when the prober declares the pool unresolved meanwhile.
 func (pool *hqPool) targets(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(channelContext(pool.lostCh()), func() { cancel(errUnresolved) })
+	defer stop()
 	ts, err := pool.res.Resolve(ctx)
 	if err != nil {
+		if c := context.Cause(ctx); errors.Is(c, errUnresolved) {
+			return nil, c
+		}
 		return nil, err
 	}
 	names := make([]string, 0, len(ts))
@@ -423,6 +463,22 @@ func (pool *hqPool) targets(ctx context.Context) ([]string, error) {
 		names = append(names, t.Dest().String())
 	}
 	return names, nil
+}
+
+// channelContext is a context that ends when ch is closed (and never
+// otherwise), for context.AfterFunc.
+type channelContext <-chan struct{}
+
+func (c channelContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c channelContext) Done() <-chan struct{}       { return c }
+func (c channelContext) Value(any) any               { return nil }
+func (c channelContext) Err() error {
+	select {
+	case <-c:
+		return context.Canceled
+	default:
+		return nil
+	}
 }
 
 // Report feeds a call attempt's outcome to the health of the pool the
