@@ -122,9 +122,14 @@ func TestHQCallFallback(t *testing.T) {
 	if s.Mode != "normal" || len(s.Transitions) != 1 {
 		t.Errorf("mode %s, transitions %+v: the per-call fallback must not change the mode", s.Mode, s.Transitions)
 	}
-	out, err := d.ctl("cdr")
-	if err != nil || !strings.Contains(out, "+78435552001") || !strings.Contains(out, "fallback from hq: "+target+": 503") {
-		t.Errorf("outpostctl cdr does not show the fallback: %v\n%s", err, out)
+	// CDRs reach the store in batches: poll.
+	var out string
+	if _, ok := d.poll(5*time.Second, func(api.Status) bool {
+		out, _ = d.ctl("cdr", "--json")
+		return strings.Contains(out, "fallback from hq")
+	}); !ok || !strings.Contains(out, "+78435552001") || !strings.Contains(out, "fallback from hq: "+target+": 503") ||
+		!strings.Contains(out, `"route": "pstn"`) {
+		t.Errorf("outpostctl cdr does not show the fallback:\n%s", out)
 	}
 
 	// hq.call_fallback false: HQ's answer is the caller's.
