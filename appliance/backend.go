@@ -51,6 +51,7 @@ func (a *App) Status(context.Context) api.Status {
 		Registrar:     api.RegistrarStats(s),
 		SIPDropped:    a.gw.Dropped(),
 		HQ:            a.hqHealth(),
+		HQUnresolved:  ms.Unresolved,
 		CallsActive:   len(a.gw.Calls()),
 	}
 	st.Upstream, st.UpstreamFailed = a.upstreamStatus()

@@ -85,6 +85,9 @@ func TestSurvivableBootOutage(t *testing.T) {
 				t.Errorf("transition %+v, want reason %q", tr, tc.reason)
 			}
 			figure(t, tc.figure+"_mode", tr.At.Sub(ready))
+			if tc.name == "silent" && !slices.Contains(s.HQUnresolved, "primary "+nsHQDomain) {
+				t.Errorf("status hq_unresolved %v, want the primary pool", s.HQUnresolved)
+			}
 			d.stop()
 		})
 	}
