@@ -177,8 +177,10 @@ type service struct {
 	run  func(ctx context.Context) error
 }
 
-// Run serves until ctx ends or a part fails, then stops the parts in
-// order, each after the one before has returned:
+// Run serves until ctx ends or a part fails. When ctx ends it first
+// drains: new calls are refused while those in progress get up to
+// sip.drain_s to finish (the API still answers, status says so). Then it
+// stops the parts in order, each after the one before has returned:
 //
 //  1. the admin socket and the management API: no pushes while stopping;
 //  2. the gateway: SIP stops, calls end, their CDRs are queued (the drain
@@ -240,6 +242,9 @@ func (a *App) Run(ctx context.Context) error {
 	a.announce(sockPath)
 
 	<-ctx.Done()
+	if context.Cause(ctx) == nil || errors.Is(context.Cause(ctx), context.Canceled) {
+		a.drainForStop() // a stop, not a failed part: let calls in progress finish
+	}
 	a.applyMu.Lock() // an apply in progress ends first; later ones are refused
 	a.stopping = true
 	a.applyMu.Unlock()

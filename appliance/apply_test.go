@@ -264,7 +264,10 @@ func TestApplyDoesNotWaitForProbes(t *testing.T) {
 	}
 	doc := func(set int) []byte {
 		d := testDoc(t)
-		d["hq"] = map[string]any{"targets": sets[set], "options_interval_ms": 100, "down_after": 1, "up_after": 1}
+		// trusted_networks: the test's INVITEs come from an ephemeral port
+		// of 127.0.0.1, not from a target's address and port.
+		d["hq"] = map[string]any{"targets": sets[set], "options_interval_ms": 100, "down_after": 1, "up_after": 1,
+			"trusted_networks": []any{"127.0.0.1/32"}}
 		d["dialplan"] = append(d["dialplan"].([]any), map[string]any{"name": "hq", "match": `^2\d{3}$`, "route": "hq"})
 		return encode(t, d)
 	}

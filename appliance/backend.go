@@ -55,6 +55,9 @@ func (a *App) Status(context.Context) api.Status {
 		CallsActive:   len(a.gw.Calls()),
 	}
 	st.Upstream, st.UpstreamFailed = a.upstreamStatus()
+	if on, until := a.gw.Draining(); on {
+		st.Draining, st.DrainUntil = true, until.UTC()
+	}
 	return st
 }
 

@@ -47,6 +47,12 @@ func (a *App) metricsHandler() http.Handler {
 			ConstLabels: prometheus.Labels{"to": string(m)},
 		}, func() float64 { return float64(a.mode.Counts()[m]) }))
 	}
+	gauge("draining", "1 while new calls are refused so that calls in progress can finish (stop, reboot, outpostctl drain).", func() float64 {
+		if on, _ := a.gw.Draining(); on {
+			return 1
+		}
+		return 0
+	})
 	r := a.gw.Registrar()
 	gauge("registrar_bindings", "Registered contacts.", func() float64 { return float64(len(r.Bindings())) })
 	gauge("registrar_users", "Users with at least one registered contact.", func() float64 {

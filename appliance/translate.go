@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 
@@ -151,7 +152,8 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	if d.HQ.Domain != "" || len(d.HQ.Targets) > 0 {
 		cfg.HQTrunk = &gateway.HQConfig{Domain: d.HQ.Domain, Static: static, Transport: siptarget.Transport(d.HQ.EffectiveTransport()),
 			DNSServers: d.HQ.DNSServers, DownAfter: d.HQ.EffectiveDownAfter(), UpAfter: d.HQ.EffectiveUpAfter(),
-			ProbeInterval: d.HQ.EffectiveOptionsInterval(), CallFallback: d.HQ.EffectiveCallFallback()}
+			ProbeInterval: d.HQ.EffectiveOptionsInterval(), CallFallback: d.HQ.EffectiveCallFallback(),
+			TrustedNetworks: trustedNetworks(d.HQ.TrustedNetworks)}
 		if b := d.HQ.Backup; b != nil {
 			pool := &gateway.HQPool{Domain: b.Domain, Transport: siptarget.Transport(b.EffectiveTransport())}
 			for i, s := range b.Targets {
@@ -263,4 +265,15 @@ func interfacesFor(spec string, st netcfg.State) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// trustedNetworks parses hq.trusted_networks (Validate has checked them).
+func trustedNetworks(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }

@@ -7,7 +7,8 @@
 //	reconfigure.go  Prepare/Commit/Abort: a push checked whole, then applied
 //	invite.go       admission and routing of new calls; the router and
 //	                locator adapters the B2BUA asks; voicemail forwarding
-//	trust.go        PSTN gateways and HQ trusted by source address
+//	trust.go        PSTN gateways and HQ trusted by source address (UDP:
+//	                exact ip:port; TCP: IP; same transport; HQ networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)
 //	hq.go           the HQ trunk: primary and backup pools, targets, health,
 //	                OPTIONS probing lifecycle, unresolved pools, and the
@@ -19,7 +20,8 @@
 // and sub-packages that know nothing of the Server:
 //
 //	listen/     listening sockets: specs, binding, UDP buffers, TCP
-//	            limits, reconciliation across pushes, sipgo readiness
+//	            limits (per source, IPv6 per /64; a deadline per message),
+//	            reconciliation across pushes, sipgo readiness
 //	fastpath/   stateless UDP REGISTER/OPTIONS with a retransmission cache
 //	facing/     which local address faces a peer (pure, table-tested)
 //	registrar/  the local registrar (RFC 3261 §10.3)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ type HQConfig struct {
 	// the probes to change the mode. It is read per call, so changing it
 	// keeps the trunk (and its health).
 	CallFallback bool
+	// TrustedNetworks (hq.trusted_networks) are networks whose every
+	// address is trusted as HQ, on any port and transport (trust.go). They
+	// do not make the trunk: a change keeps the resolver and health state.
+	TrustedNetworks []netip.Prefix
 }
 
 // HQPool is one pool of HQ servers: a domain (RFC 3263) or static

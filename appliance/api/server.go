@@ -87,6 +87,7 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 		writeJSON(w, http.StatusOK, b.Route(r.Context(), r.PathValue("number")))
 	})
 	registerFirmware(mux, b, log) // firmware.go: A/B updates, when b has a Firmware()
+	registerDrain(mux, b, h)      // drain.go: when b is a Drainer
 	mux.HandleFunc("GET /api/v1/config", h.getConfig)
 	mux.HandleFunc("PUT /api/v1/config", h.putConfig)
 	mux.HandleFunc("GET /api/v1/config/history", func(w http.ResponseWriter, r *http.Request) {

@@ -47,6 +47,10 @@ type Status struct {
 	HQUnresolved []string `json:"hq_unresolved,omitempty"`
 	// CallsActive is the number of calls in progress.
 	CallsActive int `json:"calls_active"`
+	// Draining says new calls are refused (503) until DrainUntil while
+	// those in progress finish (a stop, a reboot or outpostctl drain).
+	Draining   bool      `json:"draining,omitempty"`
+	DrainUntil time.Time `json:"drain_until,omitzero"`
 	// Upstream counts the users registered at HQ by state (absent when
 	// hq.register_upstream is off).
 	Upstream map[string]int `json:"upstream,omitempty"`

@@ -48,6 +48,10 @@ type SIP struct {
 	// empty = both, MD5 first (see DigestAlgorithms).
 	Digest    []string  `json:"digest,omitempty"`
 	Registrar Registrar `json:"registrar,omitzero"`
+	// DrainS is how long a stopping box (SIGTERM, firmware update,
+	// outpostctl drain) lets calls in progress finish while it refuses new
+	// ones; 0 = 60 s. See EffectiveDrain.
+	DrainS int `json:"drain_s,omitempty"`
 }
 
 // Registrar tunes the local registrar's protections. Zero = default.
@@ -108,6 +112,11 @@ type HQ struct {
 	// primary pool has failed (calls, then its own probes): the box goes
 	// survivable only when both pools are down.
 	Backup *HQBackup `json:"backup,omitempty"`
+	// TrustedNetworks are CIDRs ("198.18.8.0/24", "2001:db8:8::/48") whose
+	// every address is trusted as HQ, on any port and transport: for a
+	// softswitch with many servers. Without them HQ is trusted only from
+	// its targets (see README, "Trust by address").
+	TrustedNetworks []string `json:"trusted_networks,omitempty"`
 }
 
 // HQBackup is the backup HQ pool: a domain (RFC 3263) and/or static
@@ -273,6 +282,17 @@ func (s SIP) MinExpires() int { return orDefault(s.MinExpiresS, DefaultMinExpire
 
 // MaxExpires is the largest granted registration expiry in seconds (default 3600).
 func (s SIP) MaxExpires() int { return orDefault(s.MaxExpiresS, DefaultMaxExpires) }
+
+// DefaultDrainS is the drain time when sip.drain_s is 0: a minute lets
+// most calls that were about to end do so, and is short enough for a
+// technician waiting on a reboot.
+const DefaultDrainS = 60
+
+// EffectiveDrain is how long calls in progress may go on once the box
+// begins to stop.
+func (s SIP) EffectiveDrain() time.Duration {
+	return time.Duration(orDefault(s.DrainS, DefaultDrainS)) * time.Second
+}
 
 // DigestAlgorithms returns the challenge algorithms in order (a copy;
 // default ["MD5", "SHA-256"]).

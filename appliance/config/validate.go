@@ -164,6 +164,10 @@ func (v *validator) sip() {
 		}
 	}
 
+	if s.DrainS < 0 || s.DrainS > 3600 {
+		v.add("sip.drain_s", "must be between 0 and 3600 seconds (0 = default %d)", DefaultDrainS)
+	}
+
 	for i, alg := range s.Digest {
 		p := index("sip.digest", i)
 		switch j := slices.Index(s.Digest, alg); {
@@ -295,6 +299,38 @@ func (v *validator) hq() {
 		v.targetList("hq.backup.targets", "target", b.Targets, transportOr(b.Transport))
 		v.transport("hq.backup.transport", b.Transport)
 	}
+	if len(h.TrustedNetworks) > 0 && v.d.Standalone() {
+		v.add("hq.trusted_networks", "requires hq.domain or hq.targets")
+	}
+	for i, n := range h.TrustedNetworks {
+		if j := slices.Index(h.TrustedNetworks, n); n != "" && j < i {
+			v.add(index("hq.trusted_networks", i), "duplicate network %q (also hq.trusted_networks[%d])", n, j)
+		} else if msg := networkProblem(n); msg != "" {
+			v.add(index("hq.trusted_networks", i), "%s", msg)
+		}
+	}
+}
+
+// networkProblem checks a trusted network: a CIDR in canonical form (no
+// host bits: "198.18.9.1/24" is more likely a typo for a host than a
+// network), not the whole address space, not IPv4-mapped (sources are
+// compared unmapped, so such a network would never match).
+func networkProblem(s string) string {
+	if s == "" {
+		return "empty network"
+	}
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("not a CIDR: %q (want address/bits, e.g. 198.18.8.0/24)", s)
+	case p.Addr().Is4In6():
+		return fmt.Sprintf("%q is IPv4-mapped: write the IPv4 network (%s)", s, netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0)).Masked())
+	case p.Bits() == 0:
+		return fmt.Sprintf("%q would trust every address", s)
+	case p.Masked() != p:
+		return fmt.Sprintf("%q has host bits set (want %s)", s, p.Masked())
+	}
+	return ""
 }
 
 func (v *validator) pstn() {

@@ -32,6 +32,8 @@ verbs:
   ` + cdrUsage + `
                                  call detail records (--since 1h: the last hour)
   media-resources [matrix]       media resources (MSR table) or the site-distance matrix
+  drain [--wait | --cancel]      refuse new calls (503) while calls in progress finish; --wait
+                                 returns when they have ended or sip.drain_s is up
   config get [--version N]       the running (or a stored) document, secrets redacted
   config apply FILE [--dry-run] [--if-match N]
                                  validate and apply a document ("-" = stdin)
@@ -129,6 +131,9 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "registrar\tregistered %d, unregistered %d, expired %d, challenges %d\n", r.Registered, r.Unregistered, r.Expired, r.Challenges)
 			fmt.Fprintf(w, "abuse\tauth failures %d, blocked %d, storm 503s %d, garbage datagrams dropped %d\n", r.AuthFailures, r.AuthBlocked, r.StormRefused, s.SIPDropped)
 			fmt.Fprintf(w, "calls\t%d in progress\n", s.CallsActive)
+			if s.Draining {
+				fmt.Fprintf(w, "draining\tnew calls refused until %s\n", s.DrainUntil.Local().Format(time.TimeOnly))
+			}
 			if s.Upstream != nil {
 				fmt.Fprintf(w, "upstream\tregistered %d, pending %d, failed %d (registrations at HQ)\n",
 					s.Upstream["registered"], s.Upstream["pending"]+s.Upstream["registering"], s.Upstream["failed"])
@@ -199,6 +204,8 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			return usageError("interfaces")
 		}
 		return c.interfaces(ctx)
+	case "drain":
+		return c.drain(ctx, args[1:])
 	case "cdr":
 		return c.cdr(ctx, args[1:])
 	case "media-resources":

@@ -69,14 +69,19 @@ func answerOne(t *testing.T, ip, port string) func() {
 }
 
 // TestInboundDIDCall: the PSTN gateway (trusted by its address, no digest)
-// calls a DID; the inbound rules route it to the user who owns it.
+// calls a DID; the inbound rules route it to the user who owns it. Trust
+// is by the gateway's configured udp address and port: the same INVITE
+// from the gateway's IP but another port (a spoofed source), over TCP
+// from that IP (the gateway is configured udp), or from anywhere else is
+// a local caller's, challenged with 407 and not routed.
 func TestInboundDIDCall(t *testing.T) {
 	needSIPp(t)
 	const gw = "127.0.0.77" // the PSTN gateway stand-in's own loopback address
+	gwPort := freePort(t, gw)
 	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
 		m["users"].([]map[string]any)[1]["did"] = "+78435550001"
 		m["inbound"] = []map[string]any{{"match": `^\+7843555(\d{4})$`, "to": "user$1"}}
-		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw + ":5060"}}}
+		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw + ":" + gwPort}}}
 	})
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	udp := d.listener("udp")
@@ -86,15 +91,35 @@ func TestInboundDIDCall(t *testing.T) {
 	if err := os.WriteFile(caller, []byte("SEQUENTIAL\n+74950000000;;;+78435550001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1, "-i", gw, "-p", "0"); err != nil {
+	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1, "-i", gw, "-p", gwPort); err != nil {
 		t.Fatalf("inbound call: %v\n%s", err, tail(out, 3000))
 	}
 	answered()
-	// The same INVITE from anywhere else is a local caller: challenged, not routed.
-	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1); err == nil || !strings.Contains(out, "407 Proxy Authentication Required") {
-		t.Fatalf("an unauthenticated INVITE from a non-gateway address was not challenged: %v\n%s", err, tail(out, 2000))
+	for _, tc := range []struct {
+		what   string
+		target string
+		args   []string
+	}{
+		{"from the gateway's IP but another port", udp, []string{"-i", gw, "-p", "0"}},
+		{"over TCP from the gateway's IP", d.listener("tcp"), []string{"-i", gw, "-p", "0", "-t", "t1"}},
+		{"from a non-gateway address", udp, nil},
+	} {
+		if out, err := sipp(t, "uac_inbound.xml", tc.target, caller, 1, 1, tc.args...); err == nil || !strings.Contains(out, "407 Proxy Authentication Required") {
+			t.Fatalf("an unauthenticated INVITE %s was not challenged: %v\n%s", tc.what, err, tail(out, 2000))
+		}
 	}
 	d.stop()
+}
+
+// freePort is a UDP port free on ip just now (SIPp binds it next).
+func freePort(t *testing.T, ip string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	return strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port)
 }
 
 // TestHQCallFailover: a call to an HQ extension tries the HQ targets in
@@ -148,14 +173,17 @@ func TestHQCallFailover(t *testing.T) {
 
 // TestInboundFromHQ: HQ (trusted by its address, like a PSTN gateway)
 // calls a branch user by extension — the call upstream registration makes
-// possible — and the user's phone answers; the same INVITE from elsewhere
-// is challenged.
+// possible — and the user's phone answers; the same INVITE from HQ's IP
+// but another port, or from elsewhere, is challenged. A server inside
+// hq.trusted_networks is trusted as HQ from any port.
 func TestInboundFromHQ(t *testing.T) {
 	needSIPp(t)
 	const hq = "127.0.0.87"
+	const hqOther = "127.0.0.93" // another HQ server, in hq.trusted_networks
+	hqPort := freePort(t, hq)
 	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
 		m["dialplan"] = []map[string]any{{"name": "hq", "match": `^2\d{3}$`, "route": "hq"}}
-		m["hq"] = map[string]any{"targets": []string{hq + ":5060"}}
+		m["hq"] = map[string]any{"targets": []string{hq + ":" + hqPort}, "trusted_networks": []string{"127.0.0.92/30"}}
 	})
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	udp := d.listener("udp")
@@ -164,13 +192,22 @@ func TestInboundFromHQ(t *testing.T) {
 	if err := os.WriteFile(caller, []byte("SEQUENTIAL\n2001;;;user0001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1, "-i", hq, "-p", "0"); err != nil {
+	// -aa: the HQ stand-in also answers the box's OPTIONS probes.
+	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1, "-i", hq, "-p", hqPort, "-aa"); err != nil {
 		t.Fatalf("call from HQ: %v\n%s", err, tail(out, 3000))
 	}
 	answered()
-	if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1); err == nil || !strings.Contains(out, "407 Proxy Authentication Required") {
-		t.Fatalf("the same INVITE from a non-HQ address was not challenged: %v\n%s", err, tail(out, 2000))
+	for _, args := range [][]string{{"-i", hq, "-p", "0"}, nil} {
+		if out, err := sipp(t, "uac_inbound.xml", udp, caller, 1, 1, args...); err == nil || !strings.Contains(out, "407 Proxy Authentication Required") {
+			t.Fatalf("the same INVITE from %v (not HQ's address and port) was not challenged: %v\n%s", args, err, tail(out, 2000))
+		}
 	}
+	answered = answeringPhone(t, udp, "user0002", "pw0002")
+	other := writeCSV(t, "2002;;;user0002")
+	if out, err := sipp(t, "uac_inbound.xml", udp, other, 1, 1, "-i", hqOther, "-p", "0"); err != nil {
+		t.Fatalf("call from a server in hq.trusted_networks: %v\n%s", err, tail(out, 3000))
+	}
+	answered()
 	d.stop()
 }
 

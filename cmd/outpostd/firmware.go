@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/outpost/outpost/appliance"
+	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/firmware"
 )
 
@@ -32,8 +35,10 @@ func firmwareFlags() fwFlags {
 func (f fwFlags) start(ctx context.Context, opts *appliance.Options, log *slog.Logger) (stop func()) {
 	var upd *firmware.Updater
 	if *f.bootEnv != "" {
+		sock := filepath.Join(opts.DataDir, appliance.SocketFile)
 		u, err := firmware.New(firmware.Config{BootEnv: *f.bootEnv, BundleKey: *f.bundleKey, SpoolDir: opts.DataDir,
-			Version: opts.Version, Log: log.With("part", "firmware")})
+			Version: opts.Version, Log: log.With("part", "firmware"),
+			Reboot: func() error { return drainThenReboot(sock, log) }})
 		if err != nil {
 			// Not fatal: the box still serves calls; a trial boot is then
 			// not committed and the next boot returns to the committed slot.
@@ -61,4 +66,18 @@ func (f fwFlags) start(ctx context.Context, opts *appliance.Options, log *slog.L
 			upd.Close()
 		}
 	}
+}
+
+// drainThenReboot lets the calls in progress finish (new ones refused, up
+// to sip.drain_s) before asking init to reboot: BusyBox init kills what is
+// left a moment after its SIGTERM, too soon for a drain of its own.
+func drainThenReboot(sock string, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if st, err := api.NewUnixClient(sock).Drain(ctx, true, true); err != nil {
+		log.Warn("drain before reboot failed; rebooting anyway", "err", err)
+	} else if st.Calls > 0 {
+		log.Warn("drain time is up: rebooting with calls in progress", "calls", st.Calls)
+	}
+	return syscall.Kill(1, syscall.SIGTERM)
 }

@@ -65,6 +65,9 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The first signal drains and stops cleanly; a second one, while the
+	// drain waits for calls, takes the default action: stop at once.
+	go func() { <-ctx.Done(); stop() }()
 	opts := appliance.Options{DataDir: *data, ConfigFile: *cfgFile, FactoryFile: *factory, Version: version, Logger: log}
 	stopFirmware := fwFlags.start(ctx, &opts, log)
 	err := appliance.Run(ctx, opts)

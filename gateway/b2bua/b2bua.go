@@ -155,6 +155,7 @@ type B2BUA struct {
 	parties map[string]*party // answered dialogs by (Call-ID, our tag, their tag)
 	loops   map[string]*call  // loop tokens of active calls
 	merged  map[string]*call  // mergeKey of initial INVITEs being set up
+	drain   drain             // see drain.go
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.
@@ -301,6 +302,7 @@ func (b *B2BUA) removeCall(c *call) {
 	if b.loops[c.token] == c {
 		delete(b.loops, c.token)
 	}
+	b.closeIdleLocked()
 	b.mu.Unlock()
 }
 
@@ -461,6 +463,9 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 	}
 	if b.Looped(req) {
 		respond(tx, req, 482, "Loop Detected")
+		return
+	}
+	if b.refuseWhileDraining(req, tx) {
 		return
 	}
 	if max := b.set.Load().maxCalls(); max > 0 {

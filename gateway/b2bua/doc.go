@@ -100,11 +100,19 @@
 //     and the transferee with its answer. On success the transferor's legs
 //     get a BYE (it may also hang up first); on failure the call goes on. A
 //     Replaces naming a dialog that is not ours is passed on in a blind
-//     transfer's INVITE.
+//     transfer's INVITE. The named dialog's party must be the transferor
+//     itself (RFC 3891 §6: the REFER's dialog and the named one share a
+//     participant); otherwise the NOTIFY says 403 and both calls go on.
 //   - INVITE with Replaces (RFC 3891) naming an answered dialog of ours:
 //     the new caller takes the named party's place (the other party is
 //     re-INVITEd with its offer); the replaced party gets a BYE. Unknown
-//     dialog 481, early-only 486, no offer 488.
+//     dialog 481, early-only 486, no offer 488. Only the replaced party
+//     itself may send it (RFC 3891 §6), anyone else gets 403: identity is
+//     the extension for local users (the gateway authenticated the From
+//     user; registered contacts are called by extension) and the source IP
+//     for trunk peers (a PSTN gateway or HQ is the UA holding its dialogs,
+//     whatever numbers it carries), so a local user may move a call to
+//     another of its phones, and a stranger cannot take over a call.
 //   - Admission: beyond Config.MaxCalls calls in progress (default 4000) a
 //     new INVITE gets 503 with Retry-After, so a flood cannot grow memory
 //     without bound.

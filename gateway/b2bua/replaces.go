@@ -1,6 +1,7 @@
 package b2bua
 
 import (
+	"net/netip"
 	"strings"
 
 	"github.com/emiago/sipgo"
@@ -12,7 +13,8 @@ import (
 // place in its call. The other party is re-INVITEd with the new caller's
 // offer, its answer goes back in our 2xx, and the replaced party gets a
 // BYE. A dialog we do not know, or one not answered yet, gets 481;
-// "early-only" on an answered dialog gets 486 (RFC 3891 §3).
+// "early-only" on an answered dialog gets 486 (RFC 3891 §3); a requester
+// who is not the replaced party (identity) gets 403 (RFC 3891 §6).
 func (b *B2BUA) onReplaces(req *sip.Request, a *sipgo.DialogServerSession, arrived *sip.Addr, contact sip.Uri, trusted bool) {
 	v := req.GetHeader("Replaces").Value()
 	callID, tags, ok := parseReplaces(v)
@@ -32,6 +34,14 @@ func (b *B2BUA) onReplaces(req *sip.Request, a *sipgo.DialogServerSession, arriv
 	c, l := old.bridge()
 	if c == nil {
 		_ = a.Respond(481, "Call/Transaction Does Not Exist", nil)
+		return
+	}
+	if who := requester(req, trusted); who == "" || who != old.identity() {
+		// RFC 3891 §6: only a participant of the replaced dialog may
+		// replace it; anyone else could take over (or listen to) a call
+		// by naming its dialog.
+		b.log.Info("b2bua: replacement by a non-participant refused", "call", c.info.ID, "from", req.Source())
+		_ = a.Respond(403, "Forbidden", nil)
 		return
 	}
 	body, ct := req.Body(), contentTypeOf(req)
@@ -102,4 +112,42 @@ func (b *B2BUA) onReplaces(req *sip.Request, a *sipgo.DialogServerSession, arriv
 		return
 	}
 	old.bye()
+}
+
+// identity names who a party is, for RFC 3891 §6: a request that
+// replaces a dialog must come from a participant of that dialog. A local
+// user (an authenticated caller, a registered contact: trusted) is its
+// extension, which the gateway has verified; a trunk peer (a PSTN gateway
+// or HQ, admitted by address) is the IP address it talks from, the UA
+// that holds the dialog whatever number it represents. "" = unknown,
+// never equal to anything.
+func (p *party) identity() string {
+	if p.trusted {
+		if p.user == "" {
+			return ""
+		}
+		return "user:" + p.user
+	}
+	return peerIdentity(p.dest)
+}
+
+// requester is the identity (see party.identity) of the sender of an
+// initial request; trusted says the gateway authenticated it as the user
+// of its From header.
+func requester(req *sip.Request, trusted bool) string {
+	if trusted {
+		if f := req.From(); f != nil && f.Address.User != "" {
+			return "user:" + f.Address.User
+		}
+		return ""
+	}
+	return peerIdentity(req.Source())
+}
+
+func peerIdentity(hostport string) string {
+	ap, err := netip.ParseAddrPort(hostport)
+	if err != nil {
+		return ""
+	}
+	return "peer:" + ap.Addr().Unmap().String()
 }

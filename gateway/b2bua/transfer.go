@@ -301,9 +301,10 @@ func (c *call) up() {
 }
 
 // attended bridges the transferee y with the other party of the dialog
-// that Replaces names (the transferor's consultation call). When that
-// dialog is not ours the transfer is done blind, with Replaces passed on
-// for the target to match. It returns the NOTIFY status and, on success,
+// that Replaces names (the transferor's consultation call). The named
+// dialog's party must be the transferor itself (party.identity; 403
+// otherwise). When that dialog is not ours the transfer is done blind,
+// with Replaces passed on for the target to match. It returns the NOTIFY status and, on success,
 // the consultation call (ended by the caller).
 func (c *call) attended(x, y *party, to sip.Uri, replaces string) (int, *call) {
 	b := c.b
@@ -317,6 +318,14 @@ func (c *call) attended(x, y *party, to sip.Uri, replaces string) (int, *call) {
 	}
 	c2, l2 := x2.bridge()
 	if c2 == nil || c2 == c {
+		return 403, nil
+	}
+	if id := x.identity(); id == "" || id != x2.identity() {
+		// RFC 3891 §6 for a REFER: the dialog Replaces names must share a
+		// participant with the REFER's own, i.e. the transferor must be
+		// the named dialog's party (its consultation call). Otherwise a
+		// party of any call could hijack another call by naming it.
+		b.log.Info("b2bua: transfer naming a stranger's dialog refused", "call", c.info.ID, "by", x.name, "named", x2.name)
 		return 403, nil
 	}
 	c2.mu.Lock()

@@ -281,15 +281,19 @@ func TestReferUntrustedToPSTN(t *testing.T) {
 	e.noCalls()
 }
 
-// TestInviteWithReplaces: a new phone takes over the callee's place with
-// INVITE + Replaces (RFC 3891): the caller is re-INVITEd with its
-// session, the replaced phone gets a BYE.
+// TestInviteWithReplaces: another phone of the callee's user (1002's
+// second device) takes over the callee's place with INVITE + Replaces
+// (RFC 3891): the caller is re-INVITEd with its session, the replaced
+// phone gets a BYE. A stranger (1004) naming the same dialog is refused
+// with 403 first (RFC 3891 §6: only a participant may replace it) and the
+// call is untouched.
 func TestInviteWithReplaces(t *testing.T) {
 	rec := newCDRs()
 	e := newEnv(t, Config{OnEnd: rec.on})
 	a := newPhone(t, "1001", nil)
 	b := newPhone(t, "1002", answerNow)
-	w := newPhone(t, "1004", nil)
+	w := newPhone(t, "1002", nil) // the same user's other phone
+	stranger := newPhone(t, "1004", nil)
 	e.loc.set("1002", b.contact())
 	ctx := testCtx(t)
 	_, d := e.call(ctx, a, b, "1002")
@@ -297,6 +301,12 @@ func TestInviteWithReplaces(t *testing.T) {
 	bTag, _ := d.InviteResponse.To().Params.Get("tag")
 	boxTag, _ := d.InviteRequest.From().Params.Get("tag")
 	rep := d.InviteRequest.CallID().Value() + ";to-tag=" + bTag + ";from-tag=" + boxTag
+	if o := stranger.dialWith(ctx, e.box, "1002", []sip.Header{sip.NewHeader("Replaces", rep)}, nil); o.final != 403 {
+		t.Fatalf("INVITE with Replaces from a stranger: %d %v, want 403", o.final, o.err)
+	}
+	if len(a.reinvites) != 0 || len(b.byes) != 0 {
+		t.Fatal("a refused replacement touched the call")
+	}
 	ow := w.dialWith(ctx, e.box, "1002", []sip.Header{sip.NewHeader("Replaces", rep)}, nil)
 	if ow.err != nil || ow.final != 200 {
 		t.Fatalf("INVITE with Replaces: %d %v", ow.final, ow.err)
@@ -328,5 +338,48 @@ func TestInviteWithReplaces(t *testing.T) {
 	if o := w.dialWith(ctx, e.box, "1002", []sip.Header{sip.NewHeader("Replaces", "nosuch;to-tag=a;from-tag=b")}, nil); o.final != 481 {
 		t.Errorf("unknown Replaces: %d, want 481", o.final)
 	}
+	e.noCalls()
+}
+
+// TestReferReplacesStranger: 1002, in a call with 1001, REFERs 1001 with
+// Replaces naming a dialog of a call it is no party of (1003 talking to
+// 1004). That would hijack the other call (1001 bridged to 1004, 1003 hung
+// up): the REFER's dialog shares no participant with the named one, so the
+// transfer fails with 403 and both calls go on.
+func TestReferReplacesStranger(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	x := newPhone(t, "1002", answerNow)
+	v1 := newPhone(t, "1003", nil)
+	v2 := newPhone(t, "1004", answerNow)
+	e.loc.set("1002", x.contact())
+	e.loc.set("1004", v2.contact())
+	ctx := testCtx(t)
+	oc1, d1 := e.call(ctx, a, x, "1002")
+	oc2, _ := e.call(ctx, v1, v2, "1004") // the victims' call
+	call2 := oc2.sess.InviteRequest.CallID().Value()
+	fromTag, _ := oc2.sess.InviteRequest.From().Params.Get("tag")
+	toTag, _ := oc2.sess.InviteResponse.To().Params.Get("tag")
+	rep := strings.NewReplacer(";", "%3B", "=", "%3D", "@", "%40").Replace(call2 + ";to-tag=" + toTag + ";from-tag=" + fromTag)
+	refer := sip.NewHeader("Refer-To", "<sip:1004@"+e.box+"?Replaces="+rep+">")
+	if res := x.send(ctx, d1, boxOfUAS(d1), sip.REFER, nil, "", refer); res == nil || res.StatusCode != 202 {
+		t.Fatalf("REFER: %v", res)
+	}
+	recv(t, x.notifies, "first NOTIFY")
+	if got := sipfrag(t, recv(t, x.notifies, "final NOTIFY")); got != "SIP/2.0 403 Forbidden" {
+		t.Errorf("final NOTIFY %q, want 403", got)
+	}
+	if len(v2.reinvites) != 0 || len(v1.byes) != 0 || len(a.reinvites) != 0 {
+		t.Error("a refused transfer touched the calls")
+	}
+	// Both calls go on: each hang-up reaches its own partner.
+	if err := oc2.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, v2.byes, "BYE at 1004")
+	if err := oc1.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, x.byes, "BYE at 1002")
 	e.noCalls()
 }

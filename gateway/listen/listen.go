@@ -28,9 +28,14 @@ type Options struct {
 	// UDPReadBuffer is the receive buffer of each UDP socket; 0 =
 	// DefaultUDPReadBuffer.
 	UDPReadBuffer int
-	// TCPIdle is how long a TCP connection may stay silent before it is
-	// closed; 0 = never.
+	// TCPIdle is how long a TCP connection may stay silent between
+	// messages before it is closed; 0 = never.
 	TCPIdle time.Duration
+	// TCPMessageTimeout is how long a TCP connection may take to send a
+	// complete SIP message: the first one from the accept, each later one
+	// from its first byte; past it the connection is closed. 0 =
+	// DefaultTCPMessageTimeout (10 s).
+	TCPMessageTimeout time.Duration
 }
 
 // Socket is one bound listener: exactly one of PacketConn (udp) and
@@ -69,7 +74,7 @@ func Bind(sp Spec, o Options) (*Socket, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
 		}
-		return &Socket{Listener: newLimitedListener(ln, o.TCPIdle), Bound: "tcp:" + ln.Addr().String()}, nil
+		return &Socket{Listener: newLimitedListener(ln, o.TCPIdle, o.TCPMessageTimeout), Bound: "tcp:" + ln.Addr().String()}, nil
 	default:
 		return nil, fmt.Errorf("gateway: listen %s: unsupported transport %q", sp, sp.Transport)
 	}

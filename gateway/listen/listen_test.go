@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -162,5 +163,158 @@ func TestBindAll(t *testing.T) {
 	}
 	if err := keep[keepSpec].PacketConn.SetReadDeadline(time.Now()); err != nil {
 		t.Fatalf("CloseNew closed a kept socket: %v", err)
+	}
+}
+
+// A TCP connection that has not sent a complete SIP message within
+// TCPMessageTimeout of its accept is closed, however short its silences
+// (TCPIdle is an hour here): a peer cannot hold a slot and a read buffer
+// with a message it never finishes. Once a message is through, the next
+// one again has TCPMessageTimeout from its first byte.
+func TestTCPMessageTimeout(t *testing.T) {
+	s, err := Bind(Spec{"tcp", "127.0.0.1:0"}, Options{TCPIdle: time.Hour, TCPMessageTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveEcho(t, s)
+	addr := strings.TrimPrefix(s.Bound, "tcp:")
+	closed := func(c net.Conn, what string) {
+		t.Helper()
+		// The deadline only bounds a failure; the read returns when the
+		// listener closes the connection.
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, err := c.Read(make([]byte, 64))
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s: read %v, want EOF (closed by the listener)", what, err)
+			}
+		}
+	}
+
+	// Half a message, then nothing: closed.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("OPTIONS sip:box SIP/2.0\r\nVia: SIP/2.0/TCP 127.0.0.1:5060;branch=z9hG4bK1\r\n"))
+	closed(c, "unfinished first message")
+
+	// Keep-alive CRLFs alone are no message.
+	k, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	k.Write([]byte("\r\n\r\n"))
+	closed(k, "CRLF keep-alives only")
+
+	// A whole message, then half of the next: the second one is timed.
+	m, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.Write([]byte("MESSAGE sip:box SIP/2.0\r\nContent-Length: 5\r\n\r\nhello"))
+	m.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := m.Read(make([]byte, 16)); err != nil {
+		t.Fatalf("complete message: %v", err)
+	}
+	m.Write([]byte("MESSAGE sip:box SIP/2.0\r\nl: 5\r\n\r\nhel"))
+	closed(m, "unfinished second message")
+}
+
+// The framer finds message ends across reads: header end, Content-Length
+// (long and compact form, any case), bodies split anywhere, and CRLF
+// keep-alives between messages.
+func TestFramer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		done   int  // complete messages
+		inMsg  bool // in the middle of one at the end
+	}{
+		{"empty", nil, 0, false},
+		{"keepalive", []string{"\r\n\r\n", "\r\n"}, 0, false},
+		{"no body", []string{"OPTIONS sip:b SIP/2.0\r\nVia: x\r\n\r\n"}, 1, false},
+		{"split header end", []string{"OPTIONS sip:b SIP/2.0\r\nVia: x\r", "\n\r", "\n"}, 1, false},
+		{"body", []string{"MESSAGE sip:b SIP/2.0\r\ncontent-length : 3\r\n\r\nabc"}, 1, false},
+		{"body split", []string{"MESSAGE sip:b SIP/2.0\r\nContent-Length: 3\r\n\r\na", "b", "cOPT"}, 1, true},
+		{"compact", []string{"MESSAGE sip:b SIP/2.0\r\nl:2\r\n\r\nab\r\n\r\nINVITE sip:b SIP/2.0\r\nL: 0\r\n\r\n"}, 2, false},
+		{"partial header", []string{"INVITE sip:b SIP/2.0\r\nContent-Le"}, 0, true},
+		{"awaiting body", []string{"INVITE sip:b SIP/2.0\r\nContent-Length: 10\r\n\r\n12345"}, 0, true},
+		{"bare LF", []string{"OPTIONS sip:b SIP/2.0\nl: 1\n\nx"}, 1, false},
+	} {
+		var f framer
+		n := 0
+		for _, c := range tc.chunks {
+			n += f.feed([]byte(c))
+		}
+		if n != tc.done || f.inMessage() != tc.inMsg {
+			t.Errorf("%s: %d messages, in a message %v; want %d, %v", tc.name, n, f.inMessage(), tc.done, tc.inMsg)
+		}
+	}
+}
+
+// The per-source limit counts an IPv4 address, and an IPv6 /64 (what one
+// site or host is usually given: an attacker picks addresses inside it at
+// will), as one source.
+func TestSourceKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"198.18.0.1":                 "198.18.0.1",
+		"::ffff:198.18.0.1":          "198.18.0.1",
+		"2001:db8:1:2:aaaa::1":       "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff:ffff:0:9": "2001:db8:1:2::/64",
+		"2001:db8:1:3::1":            "2001:db8:1:3::/64",
+		"::1":                        "::/64",
+		"fe80::1%eth0":               "fe80::/64",
+	} {
+		if got := sourceKey(netip.MustParseAddr(in)); got != want {
+			t.Errorf("sourceKey(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Over IPv6 the limit holds per /64: the connections of ::1 share one
+// budget (on a real network, so do all the addresses of its /64).
+func TestTCPConnectionLimitIPv6(t *testing.T) {
+	s, err := Bind(Spec{"tcp", "[::1]:0"}, Options{})
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	serveEcho(t, s)
+	addr := strings.TrimPrefix(s.Bound, "tcp:")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range maxTCPConnsPerIP {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if i == 0 { // the listener took it: it answers
+			c.Write([]byte("\r\n"))
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(make([]byte, 16)); err != nil {
+				t.Fatalf("first IPv6 connection: %v", err)
+			}
+		}
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.Write([]byte("hello"))
+	extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := extra.Read(make([]byte, 100)); err == nil {
+		t.Fatalf("IPv6 connection over the /64's limit answered %d bytes", n)
 	}
 }
