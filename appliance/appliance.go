@@ -48,6 +48,7 @@ type App struct {
 	st       *store.Store
 	gw       *gateway.Server
 	mgmt     *mgmt
+	status   *statusPart     // the local read-only status page
 	net      *netcfg.Watcher // the kernel's links, addresses and routes
 	net0     netcfg.State    // the state at start, until the watcher has one
 	netSrc   netcfg.Source
@@ -150,12 +151,16 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	metrics := a.metricsHandler()
 	a.adminAPI = api.AdminHandler(a, log.With("part", "api"), metrics)
 	a.mgmt = newMgmt(api.Handler(a, log.With("part", "api"), metrics), log.With("part", "management"))
-	a.parts = []part{gatewayPart{a}, a.media, a.msr, a.mgmt, modePart{a}}
+	a.status = newStatusPart(a, log.With("part", "status"))
+	a.parts = []part{gatewayPart{a}, a.media, a.msr, a.mgmt, a.status, modePart{a}}
 	c, err := a.mgmt.prepare(ctx, first)
 	if err != nil {
 		return nil, partFailed("management", err)
 	}
 	c.Commit()
+	// Last, so that nothing after it can fail New; a status page that
+	// cannot bind is logged and the box runs without it.
+	a.status.start(ctx, first)
 	return a, nil
 }
 
@@ -182,7 +187,8 @@ type service struct {
 // sip.drain_s to finish (the API still answers, status says so). Then it
 // stops the parts in order, each after the one before has returned:
 //
-//  1. the admin socket and the management API: no pushes while stopping;
+//  1. the admin socket, the management API and the status page: no
+//     pushes while stopping;
 //  2. the gateway: SIP stops, calls end, their CDRs are queued (the drain
 //     of calls in progress, when it comes, belongs here);
 //  3. msr: the interfaces' MSR UAs unREGISTER;
@@ -194,6 +200,7 @@ type service struct {
 func (a *App) Run(ctx context.Context) error {
 	defer a.st.Close()
 	defer a.mgmt.Stop()
+	defer a.status.Stop()
 	sockPath := filepath.Join(a.opts.DataDir, SocketFile)
 	hs := &http.Server{Handler: a.adminAPI, ReadHeaderTimeout: 10 * time.Second}
 	rebind := make(chan struct{}, 1)
@@ -210,6 +217,7 @@ func (a *App) Run(ctx context.Context) error {
 			defer cancel()
 			_ = hs.Shutdown(sctx)
 			a.mgmt.Stop()
+			a.status.Stop()
 			<-errc
 			return nil
 		}},

@@ -33,6 +33,7 @@ func testDoc(t *testing.T) map[string]any {
 		t.Fatal(err)
 	}
 	d["sip"].(map[string]any)["listen"] = []any{"udp:127.0.0.1:0", "tcp:127.0.0.1:0"}
+	d["status"] = map[string]any{"listen": "127.0.0.1:0"} // never the default's fixed 8080
 	return d
 }
 
@@ -142,6 +143,7 @@ type snapshotOf struct {
 	Stored     int64
 	Listeners  []string
 	Management string
+	Status     string
 	Relay      string
 	Mode       string
 	MSRCtl     string
@@ -155,7 +157,7 @@ func snapshot(t *testing.T, a *App) snapshotOf {
 	}
 	relay, _ := json.Marshal(a.media.r.Config())
 	return snapshotOf{Version: a.running().version.Version, Stored: v.Version, Listeners: a.gw.Listeners(),
-		Management: a.mgmt.Addr(), Relay: string(relay), Mode: string(a.mode.Mode()),
+		Management: a.mgmt.Addr(), Status: a.status.Addr(), Relay: string(relay), Mode: string(a.mode.Mode()),
 		MSRCtl: a.msr.agent.Control().Listen.String()}
 }
 
@@ -197,6 +199,9 @@ func TestApplyIsAllOrNothing(t *testing.T) {
 			m := testManagement(t)
 			m["listen"] = heldTCP // taken by another socket
 			d["management"] = m
+		}},
+		{"status", func(d map[string]any) {
+			d["status"] = map[string]any{"listen": heldTCP} // taken by another socket
 		}},
 	} {
 		t.Run(tc.part, func(t *testing.T) {

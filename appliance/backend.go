@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -54,6 +55,7 @@ func (a *App) Status(context.Context) api.Status {
 		HQUnresolved:  ms.Unresolved,
 		CallsActive:   len(a.gw.Calls()),
 	}
+	st.StatusPage, st.StatusPageError = a.status.Addr(), a.status.Failure()
 	st.Upstream, st.UpstreamFailed = a.upstreamStatus()
 	if on, until := a.gw.Draining(); on {
 		st.Draining, st.DrainUntil = true, until.UTC()
@@ -136,11 +138,15 @@ func (a *App) Config(ctx context.Context, version int64) (api.ConfigResponse, er
 	if err != nil {
 		return api.ConfigResponse{}, fmt.Errorf("stored version %d: %w", v.Version, err)
 	}
-	out, err := json.Marshal(doc.Redact())
-	if err != nil {
+	// Without HTML escaping, so that a redacted secret reads "<redacted>":
+	// the API's encoder copies a raw document as it is.
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc.Redact()); err != nil {
 		return api.ConfigResponse{}, err
 	}
-	return api.ConfigResponse{Version: apiVersion(v), Document: out}, nil
+	return api.ConfigResponse{Version: apiVersion(v), Document: bytes.TrimSuffix(out.Bytes(), []byte("\n"))}, nil
 }
 
 func (a *App) History(ctx context.Context) ([]api.Version, error) {

@@ -9,7 +9,7 @@
 //	appliance.go   App, New (build every part, bind its sockets), Run (start, then stop in order)
 //	apply.go       the document to start on; Apply and Rollback
 //	parts.go       the part interface: prepare, then commit or abort
-//	part_*.go      the parts: gateway (SIP), media (RTP relay), msr, mgmt (HTTPS API), mode
+//	part_*.go      the parts: gateway (SIP), media (RTP relay), msr, mgmt (HTTPS API), status (the local page), mode
 //	translate.go   the only translation from the stored document to each part's Config
 //	backend.go     the API's reads (status, registrations, calls, config, route); interfaces.go, cdr.go, metrics.go
 //	localchoice.go which of the box's addresses faces a peer when several could (media resource selection)
@@ -41,8 +41,8 @@
 // # Stopping
 //
 // Run stops the parts in a fixed order, each after the one before has
-// returned: the admin socket and the management API (no pushes while
-// stopping), the gateway (SIP stops; the drain of calls in progress
+// returned: the admin socket, the management API and the status page (no
+// pushes while stopping), the gateway (SIP stops; the drain of calls in progress
 // belongs here), msr (the MSR UAs unREGISTER), the media relay, the
 // netlink watcher and the mode machine, and last the CDR writer, so every
 // ended call's record is written before the store closes.

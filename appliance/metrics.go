@@ -69,7 +69,6 @@ func (a *App) metricsHandler() http.Handler {
 	counter("registrar_auth_failures_total", "Failed authentications (wrong password, unknown user).", func() float64 { return float64(r.Stats().AuthFailures) })
 	counter("registrar_auth_blocked_total", "Requests refused unchecked from sources over the failure limit.", func() float64 { return float64(r.Stats().AuthBlocked) })
 	counter("registrar_storm_refused_total", "503s of the registration-storm guard.", func() float64 { return float64(r.Stats().StormRefused) })
-	counter("sip_dropped_total", "UDP datagrams dropped unanswered (not SIP, or unparseable).", func() float64 { return float64(a.gw.Dropped()) })
 	gauge("calls_active", "Calls in progress.", func() float64 { return float64(len(a.gw.Calls())) })
 	counter("cdr_written_total", "Call detail records stored.", func() float64 { return float64(a.cdr.written.Load()) })
 	counter("cdr_dropped_total", "Call detail records lost (writer backlog full or store error).", func() float64 {
@@ -95,6 +94,8 @@ var (
 	relayPktDesc   = prometheus.NewDesc("outpost_relay_packets_total", "RTP packets received by the relay, by the leg they came from (a = caller).", []string{"from"}, nil)
 	relayByteDesc  = prometheus.NewDesc("outpost_relay_bytes_total", "RTP bytes received by the relay, by the leg they came from.", []string{"from"}, nil)
 	relayLostDesc  = prometheus.NewDesc("outpost_relay_lost_total", "RTP packets lost before reaching the relay (RFC 3550), by leg.", []string{"from"}, nil)
+	sipDropDesc    = prometheus.NewDesc("outpost_sip_dropped_total", "SIP packets dropped unanswered or failing, by kind: the UDP fast path's not_sip, unparseable, "+
+		"rate_limited (stateless refusals over their source's rate), stateless_ack (ACKs of stateless refusals); sipgo's unparseable, bad_request, unmatched_response, send_failed, …", []string{"kind"}, nil)
 )
 
 func (l labelled) Describe(ch chan<- *prometheus.Desc) {
@@ -104,6 +105,7 @@ func (l labelled) Describe(ch chan<- *prometheus.Desc) {
 	ch <- relayPktDesc
 	ch <- relayByteDesc
 	ch <- relayLostDesc
+	ch <- sipDropDesc
 }
 
 func (l labelled) Collect(ch chan<- prometheus.Metric) {
@@ -115,6 +117,9 @@ func (l labelled) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(relayPktDesc, prometheus.CounterValue, float64(rs.Packets[i]), leg)
 		ch <- prometheus.MustNewConstMetric(relayByteDesc, prometheus.CounterValue, float64(rs.Bytes[i]), leg)
 		ch <- prometheus.MustNewConstMetric(relayLostDesc, prometheus.CounterValue, float64(max(rs.Lost[i], 0)), leg)
+	}
+	for kind, n := range l.a.gw.DroppedByKind() {
+		ch <- prometheus.MustNewConstMetric(sipDropDesc, prometheus.CounterValue, float64(n), kind)
 	}
 	now := time.Now()
 	for _, t := range l.a.gw.HQHealth() {

@@ -8,9 +8,9 @@ import (
 
 // A part is one piece of the running box that a document configures: the
 // gateway (SIP), media (the RTP relay), msr (media resources), management
-// (the HTTPS API) and mode (the mode machine). Applying a document is two
-// phases over every part, so that a push either changes all of them or
-// none:
+// (the HTTPS API), status (the local status page) and mode (the mode
+// machine). Applying a document is two phases over every part, so that a
+// push either changes all of them or none:
 //
 //   - prepare does all the fallible work for the new configuration —
 //     binding new sockets, parsing certificates, building trunks, checking

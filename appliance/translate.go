@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/appliance/statuspage"
 	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/digest"
@@ -34,6 +35,7 @@ type partConfigs struct {
 	Mode       mode.Config
 	WAN        string // the interface whose link and routes the mode machine watches
 	Management mgmtConfig
+	Status     statusConfig
 }
 
 // localResources name this box's own addresses as media resources (see
@@ -67,7 +69,20 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 		Mode:       mode.Config{HQ: !d.Standalone(), Hold: d.HQ.EffectiveHold()},
 		WAN:        d.WAN.Interface,
 		Management: mgmtConfig{Management: d.Management},
+		Status:     statusPageConfig(d),
 	}, nil
+}
+
+// statusPageConfig is the status page's section: its listen address and
+// the admin users' HA1s in the realm they were computed in.
+func statusPageConfig(d *config.Document) statusConfig {
+	c := statusConfig{Listen: d.Status.Listen, Access: statuspage.Access{Realm: d.SIP.EffectiveRealm(d.Site)}}
+	for _, u := range d.Users {
+		if u.Admin {
+			c.Access.Admins = append(c.Access.Admins, statuspage.Admin{User: u.Extension, HA1MD5: u.HA1MD5, HA1SHA256: u.HA1SHA256})
+		}
+	}
+	return c
 }
 
 // routingMode is the mode a gateway built for d routes in: what the mode

@@ -3,10 +3,14 @@
 // parts that handle them. One file per concept at the root:
 //
 //	server.go       Config, New, Run, Close; REGISTER, OPTIONS and 405
-//	                answers; the mode new calls are routed in (SetMode)
+//	                answers; the mode new calls are routed in (SetMode);
+//	                the loggers of sipgo, the fast path and the registrar,
+//	                each a siplog.Limiter, and their drop counters
 //	reconfigure.go  Prepare/Commit/Abort: a push checked whole, then applied
-//	invite.go       admission and routing of new calls; the router and
-//	                locator adapters the B2BUA asks; voicemail forwarding
+//	invite.go       admission and routing of new calls (UDP INVITEs are
+//	                admitted on the fast path, before sipgo keeps any
+//	                state: admitInvite); the router and locator adapters
+//	                the B2BUA asks; voicemail forwarding
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
 //	                exact ip:port; TCP: IP; same transport; HQ networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)
@@ -22,7 +26,10 @@
 //	listen/     listening sockets: specs, binding, UDP buffers, TCP
 //	            limits (per source, IPv6 per /64; a deadline per message),
 //	            reconciliation across pushes, sipgo readiness
-//	fastpath/   stateless UDP REGISTER/OPTIONS with a retransmission cache
+//	fastpath/   stateless UDP REGISTER/OPTIONS with a retransmission cache;
+//	            stateless, rate-limited refusal of unauthenticated INVITEs
+//	siplog/     per-packet log records counted, one line per kind and
+//	            source class per 10 s, values cut and escaped
 //	facing/     which local address faces a peer (pure, table-tested)
 //	registrar/  the local registrar (RFC 3261 §10.3)
 //	digest/     digest authentication, server side

@@ -2,7 +2,10 @@ package gateway
 
 import (
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/emiago/sipgo/sip"
 
@@ -46,11 +49,115 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 			Rule: "from-hq", Explain: "call from HQ to extension " + ext})
 		return
 	}
-	if _, res := s.reg.AuthorizeCall(req); res != nil {
-		s.respond(tx, res)
-		return
+	// A UDP INVITE had its credentials verified on the fast path
+	// (admitInvite); verifying them again would see a replayed nonce
+	// count. Over TCP (no amplification, so no stateless path) it is here.
+	if !s.admitted.take(admittedKey(req)) {
+		if _, res := s.reg.AuthorizeCall(req); res != nil {
+			s.respond(tx, res)
+			return
+		}
 	}
 	s.b2b.OnInvite(req, tx)
+}
+
+// admitInvite is the fast path's Admit (gateway/fastpath): it decides a
+// new UDP INVITE before sipgo makes a transaction of it. A trusted trunk's
+// INVITE, or one whose credentials verify, goes on to onInvite; any other
+// gets the registrar's 407 (no or stale credentials), 403 or 400, sent
+// statelessly by the fast path, and leaves nothing behind. Credentials are
+// verified here only, once per transaction: the retransmission of an
+// admitted INVITE is admitted again without a second check (sipgo's
+// transaction absorbs it) until onInvite has taken the admission.
+func (s *Server) admitInvite(req *sip.Request, _ string) *sip.Response {
+	if s.fromPSTN(req) || s.fromHQ(req) {
+		return nil
+	}
+	key := admittedKey(req)
+	if s.admitted.has(key) {
+		return nil
+	}
+	if _, res := s.reg.AuthorizeCall(req); res != nil {
+		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+		return res
+	}
+	s.admitted.put(key, time.Now())
+	return nil
+}
+
+// admittedKey names an INVITE's server transaction as sipgo matches a
+// retransmission (RFC 3261 §17.2.3: the top Via's branch, plus the
+// transport and address it came from and its CSeq).
+func admittedKey(req *sip.Request) string {
+	var b strings.Builder
+	b.WriteString(req.Transport())
+	b.WriteByte('|')
+	if via := req.Via(); via != nil {
+		branch, _ := via.Params.Get("branch")
+		b.WriteString(branch)
+	}
+	b.WriteByte('|')
+	b.WriteString(req.Source())
+	if c := req.CSeq(); c != nil {
+		b.WriteByte('|')
+		b.WriteString(strconv.FormatUint(uint64(c.SeqNo), 10))
+	}
+	return b.String()
+}
+
+// admittedWindow is how long an admitted INVITE is remembered: its
+// retransmissions stop once it has a final response, at the latest after
+// Timer B (64*T1 = 32 s).
+const admittedWindow = 32 * time.Second
+
+// maxAdmitted bounds the memory (two generations of at most this many
+// keys). Only INVITEs with valid credentials are remembered, so only a
+// user of the box can fill it; beyond it the older generation goes early,
+// and a late retransmission of its INVITEs is challenged again.
+const maxAdmitted = 8192
+
+// admittedCalls remembers the UDP INVITEs admitted by their credentials.
+type admittedCalls struct {
+	mu       sync.Mutex
+	cur, old map[string]struct{}
+	rotated  time.Time
+}
+
+func newAdmittedCalls() *admittedCalls {
+	return &admittedCalls{cur: map[string]struct{}{}, old: map[string]struct{}{}, rotated: time.Now()}
+}
+
+func (a *admittedCalls) has(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.cur[key]
+	if !ok {
+		_, ok = a.old[key]
+	}
+	return ok
+}
+
+// take reports whether key was admitted and forgets it: onInvite sees
+// each admitted transaction once, and a copy of the INVITE that arrives
+// after its transaction ended is checked afresh (a replayed nonce count,
+// so a new challenge), never admitted into a second call.
+func (a *admittedCalls) take(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, inCur := a.cur[key]
+	_, inOld := a.old[key]
+	delete(a.cur, key)
+	delete(a.old, key)
+	return inCur || inOld
+}
+
+func (a *admittedCalls) put(key string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.rotated) >= admittedWindow || len(a.cur) >= maxAdmitted {
+		a.old, a.cur, a.rotated = a.cur, make(map[string]struct{}, len(a.cur)), now
+	}
+	a.cur[key] = struct{}{}
 }
 
 // Calls returns the calls in progress.

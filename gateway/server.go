@@ -20,6 +20,7 @@ import (
 	"github.com/outpost/outpost/gateway/fastpath"
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/gateway/siplog"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
 )
@@ -68,14 +69,20 @@ const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, UPDATE, REFER"
 
 // Server is the running SIP side.
 type Server struct {
-	log  *slog.Logger
-	ua   *sipgo.UserAgent
-	srv  *sipgo.Server
-	reg  *registrar.Registrar
-	fp   *fastpath.Path
-	plan atomic.Pointer[dialplan.Plan]
-	mode atomic.Pointer[mode.Mode]
-	b2b  *b2bua.B2BUA
+	log *slog.Logger
+	ua  *sipgo.UserAgent
+	srv *sipgo.Server
+	reg *registrar.Registrar
+	fp  *fastpath.Path
+	// sipgoLog is the handler sipgo logs through: per-packet failures
+	// counted by kind, one line per kind and source class per 10 s.
+	sipgoLog *siplog.Limiter
+	// admitted are the UDP INVITEs whose credentials verified on the fast
+	// path (invite.go).
+	admitted *admittedCalls
+	plan     atomic.Pointer[dialplan.Plan]
+	mode     atomic.Pointer[mode.Mode]
+	b2b      *b2bua.B2BUA
 	// cfg and hqNow are what calls and the API read, without a lock: the
 	// configuration in force and its HQ trunk (nil = no HQ).
 	cfg   atomic.Pointer[Config]
@@ -104,10 +111,16 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	// letting the kernel fragment; a 200 listing many contacts is legitimate.
 	udpMTUOnce.Do(func() { sip.UDPMTUSize = 65000 })
 
-	s := &Server{log: log, listeners: listen.Set{}}
+	s := &Server{log: log, listeners: listen.Set{}, admitted: newAdmittedCalls()}
 	s.cfg.Store(&cfg)
-	s.fp = fastpath.New(s.answerStateless, log)
-	sipLog := log.With("part", "sipgo")
+	// Whatever a packet can make a part log, once per packet, goes
+	// through a siplog.Limiter: counted, summarised once per 10 s, its
+	// text truncated and escaped (a garbage flood must not flood the log).
+	s.sipgoLog = siplog.New(log.Handler(), siplog.Sipgo, siplog.Options{})
+	sipLog := slog.New(s.sipgoLog).With("part", "sipgo")
+	fpLog := slog.New(siplog.New(log.Handler(), siplog.All("fastpath"), siplog.Options{})).With("part", "fastpath")
+	regLog := slog.New(siplog.New(log.Handler(), registrarPerRequest, siplog.Options{})).With("part", "registrar")
+	s.fp = fastpath.New(s.answerStateless, s.admitInvite, fpLog)
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
@@ -121,7 +134,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, fmt.Errorf("gateway: sip server: %w", err)
 	}
-	reg, err := registrar.New(cfg.Registrar, persist, log.With("part", "registrar"))
+	reg, err := registrar.New(cfg.Registrar, persist, regLog)
 	if err == nil {
 		err = reg.Load(ctx)
 	}
@@ -275,9 +288,40 @@ func (s *Server) Listeners() []string {
 	return out
 }
 
-// Dropped counts UDP datagrams dropped unanswered: not SIP, or a REGISTER
-// or OPTIONS that does not parse.
-func (s *Server) Dropped() uint64 { return s.fp.Dropped() }
+// Dropped counts SIP packets dropped unanswered or failing in sipgo, of
+// every kind (DroppedByKind).
+func (s *Server) Dropped() uint64 {
+	var n uint64
+	for _, v := range s.DroppedByKind() {
+		n += v
+	}
+	return n
+}
+
+// DroppedByKind counts per-packet failures by kind: the fast path's drops
+// (not_sip, unparseable, rate_limited, stateless_ack) and the failures
+// sipgo logs (unparseable, bad_request, unmatched_response, …).
+func (s *Server) DroppedByKind() map[string]uint64 {
+	out := s.fp.Drops()
+	for k, v := range s.sipgoLog.Counts() {
+		out[k] += v
+	}
+	return out
+}
+
+// registrarPerRequest classifies the registrar's records that a request
+// from anyone can cause, once per request: a failed authentication (and
+// the start of a source's block, once per episode, but a flood of forged
+// sources has many episodes).
+func registrarPerRequest(r slog.Record) (string, bool) {
+	switch {
+	case r.Message == "authentication failed":
+		return "auth_failed", true
+	case strings.HasPrefix(r.Message, "authentication failures over limit"):
+		return "auth_blocked", true
+	}
+	return "", false
+}
 
 // Registrar returns the local registrar.
 func (s *Server) Registrar() *registrar.Registrar { return s.reg }

@@ -77,10 +77,16 @@ func (e *APIError) Error() string {
 
 // Do performs one call and decodes a JSON answer into out (if non-nil).
 func (c *Client) Do(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	return c.do(ctx, method, path, hdr, bytes.NewReader(body), int64(len(body)), out)
+}
+
+// do is Do with the body as a reader of size bytes.
+func (c *Client) do(ctx context.Context, method, path string, hdr http.Header, body io.Reader, size int64, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return err
 	}
+	req.ContentLength = size
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -144,6 +145,13 @@ func (c *Client) FirmwareStatus(ctx context.Context) (st FirmwareStatus, err err
 
 // PushFirmware uploads a bundle (PUT /api/v1/firmware).
 func (c *Client) PushFirmware(ctx context.Context, bundle []byte, opts InstallOptions) (res FirmwareResult, err error) {
+	return c.PushFirmwareProgress(ctx, bundle, opts, nil)
+}
+
+// PushFirmwareProgress is PushFirmware calling sent, when non-nil, with
+// the bytes handed to the connection so far, as the upload goes (from
+// the HTTP transport's goroutine).
+func (c *Client) PushFirmwareProgress(ctx context.Context, bundle []byte, opts InstallOptions, sent func(n int64)) (res FirmwareResult, err error) {
 	q := url.Values{}
 	if !opts.Reboot {
 		q.Set("reboot", "0")
@@ -156,5 +164,25 @@ func (c *Client) PushFirmware(ctx context.Context, bundle []byte, opts InstallOp
 		p += "?" + q.Encode()
 	}
 	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
-	return res, c.Do(ctx, http.MethodPut, p, hdr, bundle, &res)
+	var body io.Reader = bytes.NewReader(bundle)
+	if sent != nil {
+		body = &countingReader{r: body, sent: sent}
+	}
+	return res, c.do(ctx, http.MethodPut, p, hdr, body, int64(len(bundle)), &res)
+}
+
+// countingReader reports the bytes read through it.
+type countingReader struct {
+	r    io.Reader
+	n    int64
+	sent func(int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.n += int64(n)
+		c.sent(c.n)
+	}
+	return n, err
 }

@@ -67,19 +67,7 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics)
 	}
-	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, b.Status(r.Context()))
-	})
-	mux.HandleFunc("GET /api/v1/registrations", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, b.Registrations(r.Context()))
-	})
-	mux.HandleFunc("GET /api/v1/calls", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, b.Calls(r.Context()))
-	})
-	mux.HandleFunc("GET /api/v1/interfaces", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, b.Interfaces(r.Context()))
-	})
-	mux.HandleFunc("GET /api/v1/cdr", h.getCDR)
+	registerReadOnly(mux, h)
 	mux.HandleFunc("GET /api/v1/media-resources", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.MediaResources(r.Context()))
 	})
@@ -113,6 +101,35 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 		writeJSON(w, http.StatusOK, res)
 	})
 	return mux
+}
+
+// ReadOnlyHandler serves only the reads an operator's status page polls:
+// GET /api/v1/status, registrations, calls, interfaces and cdr. It offers
+// no method that changes anything, no config document (even redacted) and
+// no profiling; every other request is 404 (405 for another method on
+// these paths).
+func ReadOnlyHandler(b Backend, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	registerReadOnly(mux, &handler{b: b, log: log})
+	return mux
+}
+
+// registerReadOnly adds the reads of ReadOnlyHandler to mux.
+func registerReadOnly(mux *http.ServeMux, h *handler) {
+	b := h.b
+	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Status(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/registrations", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Registrations(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/calls", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Calls(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/interfaces", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, b.Interfaces(r.Context()))
+	})
+	mux.HandleFunc("GET /api/v1/cdr", h.getCDR)
 }
 
 // AdminHandler is Handler plus profiling (net/http/pprof), for the field
@@ -240,5 +257,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "<redacted>" as it is: no browser renders these answers as HTML
 	_ = enc.Encode(v)
 }

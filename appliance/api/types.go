@@ -33,11 +33,15 @@ type Status struct {
 	DataDir       string           `json:"data_dir"`
 	Listeners     []string         `json:"listeners"`
 	Management    string           `json:"management,omitempty"` // HTTPS (mutual TLS) address, if enabled
-	GOMAXPROCS    int              `json:"gomaxprocs"`
-	AORs          int              `json:"aors"`
-	Bindings      int              `json:"bindings"`
-	Registrar     RegistrarStats   `json:"registrar"`
-	SIPDropped    uint64           `json:"sip_dropped"` // UDP datagrams dropped unanswered (garbage)
+	// StatusPage is the bound address of the local status page, if
+	// enabled; StatusPageError says why status.listen is not served.
+	StatusPage      string         `json:"status_page,omitempty"`
+	StatusPageError string         `json:"status_page_error,omitempty"`
+	GOMAXPROCS      int            `json:"gomaxprocs"`
+	AORs            int            `json:"aors"`
+	Bindings        int            `json:"bindings"`
+	Registrar       RegistrarStats `json:"registrar"`
+	SIPDropped      uint64         `json:"sip_dropped"` // UDP datagrams dropped unanswered (garbage)
 	// HQ is the health of every HQ target (OPTIONS probes and call
 	// outcomes); empty without HQ.
 	HQ []TargetHealth `json:"hq,omitempty"`

@@ -77,8 +77,12 @@ func flatten(path string, v any, out map[string]string) {
 			flatten(fmt.Sprintf("%s[%s]", path, id), e, out)
 		}
 	default:
-		b, _ := json.Marshal(t)
-		out[path] = string(b)
+		// "<redacted>" in a diff line, not "\u003credacted\u003e".
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(t)
+		out[path] = strings.TrimSuffix(b.String(), "\n")
 	}
 }
 

@@ -5,7 +5,7 @@
 // # The document
 //
 // One JSON object with the sections schema, site, sip, users, hq, pstn,
-// dialplan, inbound, wan, media, msr, media_resources and management;
+// dialplan, inbound, wan, media, msr, media_resources, management and status;
 // examples/branch.json is the normative example. Every field is optional in
 // the sense that its zero value means "the default", and the Effective*
 // methods (SIP.MinExpires, HQ.EffectiveHold, Media.EffectivePortMin, …) are

@@ -24,6 +24,7 @@ type Document struct {
 	MSR            MSR            `json:"msr,omitzero"`
 	MediaResources MediaResources `json:"media_resources,omitzero"`
 	Management     Management     `json:"management,omitzero"`
+	Status         Status         `json:"status,omitzero"`
 }
 
 // Site names this branch.
@@ -81,6 +82,9 @@ type User struct {
 	Name      string `json:"name,omitempty"`
 	DID       string `json:"did,omitempty"`
 	Voicemail bool   `json:"voicemail,omitempty"`
+	// Admin lets the user open the local status page (HTTP Basic with the
+	// extension and the SIP password).
+	Admin bool `json:"admin,omitempty"`
 	// HA1MD5 and HA1SHA256 are lowercase hex of H(extension:realm:password).
 	HA1MD5    string `json:"ha1_md5,omitempty"`
 	HA1SHA256 string `json:"ha1_sha256,omitempty"`
@@ -233,6 +237,12 @@ type Management struct {
 	// between bytes allowed, any case ("0A:1B:..." = "0a1b...").
 	// EffectiveRevokedSerials gives them normalised.
 	RevokedSerials []string `json:"revoked_serials,omitempty"`
+}
+
+// Status is the local read-only status page (HTTP Basic for the users
+// with Admin set).
+type Status struct {
+	Listen string `json:"listen,omitempty"` // host:port; "" = no status page
 }
 
 // Defaults of the Effective* methods.

@@ -52,6 +52,7 @@ func (d *Document) Validate() Errors {
 	v.msr()
 	v.mediaResources()
 	v.management()
+	v.status()
 	v.ports()
 	if len(v.errs) == 0 {
 		return nil
@@ -767,6 +768,17 @@ func (v *validator) ports() {
 			mg = netip.AddrPort{}
 		}
 	}
+	// The status page's port may be 0 (any free port): nothing to clash with.
+	if l := v.d.Status.Listen; l != "" && hostPortProblem(l, true, true) == "" {
+		host, port, _ := splitHostPort(l)
+		var a netip.Addr
+		if host != "" {
+			a = netip.MustParseAddr(host).Unmap()
+		}
+		if !tcpClash("status.listen", a, port) && mg.IsValid() && int(mg.Port()) == port && overlaps(a, mg.Addr()) {
+			v.add("status.listen", "TCP port %d is also used by management.listen", port)
+		}
+	}
 	if ms := v.d.MSR; ms.Enabled && ms.ControlPort >= 0 && ms.ControlPort <= 65535 {
 		port := ms.EffectiveControlPort()
 		// The control channel binds the service interface's address, unknown
@@ -776,6 +788,21 @@ func (v *validator) ports() {
 		case mg.IsValid() && int(mg.Port()) == port:
 			v.add("msr.control_port", "TCP port %d is also used by management.listen", port)
 		}
+	}
+}
+
+// status checks the status page: a listen address (port 0 = any free
+// port) that clashes with no other TCP listener, and someone who may open it.
+func (v *validator) status() {
+	l := v.d.Status.Listen
+	if l == "" {
+		return
+	}
+	if msg := addrProblem(l, true, true, 0); msg != "" {
+		v.add("status.listen", "bad listen address %q: %s", l, msg)
+	}
+	if !slices.ContainsFunc(v.d.Users, func(u User) bool { return u.Admin }) {
+		v.add("status.listen", "no user has \"admin\": true: nobody could open the status page")
 	}
 }
 

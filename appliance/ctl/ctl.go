@@ -13,7 +13,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
@@ -44,6 +43,7 @@ verbs:
   ` + pkiUsage + `
                                  a lab CA and certificates for the management API
   ` + firmwareUsage + `
+  ` + completionUsage + `                After: source <(outpostctl completion bash)
 The socket defaults to $OUTPOST_SOCKET or ` + DefaultSocket + `; --server, --cert, --key
 and --ca default to $OUTPOST_SERVER, $OUTPOST_CERT, $OUTPOST_KEY and $OUTPOST_CA.
 `
@@ -74,11 +74,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithCancel(context.Background())
 	}
 	defer cancel()
-	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, errOut: stderr, json: *asJSON,
+	c := &cmd{cl: api.NewUnixClient(*sock), out: stdout, errOut: stderr, json: *asJSON, width: termWidth(stdout),
 		certFile: *certFile, keyFile: *keyFile, caFile: *caFile}
-	// pki works on local files and fleet dials each box itself: neither
-	// needs (or may fail on) the --server client.
-	if *server != "" && rest[0] != "pki" && rest[0] != "fleet" {
+	// pki works on local files, fleet dials each box itself and
+	// completion prints a script: none needs (or may fail on) the
+	// --server client.
+	if *server != "" && rest[0] != "pki" && rest[0] != "fleet" && rest[0] != "completion" {
 		cl, err := api.NewTLSClient(*server, *certFile, *keyFile, *caFile)
 		if err != nil {
 			fmt.Fprintf(stderr, "outpostctl: --server: %v\n", err)
@@ -109,6 +110,7 @@ type cmd struct {
 	out    io.Writer
 	errOut io.Writer // progress and notes
 	json   bool
+	width  int // of the terminal tables are fitted to; 0 = no limit (not a terminal)
 	// The global --cert/--key/--ca, defaults for fleet push.
 	certFile, keyFile, caFile string
 }
@@ -120,7 +122,7 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(s, func(w *tabwriter.Writer) {
+		return c.print(s, func(w *table) {
 			fmt.Fprintf(w, "site\t%s\nmode\t%s\nbuild\t%s\nuptime\t%s\n", s.Site, s.Mode, s.Version, time.Duration(s.UptimeS)*time.Second)
 			fmt.Fprintf(w, "config\tversion %d (%s)\n", s.ConfigVersion, s.ConfigSource)
 			for _, l := range s.Listeners {
@@ -155,7 +157,10 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(rs, func(w *tabwriter.Writer) {
+		return c.print(rs, func(w *table) {
+			// Narrow terminals lose the user agent, then the source
+			// (the contact mostly says it); long URIs are cut.
+			w.Columns(col{min: 16}, col{min: 20}, col{drop: 2}, col{}, col{drop: 1, min: 12})
 			fmt.Fprintln(w, "AOR\tCONTACT\tSOURCE\tEXPIRES IN\tUSER AGENT")
 			for _, r := range rs {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%ds\t%s\n", r.AOR, r.Contact, r.Source, r.ExpiresInS, r.UserAgent)
@@ -166,8 +171,12 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(cs, func(w *tabwriter.Writer) {
-			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED\tMEDIA A (pkts/lost/jitter)\tMEDIA B")
+		return c.print(cs, func(w *table) {
+			// Media statistics, then route, target and start time go
+			// first on a narrow terminal; Call-IDs and URIs are cut.
+			w.Columns(col{min: 12}, col{min: 16}, col{min: 16}, col{drop: 3}, col{drop: 4, min: 12}, col{}, col{drop: 5},
+				col{drop: 2}, col{drop: 1})
+			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED\tMEDIA A pkt/lost/jit\tMEDIA B")
 			for _, x := range cs {
 				ma, mb := "-", "-"
 				if m := x.Media; m != nil {
@@ -186,7 +195,7 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(r, func(w *tabwriter.Writer) {
+		return c.print(r, func(w *table) {
 			fmt.Fprintf(w, "%s\n", r.Explain)
 			if !r.Routed {
 				return
@@ -216,6 +225,8 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		return c.firmware(ctx, args[1:])
 	case "fleet":
 		return c.fleet(ctx, args[1:])
+	case "completion":
+		return c.completion(args[1:])
 	case "config":
 		if len(args) < 2 {
 			return usageError("config needs a verb: get, apply, history, rollback")
@@ -265,7 +276,7 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(res, func(w *tabwriter.Writer) {
+		return c.print(res, func(w *table) {
 			if res.DryRun {
 				fmt.Fprintf(w, "valid: the document would replace version %d (nothing applied)\n", res.Version.Version)
 				if len(res.Diff) == 0 {
@@ -287,7 +298,8 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(vs, func(w *tabwriter.Writer) {
+		return c.print(vs, func(w *table) {
+			w.Columns(col{}, col{}, col{min: 12, keepEnd: true}, col{})
 			fmt.Fprintln(w, "VERSION\tAPPLIED\tSOURCE\tACTIVE")
 			for _, v := range vs {
 				act := ""
@@ -309,7 +321,7 @@ func (c *cmd) config(ctx context.Context, verb string, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(res, func(w *tabwriter.Writer) {
+		return c.print(res, func(w *table) {
 			fmt.Fprintf(w, "rolled back: version %d is now active with the document of version %d\n", res.Version.Version, n)
 		})
 	default:
@@ -386,18 +398,21 @@ func readDoc(file string) ([]byte, string, error) {
 	return b, "outpostctl:" + file, err
 }
 
-func (c *cmd) print(v any, table func(*tabwriter.Writer)) error {
-	if c.json || table == nil {
+// print writes v as JSON with --json (or without fill), else the table
+// fill writes, fitted to c.width.
+func (c *cmd) print(v any, fill func(*table)) error {
+	if c.json || fill == nil {
 		return writeIndented(c.out, v)
 	}
-	w := tabwriter.NewWriter(c.out, 2, 4, 2, ' ', 0)
-	table(w)
-	return w.Flush()
+	t := &table{out: c.out, width: c.width}
+	fill(t)
+	return t.Flush()
 }
 
 func writeIndented(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "<redacted>", not "\u003credacted\u003e": this is no web page
 	return enc.Encode(v)
 }
 

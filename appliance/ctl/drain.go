@@ -3,7 +3,6 @@ package ctl
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
 )
 
@@ -23,7 +22,7 @@ func (c *cmd) drain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.print(st, func(w *tabwriter.Writer) {
+	return c.print(st, func(w *table) {
 		switch {
 		case !st.Draining:
 			fmt.Fprintln(w, "not draining: new calls are taken")

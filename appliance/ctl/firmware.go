@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
@@ -22,6 +23,12 @@ const firmwareUsage = `firmware push BUNDLE [--no-reboot] [--allow-downgrade] [-
 
 // firmware pushes update bundles (images/layout) and shows the A/B state.
 func (c *cmd) firmware(ctx context.Context, args []string) error {
+	return c.firmwareVerb(ctx, args, progressWriter(c.errOut))
+}
+
+// firmwareVerb is firmware with the upload's progress writer (nil: none)
+// as a parameter, for tests.
+func (c *cmd) firmwareVerb(ctx context.Context, args []string, progress io.Writer) error {
 	if len(args) == 0 {
 		return usageError("firmware needs a verb: push, status\n  " + firmwareUsage)
 	}
@@ -31,7 +38,7 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		return c.print(st, func(w *tabwriter.Writer) {
+		return c.print(st, func(w *table) {
 			trial := ""
 			if st.Trial {
 				trial = " (trial boot, not committed yet)"
@@ -75,11 +82,18 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 		// --timeout suits for API calls: the upload has its own bound.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *uploadTimeout)
 		defer cancel()
-		res, err := c.cl.PushFirmware(uctx, data, api.InstallOptions{Reboot: !*noReboot, AllowDowngrade: *allowDowngrade})
+		var sent func(int64)
+		if progress != nil {
+			sent = uploadProgress(progress, int64(len(data)))
+		}
+		res, err := c.cl.PushFirmwareProgress(uctx, data, api.InstallOptions{Reboot: !*noReboot, AllowDowngrade: *allowDowngrade}, sent)
+		if progress != nil {
+			fmt.Fprintln(progress)
+		}
 		if err != nil {
 			return err
 		}
-		return c.print(res, func(w *tabwriter.Writer) {
+		return c.print(res, func(w *table) {
 			fmt.Fprintf(w, "installed\tversion %s (%s) in slot %s, sha256 %s\n", res.Version, res.Arch, res.Slot, res.SHA256)
 			if res.Downgrade {
 				fmt.Fprintf(w, "downgrade\tthis build is older than the one it replaces (--allow-downgrade)\n")
@@ -93,4 +107,32 @@ func (c *cmd) firmware(ctx context.Context, args []string) error {
 	default:
 		return usageError(fmt.Sprintf("unknown firmware verb %q\n  %s", args[0], firmwareUsage))
 	}
+}
+
+// uploadProgress returns a function that redraws the upload's progress
+// line on w (a terminal) at each whole percent:
+// upload [#####.....] 12.5/25.0 MiB 50%. The HTTP transport calls it from
+// its goroutine; the caller prints the final newline after the push.
+func uploadProgress(w io.Writer, total int64) func(sent int64) {
+	var (
+		mu   sync.Mutex
+		last = int64(-1)
+	)
+	draw := func(sent int64) {
+		pct := int64(100)
+		if total > 0 {
+			pct = sent * 100 / total
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if pct == last {
+			return
+		}
+		last = pct
+		n := int(pct) * progressWidth / 100
+		fmt.Fprintf(w, "\rupload [%s%s] %.1f/%.1f MiB %d%%", strings.Repeat("#", n), strings.Repeat(".", progressWidth-n),
+			float64(sent)/(1<<20), float64(total)/(1<<20), pct)
+	}
+	draw(0)
+	return draw
 }

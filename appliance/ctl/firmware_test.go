@@ -114,3 +114,36 @@ func TestFirmwarePushAllowDowngrade(t *testing.T) {
 		t.Errorf("--allow-downgrade=yes: rc %d, want a usage error", rc)
 	}
 }
+
+// TestFirmwarePushProgress: on a terminal the upload shows bytes sent of
+// the total, up to 100 %, on stderr; stdout gets only the result.
+func TestFirmwarePushProgress(t *testing.T) {
+	fw := &recordingFirmware{}
+	sock := serveUnix(t, fwBox{fakeBox: &fakeBox{}, fw: fw})
+	bundle := writeBundle(t)
+	var out, progress bytes.Buffer
+	c := &cmd{cl: api.NewUnixClient(sock), out: &out, errOut: io.Discard}
+	if err := c.firmwareVerb(t.Context(), []string{"push", "--allow-downgrade", bundle}, &progress); err != nil {
+		t.Fatal(err)
+	}
+	p := progress.String()
+	if !strings.HasPrefix(p, "\rupload [..........] 0.0/0.0 MiB 0%") || !strings.HasSuffix(p, "] 0.0/0.0 MiB 100%\n") ||
+		!strings.Contains(p, "[##########]") {
+		t.Errorf("progress %q", p)
+	}
+	if strings.Contains(out.String(), "upload") || !strings.Contains(out.String(), "slot B") {
+		t.Errorf("stdout %q", out.String())
+	}
+}
+
+func TestUploadProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	draw := uploadProgress(&b, 40<<20)
+	draw(10 << 20)
+	draw(10<<20 + 1) // same percent: not redrawn
+	draw(40 << 20)
+	want := "\rupload [..........] 0.0/40.0 MiB 0%\rupload [##........] 10.0/40.0 MiB 25%\rupload [##########] 40.0/40.0 MiB 100%"
+	if b.String() != want {
+		t.Errorf("got  %q\nwant %q", b.String(), want)
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
@@ -161,7 +160,8 @@ func (c *cmd) fleetPush(ctx context.Context, args []string, progress io.Writer) 
 		fmt.Fprintln(progress)
 	}
 
-	if err := c.print(results, func(w *tabwriter.Writer) {
+	if err := c.print(results, func(w *table) {
+		// The result (field errors) wraps under its column.
 		fmt.Fprintln(w, "HOST\tRESULT")
 		for _, r := range results {
 			fmt.Fprintf(w, "%s\t%s\n", r.Host, r.text())

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -39,7 +38,10 @@ func (c *cmd) cdr(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.print(recs, func(w *tabwriter.Writer) {
+	return c.print(recs, func(w *table) {
+		// The target, the mode and the code (the disposition says it)
+		// go first on a narrow terminal.
+		w.Columns(col{}, col{min: 16}, col{min: 16}, col{}, col{drop: 1, min: 12}, col{drop: 2}, col{drop: 3}, col{}, col{})
 		fmt.Fprintln(w, "STARTED\tCALLER\tDIALLED\tROUTE\tTARGET\tMODE\tCODE\tDISPOSITION\tDURATION")
 		for _, r := range recs {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.0fs\n", r.Started.Local().Format(time.DateTime), r.Caller,
@@ -53,7 +55,8 @@ func (c *cmd) interfaces(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.print(ifs, func(w *tabwriter.Writer) {
+	return c.print(ifs, func(w *table) {
+		w.Columns(col{min: 8}, col{drop: 1}, col{}, col{min: 16}, col{min: 8})
 		fmt.Fprintln(w, "INTERFACE\tKIND\tSTATE\tADDRESSES\tROLES")
 		for _, l := range ifs.Links {
 			state := "down"
@@ -70,7 +73,9 @@ func (c *cmd) interfaces(ctx context.Context) error {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", l.Name, kind, state, strings.Join(l.Addrs, " "), strings.Join(l.Roles, ","))
 		}
 		if len(ifs.MSR) > 0 {
-			fmt.Fprintln(w, "\nMSR UA\tSERVER\tREGISTERED\tLAST\tNEXT")
+			fmt.Fprintln(w)
+			w.Columns(col{min: 16}, col{min: 12}, col{}, col{min: 10}, col{drop: 1})
+			fmt.Fprintln(w, "MSR UA\tSERVER\tREGISTERED\tLAST\tNEXT")
 			for _, u := range ifs.MSR {
 				last := fmt.Sprint(u.LastCode)
 				if u.LastError != "" {
@@ -79,6 +84,7 @@ func (c *cmd) interfaces(ctx context.Context) error {
 				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", u.URI, u.Server, u.Registered, last, u.Next.Local().Format(time.TimeOnly))
 			}
 		}
+		w.KeyValue()
 		if cc := ifs.ControlChannel; cc != nil {
 			switch {
 			case cc.Error != "":
@@ -106,10 +112,11 @@ func (c *cmd) mediaResources(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(args) == 1 {
-		return c.print(m.Matrix, func(w *tabwriter.Writer) { printMatrix(w, m.Matrix) })
+		return c.print(m.Matrix, func(w *table) { printMatrix(w, m.Matrix) })
 	}
-	return c.print(m, func(w *tabwriter.Writer) {
+	return c.print(m, func(w *table) {
 		fmt.Fprintf(w, "this box: zone %q, site %q\n", m.Zone, m.Site)
+		w.Columns(col{min: 10}, col{drop: 3, min: 6}, col{}, col{min: 6}, col{min: 6}, col{}, col{drop: 2}, col{}, col{drop: 1})
 		fmt.Fprintln(w, "MSR\tINTERFACE\tADDRESS\tZONE\tSITE\tLOAD\tCOEFF\tSTATE\tEXPIRES")
 		for _, r := range m.Resources {
 			state := "registered"
@@ -132,7 +139,7 @@ func (c *cmd) mediaResources(ctx context.Context, args []string) error {
 
 // printMatrix prints the site-distance matrix as a square table; "-" is a
 // missing entry (the pair is forbidden).
-func printMatrix(w *tabwriter.Writer, m map[string]map[string]int) {
+func printMatrix(w *table, m map[string]map[string]int) {
 	sites := map[string]bool{}
 	for a, row := range m {
 		sites[a] = true
@@ -141,6 +148,7 @@ func printMatrix(w *tabwriter.Writer, m map[string]map[string]int) {
 		}
 	}
 	names := slices.Sorted(maps.Keys(sites))
+	w.Columns() // a square matrix: nothing to leave out
 	fmt.Fprint(w, "FROM \\ TO")
 	for _, n := range names {
 		fmt.Fprintf(w, "\t%s", n)

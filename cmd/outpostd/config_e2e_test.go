@@ -33,6 +33,11 @@ func TestEmbeddedDefault(t *testing.T) {
 	if s.Mode != "standalone" || s.ConfigVersion != 1 || s.ConfigSource != "default" {
 		t.Fatalf("status %+v", s)
 	}
+	// The status page is on 127.0.0.1:8080, or, when another process holds
+	// that port, the daemon runs without it and says why.
+	if s.StatusPage != "127.0.0.1:8080" && s.StatusPageError == "" {
+		t.Errorf("status page %q and no error", s.StatusPage)
+	}
 	for _, l := range s.Listeners {
 		if !strings.Contains(l, ":127.0.0.1:") {
 			t.Fatalf("default listener %s is not on loopback", l)
@@ -111,6 +116,17 @@ func TestConfigLifecycle(t *testing.T) {
 	for _, secret := range []string{"pw0000", "pw0001", "ha1"} {
 		if strings.Contains(out, secret) {
 			t.Fatalf("config get prints %q:\n%s", secret, out)
+		}
+	}
+	// The secrets read "<redacted>", in both forms, as the box stores and
+	// serves them (no HTML escaping on the way).
+	js, err := d.ctl("config", "get", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []string{out, js} {
+		if !strings.Contains(o, `"<redacted>"`) || strings.Contains(o, `\u003c`) {
+			t.Fatalf("config get does not show \"<redacted>\" as it is:\n%s", o)
 		}
 	}
 	// ... and can be applied back as is: the redacted passwords keep the

@@ -85,6 +85,27 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
+// ReadFrom copies through Write, under the lock: os/exec copies the
+// process's output with io.Copy, which would otherwise use the embedded
+// Buffer's ReadFrom and race with String.
+func (b *syncBuffer) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	buf := make([]byte, 32<<10)
+	for {
+		m, err := r.Read(buf)
+		if m > 0 {
+			b.Write(buf[:m])
+			n += int64(m)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

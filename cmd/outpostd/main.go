@@ -1,5 +1,6 @@
 // Command outpostd is the Outpost branch-survivability daemon: flags, the
-// slog handler and signals; everything else is appliance.Run.
+// slog handler (and its syslog sink) and signals; everything else is
+// appliance.Run.
 package main
 
 import (
@@ -18,7 +19,11 @@ import (
 // version is stamped by the Makefile: -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is main with deferred clean-ups: the syslog sink flushes before the
+// process exits, whatever the exit status.
+func run() int {
 	data := flag.String("data", "/var/lib/outpost", "data directory (outpost.db, admin socket, spools)")
 	cfgFile := flag.String("config", "", "config document to apply at start (stored as a new version if it differs)")
 	factory := flag.String("factory", "", "document to start on when the data directory holds no configuration yet (a box's first boot); ignored afterwards, so HQ's pushes survive reboots")
@@ -26,15 +31,16 @@ func main() {
 	logLevel := flag.String("log-level", "info", "debug, info, warn or error")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	fwFlags := firmwareFlags() // firmware.go: --boot-env, --bundle-key, --ready-file
+	sysFlags := syslogFlags()  // syslog.go: --syslog, --syslog-ca, --syslog-facility
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(version)
-		return
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		fmt.Fprintf(os.Stderr, "outpostd: --log-level: %v\n", err)
-		os.Exit(2)
+		return 2
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
@@ -45,8 +51,14 @@ func main() {
 		h = slog.NewJSONHandler(os.Stderr, hopts)
 	default:
 		fmt.Fprintf(os.Stderr, "outpostd: --log-format must be text or json\n")
-		os.Exit(2)
+		return 2
 	}
+	h, stopSyslog, err := sysFlags.start(h, level)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "outpostd: %v\n", err)
+		return 2
+	}
+	defer stopSyslog() // after the last record: flushes for at most 2 s
 	log := slog.New(h)
 	slog.SetDefault(log)
 	// Half the collector's work for a heap that stays small on the box (the
@@ -70,10 +82,11 @@ func main() {
 	go func() { <-ctx.Done(); stop() }()
 	opts := appliance.Options{DataDir: *data, ConfigFile: *cfgFile, FactoryFile: *factory, Version: version, Logger: log}
 	stopFirmware := fwFlags.start(ctx, &opts, log)
-	err := appliance.Run(ctx, opts)
+	err = appliance.Run(ctx, opts)
 	stopFirmware()
 	if err != nil {
 		log.Error("outpostd failed", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -12,7 +12,21 @@
 //
 // The path parses, deduplicates and sends; the answer itself comes from
 // the gateway (an Answer function: the registrar for REGISTER, the
-// capabilities for OPTIONS). TCP requests, in-dialog OPTIONS and every
-// other method still go through sipgo's transaction layer: the fast path
-// returns them untouched. It drops, and counts, datagrams that are not SIP.
+// capabilities for OPTIONS).
+//
+// New (out-of-dialog) UDP INVITEs are admitted here too, by the gateway's
+// Admit function: a trusted trunk's INVITE, or one whose credentials
+// verify, goes on to sipgo untouched; any other is refused statelessly
+// (RFC 3261 §8.2.7): its 407, 403 or 400 is sent once, not retransmitted,
+// with a To tag derived from the request (a retransmission gets the same
+// one) that marks it, and nothing is kept; the ACK of such a refusal is
+// dropped. Refusals to one source IP are limited to RefusalRate per second
+// (burst RefusalBurst); beyond that they are dropped and counted. A
+// server transaction would instead have kept the request for 32 s and
+// sent its 407 eleven times to whatever source the packet claimed.
+//
+// TCP requests, in-dialog requests and every other method still go
+// through sipgo's transaction layer: the fast path returns them
+// untouched. It drops, and counts by kind (Drops), datagrams that are not
+// SIP or do not parse, refusals over the rate, and stateless ACKs.
 package fastpath

@@ -60,23 +60,44 @@ type udpSockets map[net.Addr]net.PacketConn
 type Answer func(req *sip.Request, local string) *sip.Response
 
 // Path is the stateless UDP path: sipgo's read filter (Filter) plus the
-// retransmission cache.
+// retransmission cache, and the admission of new INVITEs (invite.go).
 type Path struct {
 	answer  Answer
+	admit   Admit
 	log     *slog.Logger
 	sockets atomic.Pointer[udpSockets]
 	cache   *answerCache
+	refusal *sourceLimiter // stateless refusals of INVITEs per source IP
 	bufs    sync.Pool
-	dropped atomic.Uint64 // datagrams that are not SIP, or REGISTER/OPTIONS that do not parse
+	drops   [numKinds]atomic.Uint64
 }
 
-// New returns a Path that answers with answer and logs at debug level to
-// log (nil = discard). It answers on no socket until SetSockets.
-func New(answer Answer, log *slog.Logger) *Path {
+// Option adjusts a Path.
+type Option func(*Path)
+
+// WithClock injects the time source of the refusal rate limit (tests).
+func WithClock(now func() time.Time) Option {
+	return func(f *Path) { f.refusal.now = now }
+}
+
+// WithRefusalRate sets the per-source rate (per second) and burst of
+// stateless refusals; defaults RefusalRate and RefusalBurst.
+func WithRefusalRate(rate, burst float64) Option {
+	return func(f *Path) { f.refusal.rate, f.refusal.burst = rate, burst }
+}
+
+// New returns a Path that answers REGISTER and OPTIONS with answer, admits
+// new INVITEs with admit (nil = every INVITE goes to sipgo) and logs at
+// debug level to log (nil = discard). It answers on no socket until
+// SetSockets.
+func New(answer Answer, admit Admit, log *slog.Logger, opts ...Option) *Path {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Path{answer: answer, log: log, cache: newAnswerCache()}
+	f := &Path{answer: answer, admit: admit, log: log, cache: newAnswerCache(), refusal: newSourceLimiter(RefusalRate, RefusalBurst, time.Now)}
+	for _, o := range opts {
+		o(f)
+	}
 	f.bufs.New = func() any { return new(bytes.Buffer) }
 	f.sockets.Store(&udpSockets{})
 	return f
@@ -92,26 +113,66 @@ func (f *Path) SetSockets(pcs []net.PacketConn) {
 	f.sockets.Store(&m)
 }
 
-// Dropped counts UDP datagrams dropped unanswered: not SIP, or a REGISTER
-// or OPTIONS that does not parse.
-func (f *Path) Dropped() uint64 { return f.dropped.Load() }
+// Kinds of datagrams the path drops, counted apart (Drops).
+const (
+	KindNotSIP       = "not_sip"       // garbage, or a keep-alive
+	KindUnparseable  = "unparseable"   // a REGISTER, OPTIONS, INVITE or stateless ACK that does not parse
+	KindRateLimited  = "rate_limited"  // a refusal over its source's rate, not sent
+	KindStatelessAck = "stateless_ack" // the ACK of a stateless refusal, absorbed
+)
+
+const (
+	kindNotSIP = iota
+	kindUnparseable
+	kindRateLimited
+	kindStatelessAck
+	numKinds
+)
+
+var kindNames = [numKinds]string{KindNotSIP, KindUnparseable, KindRateLimited, KindStatelessAck}
+
+// Dropped counts UDP datagrams dropped unanswered, of every kind.
+func (f *Path) Dropped() uint64 {
+	var n uint64
+	for i := range f.drops {
+		n += f.drops[i].Load()
+	}
+	return n
+}
+
+// Drops counts dropped datagrams by kind (KindNotSIP, …).
+func (f *Path) Drops() map[string]uint64 {
+	out := make(map[string]uint64, numKinds)
+	for i, name := range kindNames {
+		out[name] = f.drops[i].Load()
+	}
+	return out
+}
 
 var (
 	prefixRegister = []byte("REGISTER ")
 	prefixOptions  = []byte("OPTIONS ")
+	prefixInvite   = []byte("INVITE ")
+	prefixAck      = []byte("ACK ")
 )
 
 // Filter is sipgo's TransportReadFilter: it answers UDP REGISTER and
-// OPTIONS itself (returning nil so sipgo skips the datagram) and passes
-// everything else on.
+// OPTIONS itself, refuses unauthenticated INVITEs statelessly and absorbs
+// the ACKs of those refusals (returning nil so sipgo skips the datagram),
+// and passes everything else on.
 func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) {
 	if info.Transport != "UDP" {
 		return data, nil
 	}
 	register := bytes.HasPrefix(data, prefixRegister)
 	if !register && !bytes.HasPrefix(data, prefixOptions) {
-		if !looksLikeSIP(data) {
-			f.dropped.Add(1) // garbage or a keep-alive: nothing to answer
+		switch {
+		case f.admit != nil && bytes.HasPrefix(data, prefixInvite):
+			return f.filterInvite(info, data)
+		case bytes.HasPrefix(data, prefixAck) && bytes.Contains(data, statelessTagMark):
+			return f.filterAck(info, data)
+		case !looksLikeSIP(data):
+			f.drops[kindNotSIP].Add(1) // garbage or a keep-alive: nothing to answer
 			return nil, nil
 		}
 		return data, nil
@@ -120,17 +181,12 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	if pc == nil {
 		return data, nil
 	}
-	msg, err := sip.ParseMessage(data)
-	if err != nil {
-		// sipgo would log the whole datagram at error level and answer
-		// nothing: a log flood for whoever sends garbage. Count and drop.
-		f.dropped.Add(1)
-		f.log.Debug("unparseable SIP datagram dropped", "from", info.RemoteAddr, "err", err)
+	req, ok := f.parse(info, data)
+	if req == nil {
+		if ok {
+			return data, nil
+		}
 		return nil, nil
-	}
-	req, ok := msg.(*sip.Request)
-	if !ok || req.Via() == nil || req.CSeq() == nil || req.CallID() == nil {
-		return data, nil
 	}
 	if to := req.To(); !register && to != nil && to.Params.Has("tag") {
 		return data, nil // in-dialog OPTIONS: the B2BUA answers for its calls (481 when gone)
@@ -156,11 +212,31 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	return nil, nil
 }
 
+// parse parses a datagram the path handles. A nil request with ok true
+// goes on to sipgo (a response, or a request without the headers a
+// transaction needs: sipgo answers those 400); ok false means it was
+// dropped (does not parse).
+func (f *Path) parse(info sip.TransportReadProps, data []byte) (*sip.Request, bool) {
+	msg, err := sip.ParseMessage(data)
+	if err != nil {
+		// sipgo would log the whole datagram at error level and answer
+		// nothing: a log flood for whoever sends garbage. Count and drop.
+		f.drops[kindUnparseable].Add(1)
+		f.log.Debug("unparseable SIP datagram dropped", "from", info.RemoteAddr.String(), "err", err)
+		return nil, false
+	}
+	req, ok := msg.(*sip.Request)
+	if !ok || req.Via() == nil || req.CSeq() == nil || req.CallID() == nil {
+		return nil, true
+	}
+	return req, true
+}
+
 // write sends an answer to where the request came from (RFC 3581: the
 // source address, which is also right for phones behind NAT).
 func (f *Path) write(pc net.PacketConn, b []byte, to net.Addr) {
 	if _, err := pc.WriteTo(b, to); err != nil {
-		f.log.Debug("sending response failed", "to", to, "err", err)
+		f.log.Debug("sending response failed", "to", to.String(), "err", err)
 	}
 }
 

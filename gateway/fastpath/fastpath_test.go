@@ -19,6 +19,9 @@ type rig struct {
 	peer     net.PacketConn
 	answered atomic.Int32
 	local    atomic.Value // the local name the last answer was asked for
+	admitted atomic.Int32 // INVITEs Admit let through
+	refused  atomic.Int32 // INVITEs Admit refused
+	clock    time.Time    // the refusal limiter's clock
 }
 
 func newRig(t *testing.T) *rig {
@@ -38,7 +41,16 @@ func newRig(t *testing.T) *rig {
 		res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil)
 		res.AppendHeader(sip.NewHeader("X-Answer", string(rune('0'+n))))
 		return res
-	}, nil)
+	}, func(req *sip.Request, local string) *sip.Response {
+		// Credentials "verify" when there is a Proxy-Authorization.
+		if req.GetHeader("Proxy-Authorization") != nil {
+			r.admitted.Add(1)
+			return nil
+		}
+		r.refused.Add(1)
+		return sip.NewResponseFromRequest(req, sip.StatusProxyAuthRequired, "Proxy Authentication Required", nil)
+	}, nil, WithClock(func() time.Time { return r.clock }))
+	r.clock = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	r.p.SetSockets([]net.PacketConn{r.listener})
 	return r
 }
@@ -107,7 +119,9 @@ func TestFilterPassesOrDrops(t *testing.T) {
 		pass            bool
 	}{
 		"tcp register":         {"TCP", request("REGISTER", "z9hG4bK-t", ""), true},
-		"invite":               {"UDP", request("INVITE", "z9hG4bK-i", ""), true},
+		"re-invite":            {"UDP", request("INVITE", "z9hG4bK-i", ";tag=x"), true},
+		"tcp invite":           {"TCP", request("INVITE", "z9hG4bK-ti", ""), true},
+		"other ack":            {"UDP", request("ACK", "z9hG4bK-a", ";tag=x"), true},
 		"response":             {"UDP", "SIP/2.0 200 OK\r\n\r\n", true},
 		"in-dialog options":    {"UDP", request("OPTIONS", "z9hG4bK-d", ";tag=x"), true},
 		"binary":               {"UDP", "\x00\x01\x02", false},

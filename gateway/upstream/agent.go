@@ -29,13 +29,16 @@ const (
 
 // Entry is one row of Status.
 type Entry struct {
-	User      string    `json:"user"`
-	State     State     `json:"state"`
-	Code      int       `json:"code,omitempty"`  // last final status from HQ, 0 = none
-	Error     string    `json:"error,omitempty"` // last failure without a status
-	Target    string    `json:"target,omitempty"`
-	ExpiresAt time.Time `json:"expires_at,omitzero"` // of the binding at HQ, as far as we know
-	NextAt    time.Time `json:"next_at,omitzero"`    // next refresh or retry; zero while paused
+	User   string `json:"user"`
+	State  State  `json:"state"`
+	Code   int    `json:"code,omitempty"`  // last final status from HQ, 0 = none
+	Error  string `json:"error,omitempty"` // last failure without a status
+	Target string `json:"target,omitempty"`
+	// Redirected: a 301/302 sent the user to Target, where it stays
+	// until that registrar fails.
+	Redirected bool      `json:"redirected,omitempty"`
+	ExpiresAt  time.Time `json:"expires_at,omitzero"` // of the binding at HQ, as far as we know
+	NextAt     time.Time `json:"next_at,omitzero"`    // next refresh or retry; zero while paused
 }
 
 // ErrRunning is returned by a second concurrent Run.
@@ -61,6 +64,7 @@ type entry struct {
 	// What HQ holds for the user, as far as we know: the binding we
 	// registered (empty: nothing), where and until when.
 	target     string
+	redirect   string // target, when a 3xx sent the user there: its refreshes go there
 	regDomain  string
 	regContact string
 	expiresAt  time.Time
@@ -82,6 +86,13 @@ type entry struct {
 // live reports whether HQ may still hold a binding of ours at now.
 func (e *entry) live(now time.Time) bool {
 	return e.regContact != "" && e.expiresAt.After(now)
+}
+
+// settled reports whether e is registered where it is, waiting for its
+// refresh: the only entries recheck may move.
+func (e *entry) settled(now time.Time) bool {
+	return e.want == opRegister && !e.busy && e.index >= 0 && e.state == StateRegistered &&
+		e.live(now) && e.redirect == "" && e.target != ""
 }
 
 // idleState is the state of an entry that is neither in flight nor failed.
@@ -352,7 +363,7 @@ func (a *Agent) Status() []Entry {
 	a.mu.Lock()
 	out := make([]Entry, 0, len(a.entries))
 	for _, e := range a.entries {
-		r := Entry{User: e.user, State: e.state, Code: e.code, Error: e.err, Target: e.target}
+		r := Entry{User: e.user, State: e.state, Code: e.code, Error: e.err, Target: e.target, Redirected: e.redirect != ""}
 		if e.regContact != "" {
 			r.ExpiresAt = e.expiresAt
 		}

@@ -24,6 +24,26 @@ type Trunk interface {
 	Report(target string, status int, err error)
 }
 
+// Pool is a Trunk that also gives the resolved registrars with their SRV
+// priority and health, so that each user keeps one registrar of its own
+// (sticky, by rendezvous hashing: see the package doc). A Trunk that is
+// not a Pool is used in the order it gives, for every user alike.
+type Pool interface {
+	Trunk
+	// Candidates returns every resolved target (with the names Report
+	// takes), whatever its health.
+	Candidates(ctx context.Context) ([]Candidate, error)
+}
+
+// Candidate is one registrar of a Pool.
+type Candidate struct {
+	Target   string // siptarget form, as Targets and Report name it
+	Priority int    // SRV priority: lower is preferred (RFC 2782)
+	// Eligible is the target's health now: up by its probes and not
+	// blocked after a failure (health.Tracker.Eligible).
+	Eligible bool
+}
+
 // Static is a Trunk over a fixed list of targets that ignores reports.
 type Static []string
 
@@ -40,6 +60,7 @@ const (
 	DefaultWorkers       = 8
 	DefaultTimeout       = 5 * time.Second
 	DefaultRetryInterval = 30 * time.Second
+	DefaultRecheck       = time.Second
 )
 
 // Config is the upstream registration's part of the document. Zero fields
@@ -84,6 +105,14 @@ type Config struct {
 	// registration failed (default 30 s); it doubles with each further
 	// failure up to 16× and is at least a 503's Retry-After.
 	RetryInterval time.Duration
+	// Recheck is how often, with a Pool trunk, the users registered
+	// elsewhere than at their first healthy registrar are found and
+	// registered there again (default 1 s): a user leaves a registrar
+	// that went down, and comes back to its recovered primary (the
+	// binding left on the backup is then withdrawn), within one Recheck
+	// of the health change instead of at the next refresh. The gateway
+	// sets it to the HQ probe interval.
+	Recheck time.Duration
 }
 
 // settings is a validated Config with defaults applied.
@@ -102,6 +131,7 @@ type settings struct {
 	workers       int
 	timeout       time.Duration
 	retryInterval time.Duration
+	recheck       time.Duration
 }
 
 // Check reports what New or Reconfigure would refuse in c, so that a
@@ -121,6 +151,7 @@ func (c Config) settings() (*settings, error) {
 		workers:       c.Workers,
 		timeout:       orDefault(c.Timeout, DefaultTimeout),
 		retryInterval: orDefault(c.RetryInterval, DefaultRetryInterval),
+		recheck:       orDefault(c.Recheck, DefaultRecheck),
 	}
 	if s.trunk == nil {
 		return nil, fmt.Errorf("gateway/upstream: no trunk")
@@ -181,6 +212,7 @@ func orDefault[T comparable](v, def T) T {
 // target is one parsed Trunk target.
 type target struct {
 	name      string // as the Trunk gave it, for Report
+	key       string // canonical (siptarget.Target.String): loop detection
 	transport string // "UDP", "TCP", "TLS" (siptarget.Transport.SIPName)
 	dest      string // "host:port", IPv6 in brackets
 }

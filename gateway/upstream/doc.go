@@ -25,18 +25,63 @@
 // Users removed during the pause are withdrawn then, if their binding
 // at HQ has not expired already.
 //
-// Each REGISTER goes to the Trunk's targets in order and moves on only
-// after 408, 503, 504 or no response within Timeout — the failover rule
-// of DESIGN §1, shared with calls through health.Retryable — and every
-// outcome is reported back to the Trunk as passive health. Digest
-// (RFC 7616, via icholy/digest): the last qop=auth challenge of each user
-// is kept and the next request to the same target is authorised at once
-// with the nonce count incremented, so a refresh is normally one
-// transaction; a 401 with stale=true is answered once more, any other
-// second 401 is a final failure. A 423 raises the requested expiry to
-// Min-Expires once. Refreshes happen a tenth of the granted lifetime
-// before expiry (at least 32 s, Timer B, so a silent target can be given
-// up in time; at most half the lifetime).
+// Each REGISTER goes to its targets in order and moves on only after
+// 408, 503, 504 or no response within Timeout — the failover rule of
+// DESIGN §1, shared with calls through health.Retryable — and every
+// outcome at a Trunk target is reported back to the Trunk as passive
+// health.
+//
+// # Sticky registrars
+//
+// With a Pool trunk (the gateway's HQ trunk is one), each user keeps one
+// registrar, the Lync/Skype pool rule: its targets are ordered by SRV
+// priority, and within one priority by rendezvous (highest-random-weight)
+// hashing of the user over the targets. A target's score for a user is
+// the first 8 bytes, big-endian, of SHA-256("sip:EXT@DOMAIN" || 0x00 ||
+// "host:port") — the AOR and the target's address without transport —
+// highest first. The score has no seed and no state, so the order is the
+// same on every box and across restarts, whatever order DNS answers in;
+// SRV weights are not used. The first target is the user's primary, the
+// others its backups in order; the healthy ones (Candidate.Eligible) are
+// tried, so refreshes never hop between equal targets, and a user moves
+// to a lower priority only when its whole group failed. If none is
+// healthy, the user's primary alone is tried (DESIGN §1 tries one blocked
+// target at random; the hash spreads users as randomly). Adding a target
+// to a group of n moves about 1/(n+1) of the users, all to the new
+// target; removing one moves only its users.
+//
+// Every Recheck (the gateway uses the probe interval) the Agent looks for
+// users registered elsewhere than at their first healthy target and
+// registers them there at once (paced): a user whose registrar went down
+// moves to its next backup, and a user on a backup whose preferred
+// registrar is healthy again moves back — after the new binding is
+// accepted, the one left on the backup is withdrawn there (Expires: 0).
+// A binding at a registrar that failed is not withdrawn: it expires, or
+// is refreshed when the user comes back. A plain Trunk is used in its own
+// order for every user.
+//
+// # Redirects
+//
+// A REGISTER answered 301 or 302 (a Lync Director sending the user to its
+// home pool) is sent again to the Contact of the answer (highest q; host,
+// port and transport from the SIP URI, sips meaning TLS), at most 5 hops
+// in a row and never to a target the job already tried (a loop). The user
+// then stays at that registrar — refreshes go there, not through the
+// Director — until it fails: a failure by the retry rule or an error sends
+// the user back to the normal order within the same job, and any other
+// failure is retried later from the normal order. Redirect targets are
+// not the Trunk's and are not reported to it.
+//
+// # Digest and expiry
+//
+// Digest (RFC 7616, via icholy/digest): the last qop=auth challenge of
+// each user is kept and the next request to the same target is
+// authorised at once with the nonce count incremented, so a refresh is
+// normally one transaction; a 401 with stale=true is answered once more,
+// any other second 401 is a final failure. A 423 raises the requested
+// expiry to Min-Expires once. Refreshes happen a tenth of the granted
+// lifetime before expiry (at least 32 s, Timer B, so a silent target can
+// be given up in time; at most half the lifetime).
 //
 // Call-ID is kept per user for the life of the process and CSeq grows
 // (RFC 3261 §10.2.4). When the contact (a new WAN address) or the domain

@@ -48,10 +48,11 @@ type hq struct {
 
 	mu         sync.Mutex
 	recs       []rec
-	status     int  // answer every request with this (e.g. 503); 0 = behave
-	retryAfter int  // Retry-After on a forced status
-	silent     bool // never answer (the fake network only)
-	minExpires int  // 423 below this
+	status     int    // answer every request with this (e.g. 503); 0 = behave
+	retryAfter int    // Retry-After on a forced status
+	silent     bool   // never answer (the fake network only)
+	minExpires int    // 423 below this
+	redirect   string // answer 302 with this Contact (a Director sending users to their pool)
 	ch         chan rec
 }
 
@@ -111,6 +112,11 @@ func (h *hq) handle(req *sip.Request) *sip.Response {
 }
 
 func (h *hq) answer(req *sip.Request, r *rec) *sip.Response {
+	if h.redirect != "" {
+		res := sip.NewResponseFromRequest(req, 302, "Moved Temporarily", nil)
+		res.AppendHeader(sip.NewHeader("Contact", h.redirect))
+		return res
+	}
 	if h.status != 0 {
 		res := sip.NewResponseFromRequest(req, h.status, "Forced", nil)
 		if h.retryAfter > 0 {
@@ -215,4 +221,63 @@ func (t *trunk) got() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return strings.Join(t.reports, "; ")
+}
+
+// pool is a Pool of test registrars: their priority and health are set
+// by the test, and a failure reported by the Agent (5xx or no answer)
+// makes a target ineligible, as health.Tracker blocks it.
+type pool struct {
+	mu      sync.Mutex
+	cands   []Candidate
+	reports []string
+}
+
+func newPool(targets ...string) *pool {
+	p := &pool{}
+	for _, t := range targets {
+		p.cands = append(p.cands, Candidate{Target: t, Eligible: true})
+	}
+	return p
+}
+
+func (p *pool) Candidates(context.Context) ([]Candidate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Candidate(nil), p.cands...), nil
+}
+
+func (p *pool) Targets(context.Context) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, c := range p.cands {
+		if c.Eligible {
+			out = append(out, c.Target)
+		}
+	}
+	return out, nil
+}
+
+func (p *pool) Report(target string, status int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reports = append(p.reports, fmt.Sprintf("%s %d", target, status))
+	if status >= 500 || (status == 0 && err != nil) {
+		p.setLocked(target, false)
+	}
+}
+
+// set makes target healthy or not (its probes' verdict).
+func (p *pool) set(target string, eligible bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.setLocked(target, eligible)
+}
+
+func (p *pool) setLocked(target string, eligible bool) {
+	for i := range p.cands {
+		if p.cands[i].Target == target {
+			p.cands[i].Eligible = eligible
+		}
+	}
 }

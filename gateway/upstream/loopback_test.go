@@ -81,6 +81,14 @@ func startHQ(t *testing.T, h *hq) string {
 // address becomes ContactHost and LocalAddr.
 func startBox(t *testing.T, cfg Config) (*Agent, string) {
 	t.Helper()
+	a, addr, _ := startBoxStop(t, cfg)
+	return a, addr
+}
+
+// startBoxStop is startBox that also returns a function stopping the
+// Agent (a restart of the box: a new Agent, new Call-IDs).
+func startBoxStop(t *testing.T, cfg Config) (*Agent, string, func()) {
+	t.Helper()
 	ua, err := sipgo.NewUA(sipgo.WithUserAgent("outpost"))
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +113,9 @@ func startBox(t *testing.T, cfg Config) (*Agent, string) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	t.Cleanup(func() { cancel(); wg.Wait() }) // before the UA closes (cleanups run last-in first-out)
-	return a, addr
+	stop := func() { cancel(); wg.Wait() }
+	t.Cleanup(stop) // before the UA closes (cleanups run last-in first-out)
+	return a, addr, stop
 }
 
 type testWriter struct{ t *testing.T }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,17 @@ import (
 // errNoTargets: the Trunk offered no target at all.
 var errNoTargets = errors.New("no HQ targets")
 
+// Redirects (RFC 3261 §8.1.3.4, §21.3): a REGISTER answered 301 or 302
+// is sent again to the Contact of the answer, at most maxRedirects times
+// in a row and never to a target this job already tried.
+const maxRedirects = 5
+
+var (
+	errRedirectLoop     = errors.New("redirect loop")
+	errTooManyRedirects = fmt.Errorf("more than %d redirects", maxRedirects)
+	errNoRedirectTarget = errors.New("no usable Contact in the redirect")
+)
+
 // job is what one worker does for one user, snapshotted under the lock.
 type job struct {
 	set  *settings
@@ -27,8 +39,8 @@ type job struct {
 	domain  string
 	contact string
 	// oldDomain and oldContact are the binding HQ still holds from
-	// before; if a register succeeds with another one, the old one is
-	// withdrawn.
+	// before (at prefer); if a register succeeds with another one, or at
+	// another registrar, the old one may be withdrawn.
 	oldDomain, oldContact string
 	expires               int  // requested seconds
 	raised                bool // expires raised after a 423
@@ -36,6 +48,7 @@ type job struct {
 	cseq                  uint32 // last used; each request increments it
 	auth                  *authCache
 	prefer                string // the target HQ holds the binding at
+	redirect              string // a register goes here first (a 3xx sent the user there)
 	gen, cfgGen           uint64
 }
 
@@ -44,6 +57,9 @@ type result struct {
 	code       int   // final status, 0 = none
 	err        error // no final response (transport, timeout), or why not sent
 	target     string
+	via        string        // the Trunk target (or sticky redirect) the attempt chain began at
+	redirected bool          // target was reached by a redirect: the user stays there
+	moved      []target      // a 301/302's Contacts, best first
 	contact    string        // the binding registered (2xx to a register)
 	granted    time.Duration // its lifetime
 	retryAfter time.Duration
@@ -51,35 +67,62 @@ type result struct {
 
 func (r result) ok() bool { return r.code >= 200 && r.code < 300 }
 
-// exec runs job j: the targets in the Trunk's order, moving to the next
-// one only after 408, 503, 504 or no response (DESIGN §1, the same rule
-// as for calls: health.Retryable). Each attempt's outcome is reported to
-// the Trunk unless ctx ended (Pause or stop), which says nothing about
-// the target.
+// exec runs job j. A register that a 3xx sent to another registrar
+// starts there; if that registrar fails (by the retry rule, or an error)
+// the user is back to the normal order. The normal order is the user's
+// own with a Pool (sticky, see stickyPlan), else the Trunk's; each
+// target is tried in turn, moving to the next one only after 408, 503,
+// 504 or no response (DESIGN §1, the same rule as for calls:
+// health.Retryable). Each attempt's outcome at a Trunk target is
+// reported to the Trunk unless ctx ended (Pause or stop), which says
+// nothing about the target; redirect targets are not the Trunk's and are
+// not reported.
 func (a *Agent) exec(ctx context.Context, j *job) result {
-	names, err := a.targets(ctx, j)
+	p, err := planFor(ctx, j.set, aorOf(j.user, j.domain))
 	if err != nil {
 		return result{err: err}
 	}
+	names := p.attempts
+	if j.op == opUnregister && j.prefer != "" {
+		// A withdrawal goes where the binding is.
+		names = append([]string{j.prefer}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == j.prefer })...)
+	}
+	tried := map[string]bool{}  // canonical targets sent to in this job
+	failed := map[string]bool{} // target names that failed in this job
 	r := result{err: errNoTargets}
-	for _, name := range names {
-		g, err := siptarget.Parse(name, j.set.transport)
-		if err != nil {
-			r = result{err: err}
-			continue
-		}
-		t := target{name: name, transport: g.Transport.SIPName(), dest: g.HostPort()}
-		r = a.attempt(ctx, j, t, j.op)
+	if j.op == opRegister && j.redirect != "" {
+		r = a.chain(ctx, j, j.redirect, true, tried)
 		if ctx.Err() != nil {
 			return r
 		}
-		j.set.trunk.Report(name, r.code, r.err)
 		if r.ok() {
-			if j.op == opRegister && j.oldContact != "" && (j.oldContact != r.contact || j.oldDomain != j.domain) {
-				a.withdrawOld(ctx, j, t)
+			a.afterRegister(ctx, j, p, r, failed)
+			return r
+		}
+		if !health.Retryable(r.code, r.err) {
+			return r
+		}
+		failed[j.redirect], failed[r.target] = true, true
+		a.log.Info("upstream: redirected registrar failed, back to HQ's targets", "user", j.user,
+			"target", r.target, "code", r.code, "err", r.err)
+	}
+	for _, name := range names {
+		if g, err := siptarget.Parse(name, j.set.transport); err == nil && tried[g.String()] {
+			continue // a redirect of this job went there already
+		}
+		// A withdrawal at a registrar a redirect sent the user to is not
+		// the Trunk's to hear about.
+		r = a.chain(ctx, j, name, name == j.redirect, tried)
+		if ctx.Err() != nil {
+			return r
+		}
+		if r.ok() {
+			if j.op == opRegister {
+				a.afterRegister(ctx, j, p, r, failed)
 			}
 			return r
 		}
+		failed[name], failed[r.target] = true, true
 		if !health.Retryable(r.code, r.err) {
 			return r
 		}
@@ -87,36 +130,104 @@ func (a *Agent) exec(ctx context.Context, j *job) result {
 	return r
 }
 
-// targets asks the Trunk (bounded by the attempt timeout: it may resolve
-// DNS) and puts the target that holds the binding first for a withdrawal.
-func (a *Agent) targets(ctx context.Context, j *job) ([]string, error) {
-	tctx, cancel := context.WithTimeout(ctx, j.set.timeout)
-	defer cancel()
-	names, err := j.set.trunk.Targets(tctx)
+// chain sends j to name and follows 301/302 redirects of a register
+// from there. Only the first attempt is reported to the Trunk, and only
+// when name is the Trunk's (not sticky).
+func (a *Agent) chain(ctx context.Context, j *job, name string, sticky bool, tried map[string]bool) result {
+	t, err := parseTarget(name, j.set.transport)
 	if err != nil {
-		return nil, fmt.Errorf("HQ targets: %w", err)
+		return result{err: err, target: name, via: name}
 	}
-	if j.op == opUnregister && j.prefer != "" {
-		out := []string{j.prefer}
-		for _, n := range names {
-			if n != j.prefer {
-				out = append(out, n)
+	redirected := sticky
+	for hops := 0; ; hops++ {
+		tried[t.key] = true
+		r := a.attempt(ctx, j, t, j.op)
+		r.via, r.redirected = name, redirected
+		if ctx.Err() != nil {
+			return r
+		}
+		if hops == 0 && !sticky {
+			j.set.trunk.Report(name, r.code, r.err)
+		}
+		if j.op != opRegister || (r.code != sip.StatusMovedPermanently && r.code != sip.StatusMovedTemporarily) {
+			return r
+		}
+		fail := func(err error) result {
+			return result{err: fmt.Errorf("%d from %s: %w", r.code, t.name, err), target: t.name, via: name, redirected: redirected}
+		}
+		if hops == maxRedirects {
+			return fail(errTooManyRedirects)
+		}
+		if len(r.moved) == 0 {
+			return fail(errNoRedirectTarget)
+		}
+		next := -1
+		for i, m := range r.moved {
+			if !tried[m.key] {
+				next = i
+				break
 			}
 		}
-		names = out
+		if next < 0 {
+			return fail(fmt.Errorf("%w: %s was tried already", errRedirectLoop, r.moved[0].name))
+		}
+		a.log.Debug("upstream: redirected", "user", j.user, "from", t.name, "to", r.moved[next].name, "code", r.code)
+		t, redirected = r.moved[next], true
 	}
-	return names, nil
 }
 
-// withdrawOld removes the binding HQ holds from before a contact or
-// domain change, at the target that just took the new one. Best effort:
-// if it fails the old binding expires by itself.
+// parseTarget reads a Trunk target or a stored redirect target.
+func parseTarget(name string, def siptarget.Transport) (target, error) {
+	g, err := siptarget.Parse(name, def)
+	if err != nil {
+		return target{}, err
+	}
+	return target{name: name, key: g.String(), transport: g.Transport.SIPName(), dest: g.HostPort()}, nil
+}
+
+// afterRegister withdraws what HQ still holds from before a register
+// that succeeded (best effort: if it fails, the old binding expires by
+// itself):
+//   - at the same registrar, a binding with another contact or domain
+//     (a new WAN address, a new site domain);
+//   - at another registrar, the binding left on a backup when the user
+//     came back to a registrar it prefers (its recovered primary). Not
+//     at a registrar that failed in this job, is unhealthy, or ranks
+//     before the new one (the user left it because it failed): the
+//     binding there expires, or is refreshed when the user returns.
+func (a *Agent) afterRegister(ctx context.Context, j *job, p plan, r result, failed map[string]bool) {
+	if j.oldContact == "" {
+		return
+	}
+	prev := j.prefer
+	if prev == "" || prev == r.target {
+		if j.oldContact != r.contact || j.oldDomain != j.domain {
+			if t, err := parseTarget(r.target, j.set.transport); err == nil {
+				a.withdrawOld(ctx, j, t)
+			}
+		}
+		return
+	}
+	if failed[prev] || !p.eligible[prev] || r.redirected || !p.before(r.via, prev) {
+		return
+	}
+	t, err := parseTarget(prev, j.set.transport)
+	if err != nil {
+		return
+	}
+	a.log.Info("upstream: back at the preferred registrar, withdrawing the binding left on a backup",
+		"user", j.user, "registrar", r.target, "backup", prev)
+	a.withdrawOld(ctx, j, t)
+}
+
+// withdrawOld removes the binding HQ holds from before (oldContact,
+// oldDomain) at t.
 func (a *Agent) withdrawOld(ctx context.Context, j *job, t target) {
 	old := *j
 	old.domain, old.contact = j.oldDomain, j.oldContact
 	r := a.attempt(ctx, &old, t, opUnregister)
 	j.cseq = old.cseq
-	a.log.Debug("upstream: old binding withdrawn", "user", j.user, "contact", j.oldContact, "code", r.code, "err", r.err)
+	a.log.Debug("upstream: old binding withdrawn", "user", j.user, "target", t.name, "contact", j.oldContact, "code", r.code, "err", r.err)
 }
 
 // attempt sends one REGISTER (op) to one target within the attempt
@@ -173,7 +284,11 @@ func (a *Agent) attempt(ctx context.Context, j *job, t target, o op) result {
 		case code >= 200 && code < 300:
 			return result{code: code, target: t.name, contact: contact.String(), granted: granted(res, &contact, expires)}
 		default:
-			return result{code: code, target: t.name, retryAfter: time.Duration(headerSeconds(res, "Retry-After")) * time.Second}
+			r := result{code: code, target: t.name, retryAfter: time.Duration(headerSeconds(res, "Retry-After")) * time.Second}
+			if code == sip.StatusMovedPermanently || code == sip.StatusMovedTemporarily {
+				r.moved = movedTo(res, s.transport)
+			}
+			return r
 		}
 	}
 }
@@ -261,4 +376,76 @@ func headerSeconds(res *sip.Response, name string) int {
 		return 0
 	}
 	return n
+}
+
+// movedTo reads the Contacts of a 301/302 as targets, highest q first
+// (RFC 3261 §8.1.3.4; q defaults to 1, ties keep their order): a sips
+// URI or transport=tls means TLS, transport=tcp TCP, else def (the
+// transport of targets given without one); no port means the
+// transport's default (5060, 5061 for TLS). A host name is sent to as
+// is (sipgo looks up its A/AAAA records). Contacts that are not SIP URIs
+// are skipped.
+func movedTo(res *sip.Response, def siptarget.Transport) []target {
+	type moved struct {
+		t target
+		q float64
+	}
+	var ms []moved
+	for _, h := range res.GetHeaders("Contact") {
+		var u sip.Uri
+		var params sip.HeaderParams
+		if c, ok := h.(*sip.ContactHeader); ok {
+			u, params = c.Address, c.Params
+		} else if _, err := sip.ParseAddressValue(h.Value(), &u, &params); err != nil {
+			continue
+		}
+		if u.Wildcard || u.Host == "" || (u.Scheme != "sip" && u.Scheme != "sips") {
+			continue
+		}
+		tr := def
+		if tp, ok := u.UriParams.Get("transport"); ok {
+			p, err := siptarget.ParseTransport(strings.ToLower(tp))
+			if err != nil {
+				continue
+			}
+			tr = p
+		}
+		if u.Scheme == "sips" {
+			tr = siptarget.TLS
+		}
+		port := u.Port
+		if port == 0 {
+			port = int(tr.DefaultPort())
+		}
+		host := u.Host
+		if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") {
+			host = "[" + host + "]"
+		}
+		g, err := siptarget.Parse(string(tr)+":"+host+":"+strconv.Itoa(port), tr)
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params.Get("q"); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		name := g.String()
+		ms = append(ms, moved{target{name: name, key: name, transport: g.Transport.SIPName(), dest: g.HostPort()}, q})
+	}
+	slices.SortStableFunc(ms, func(x, y moved) int {
+		switch {
+		case x.q > y.q:
+			return -1
+		case x.q < y.q:
+			return 1
+		}
+		return 0
+	})
+	out := make([]target, len(ms))
+	for i, m := range ms {
+		out[i] = m.t
+	}
+	return out
 }

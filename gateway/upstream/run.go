@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,6 +32,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	jobs := make(chan work)
 	var wg sync.WaitGroup
+	wg.Go(func() { a.recheckLoop(ctx) })
 	for range workers {
 		wg.Go(func() {
 			for w := range jobs {
@@ -124,7 +127,7 @@ func (a *Agent) work(w work) {
 func (a *Agent) prepareLocked(e *entry, now time.Time) *job {
 	j := &job{
 		set: a.set, user: e.user, callID: e.callID, fromTag: e.fromTag, cseq: e.cseq,
-		auth: &e.auth, prefer: e.target, gen: e.gen, cfgGen: a.cfgGen,
+		auth: &e.auth, prefer: e.target, redirect: e.redirect, gen: e.gen, cfgGen: a.cfgGen,
 	}
 	if e.want == opUnregister {
 		if !e.live(now) {
@@ -162,7 +165,7 @@ func (a *Agent) finishLocked(e *entry, j *job, r result, now time.Time, cancelle
 	if j.op == opUnregister {
 		// Done, refused or unanswered: in every case stop claiming a
 		// binding; an unanswered one expires at HQ by itself.
-		e.regDomain, e.regContact, e.target, e.expiresAt = "", "", "", time.Time{}
+		e.regDomain, e.regContact, e.target, e.redirect, e.expiresAt = "", "", "", "", time.Time{}
 		a.log.Debug("upstream unregister", "user", e.user, "code", r.code, "err", r.err)
 		if e.want == opUnregister {
 			a.dropLocked(e)
@@ -176,11 +179,16 @@ func (a *Agent) finishLocked(e *entry, j *job, r result, now time.Time, cancelle
 	if r.ok() {
 		e.state, e.failures = StateRegistered, 0
 		e.target, e.regDomain, e.regContact = r.target, j.domain, r.contact
+		e.redirect = ""
+		if r.redirected {
+			e.redirect = r.target
+		}
 		e.expiresAt = now.Add(r.granted)
 		due = now.Add(refreshIn(r.granted))
 		a.log.Debug("upstream registered", "user", e.user, "target", r.target, "expires", r.granted)
 	} else {
 		e.state = StateFailed
+		e.redirect = "" // back to HQ's targets (they may redirect again)
 		e.failures++
 		due = now.Add(a.backoff(j.set, e.failures, r.retryAfter))
 		a.log.Debug("upstream register failed", "user", e.user, "code", r.code, "err", r.err, "retry_at", due)
@@ -211,4 +219,85 @@ func errText(r result) string {
 		return ""
 	}
 	return r.err.Error()
+}
+
+// recheckLoop runs recheck every Recheck until ctx ends.
+func (a *Agent) recheckLoop(ctx context.Context) {
+	for {
+		a.mu.Lock()
+		every := a.set.recheck
+		a.mu.Unlock()
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		a.recheck(ctx)
+	}
+}
+
+// recheck finds, with a Pool trunk, the users whose binding is at
+// another registrar than the first healthy one of their preference —
+// they failed over to a backup and their primary is healthy again, or
+// their registrar went down — and makes them due now (paced like every
+// job). Their job registers at the first healthy registrar and, when
+// that is the one they prefer, withdraws the binding left on the backup
+// (afterRegister). Users sent elsewhere by a redirect stay there, and
+// users in flight, failing or paused are left to their own schedule.
+// It returns how many users it moved.
+func (a *Agent) recheck(ctx context.Context) int {
+	type bound struct{ user, target string }
+	a.mu.Lock()
+	set := a.set
+	pool, ok := set.trunk.(Pool)
+	if !ok || a.paused {
+		a.mu.Unlock()
+		return 0
+	}
+	now := time.Now()
+	var bs []bound
+	for _, e := range a.entries {
+		if e.settled(now) {
+			bs = append(bs, bound{e.user, e.target})
+		}
+	}
+	a.mu.Unlock()
+	if len(bs) == 0 {
+		return 0
+	}
+	tctx, cancel := context.WithTimeout(ctx, set.timeout)
+	cands, err := pool.Candidates(tctx)
+	cancel()
+	if err != nil {
+		a.log.Debug("upstream: recheck: HQ targets", "err", err)
+		return 0
+	}
+	var move []bound
+	for _, b := range bs {
+		p := stickyPlan(aorOf(b.user, set.domain), cands, set.transport)
+		if f := p.first(); f != "" && f != b.target && p.eligible[f] {
+			move = append(move, b)
+		}
+	}
+	if len(move) == 0 {
+		return 0
+	}
+	slices.SortFunc(move, func(x, y bound) int { return strings.Compare(x.user, y.user) })
+	n := 0
+	a.mu.Lock()
+	now = time.Now()
+	for _, b := range move {
+		if e := a.entries[b.user]; e != nil && e.settled(now) && e.target == b.target && a.set == set {
+			a.q.schedule(e, now)
+			n++
+		}
+	}
+	a.mu.Unlock()
+	if n > 0 {
+		a.log.Info("upstream: users moving to their first healthy registrar", "users", n)
+		a.poke()
+	}
+	return n
 }

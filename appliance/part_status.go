@@ -1,0 +1,203 @@
+package appliance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/appliance/statuspage"
+)
+
+// statusPart is the local read-only status page (appliance/statuspage) on
+// status.listen: plain HTTP, HTTP Basic for the document's admin users.
+//
+// The admins are swapped on commit without touching the listener; a new
+// listen address is bound in prepare. At start a status page that cannot
+// bind does not stop the box (SIP matters more than the page): the error
+// is logged and shown in status, and every later push that keeps the
+// address tries again without failing for it. A push that changes the
+// address fails if the new one cannot be bound, like any part.
+type statusPart struct {
+	log     *slog.Logger
+	handler http.Handler
+
+	access atomic.Pointer[statuspage.Access]
+
+	mu      sync.Mutex
+	want    string // status.listen of the running document
+	srv     *http.Server
+	bound   string
+	failure string // why want is not served ("" when it is, or is off)
+	serving sync.WaitGroup
+}
+
+func newStatusPart(b api.Backend, log *slog.Logger) *statusPart {
+	s := &statusPart{log: log}
+	s.access.Store(&statuspage.Access{})
+	s.handler = statuspage.Handler(api.ReadOnlyHandler(b, log), s.access.Load, log)
+	return s
+}
+
+// Limits of the status page's HTTP server: small GETs from a browser.
+const (
+	statusReadHeaderTimeout = 10 * time.Second
+	statusWriteTimeout      = 30 * time.Second
+	statusIdleTimeout       = 2 * time.Minute
+	statusMaxHeaderBytes    = 16 << 10
+)
+
+// statusConfig is the status part's configuration: the listen address
+// and who may open the page.
+type statusConfig struct {
+	Listen string
+	Access statuspage.Access
+}
+
+// MarshalJSON keeps HA1s out of golden files and logs.
+func (c statusConfig) MarshalJSON() ([]byte, error) {
+	var admins []string
+	for _, a := range c.Access.Admins {
+		admins = append(admins, a.User)
+	}
+	return json.Marshal(struct {
+		Listen string
+		Realm  string
+		Admins []string `json:",omitempty"`
+	}{c.Listen, c.Access.Realm, admins})
+}
+
+func (*statusPart) name() string { return "status" }
+
+// prepare binds the new listener when status.listen changed; commit
+// serves it and stops the old one, abort closes it. The admins change on
+// commit either way.
+func (s *statusPart) prepare(_ context.Context, next *partConfigs) (change, error) {
+	sec := next.Status
+	access := &sec.Access
+	s.mu.Lock()
+	want, up := s.want, s.srv != nil
+	s.mu.Unlock()
+	if sec.Listen == want && (up || sec.Listen == "") {
+		return funcs{commit: func() { s.access.Store(access) }}, nil
+	}
+	if sec.Listen == "" {
+		return funcs{commit: func() {
+			s.access.Store(access)
+			s.swap("", nil, nil, "")
+		}}, nil
+	}
+	ln, err := net.Listen("tcp", sec.Listen)
+	if err != nil {
+		err = fmt.Errorf("listen %s: %w", sec.Listen, err)
+		if sec.Listen != want {
+			return nil, err
+		}
+		// The running document already asks for this address and it could
+		// not be bound before either: a push that does not touch the status
+		// page must not fail for it.
+		return funcs{commit: func() {
+			s.access.Store(access)
+			s.fail(sec.Listen, err)
+		}}, nil
+	}
+	srv := s.newServer()
+	return funcs{
+		commit: func() {
+			s.access.Store(access)
+			s.swap(sec.Listen, srv, ln, "")
+		},
+		abort: func() { ln.Close() },
+	}, nil
+}
+
+// start serves first's status page, for New. A listener that cannot be
+// bound is logged loudly and shown in status; the box runs without it.
+func (s *statusPart) start(ctx context.Context, first *partConfigs) {
+	c, err := s.prepare(ctx, first)
+	if err != nil {
+		s.access.Store(&first.Status.Access)
+		s.fail(first.Status.Listen, err)
+		return
+	}
+	c.Commit()
+}
+
+// fail records that listen, asked for by the running document, is not served.
+func (s *statusPart) fail(listen string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+	s.want, s.failure = listen, err.Error()
+	s.log.Error("STATUS PAGE NOT SERVED: its listen address cannot be bound; SIP and everything else run on "+
+		"(change status.listen, or free the port and push the document again)", "listen", listen, "err", err)
+}
+
+func (s *statusPart) newServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: statusReadHeaderTimeout,
+		ReadTimeout:       statusReadHeaderTimeout,
+		WriteTimeout:      statusWriteTimeout,
+		IdleTimeout:       statusIdleTimeout,
+		MaxHeaderBytes:    statusMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// swap stops the running server and serves srv on ln (none when srv is nil).
+func (s *statusPart) swap(listen string, srv *http.Server, ln net.Listener, failure string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+	s.want, s.failure = listen, failure
+	if srv == nil {
+		return
+	}
+	s.srv, s.bound = srv, ln.Addr().String()
+	s.serving.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("status page stopped", "err", err)
+		}
+	})
+	s.log.Info("status page listening (HTTP Basic for admin users)", "url", "http://"+s.bound+"/")
+}
+
+// Addr is the bound address of the status page, "" when there is none.
+func (s *statusPart) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bound
+}
+
+// Failure is why status.listen is not served, "" when it is or is off.
+func (s *statusPart) Failure() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failure
+}
+
+func (s *statusPart) stopLocked() {
+	if s.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+	s.serving.Wait()
+	s.srv, s.bound = nil, ""
+}
+
+// Stop closes the listener and waits for its goroutine.
+func (s *statusPart) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+}

@@ -1,0 +1,202 @@
+package fastpath
+
+import (
+	"bytes"
+	"encoding/hex"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// Stateless refusals of new INVITEs (RFC 3261 §8.2.7, §16.7 step 10's
+// stateless responses).
+//
+// A server transaction answers an INVITE's 4xx again and again over UDP
+// (Timer G, until Timer H = 32 s: 11 copies) to whatever source the packet
+// claimed, and keeps the request, timers and a goroutine meanwhile: a
+// reflector and a memory sink for anyone who can send a datagram with a
+// forged source. A request without valid credentials deserves neither.
+// Its 407 (or 403) is sent once, from the read goroutine, and nothing is
+// kept; a real client retransmits its INVITE until it gets an answer and
+// gets the same answer again. The ACK it then sends carries the To tag of
+// the refusal, which marks it as stateless: it is dropped here.
+
+// Admit decides an out-of-dialog INVITE that arrived on the UDP socket
+// named local, on the socket's read goroutine. nil lets it go on to
+// sipgo's transaction layer as it is (a trusted trunk, or credentials that
+// verify); a response is the refusal to send statelessly (407, 403, 400).
+// The request's source and transport are set. Admit is called for every
+// retransmission too: it must admit the retransmission of an INVITE it
+// admitted (credentials are verified once; a nonce count is not accepted
+// twice).
+type Admit func(req *sip.Request, local string) *sip.Response
+
+// RefusalRate and RefusalBurst bound the stateless refusals sent to one
+// source IP (per second, and at once): a phone that is challenged needs
+// one per call attempt, a flood of forged INVITEs gets no more than this
+// reflected towards its claimed source. Beyond it refusals are dropped
+// without a word and counted (KindRateLimited).
+const (
+	RefusalRate  = 20
+	RefusalBurst = 40
+)
+
+// statelessTagPrefix starts the To tag of every stateless refusal; the
+// ACK of such a refusal carries it back.
+const statelessTagPrefix = "osl-"
+
+var statelessTagMark = []byte("tag=" + statelessTagPrefix)
+
+// tagSalt keeps the tags of one process from being predicted by a third
+// party; the same request still gets the same tag (§8.2.7).
+var tagSalt = rand.Uint64()
+
+// statelessTag is the To tag of a stateless response to req: a function
+// of the request, so a retransmission gets the same tag (RFC 3261 §8.2.7).
+func statelessTag(req *sip.Request) string {
+	h := fnv.New64a()
+	var salt [8]byte
+	for i := range salt {
+		salt[i] = byte(tagSalt >> (8 * i))
+	}
+	h.Write(salt[:])
+	if c := req.CallID(); c != nil {
+		h.Write([]byte(c.Value()))
+	}
+	if from := req.From(); from != nil {
+		t, _ := from.Params.Get("tag")
+		h.Write([]byte("|" + t))
+	}
+	if via := req.Via(); via != nil {
+		b, _ := via.Params.Get("branch")
+		h.Write([]byte("|" + b))
+	}
+	return statelessTagPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// filterInvite admits or refuses a UDP INVITE (see Admit).
+func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, error) {
+	pc := (*f.sockets.Load())[info.LocalAddr]
+	if pc == nil {
+		return data, nil
+	}
+	req, ok := f.parse(info, data)
+	if req == nil {
+		if ok {
+			return data, nil
+		}
+		return nil, nil
+	}
+	if to := req.To(); to != nil && to.Params.Has("tag") {
+		return data, nil // re-INVITE: the dialog authorises it
+	}
+	req.SetSource(info.RemoteAddr.String())
+	req.SetTransport("UDP")
+	res := f.admit(req, "udp:"+pc.LocalAddr().String())
+	if res == nil {
+		return data, nil
+	}
+	if !f.refusal.allow(addrOf(info.RemoteAddr)) {
+		f.drops[kindRateLimited].Add(1)
+		return nil, nil
+	}
+	if to := res.To(); to != nil {
+		to.Params.Add("tag", statelessTag(req))
+	}
+	buf := f.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	res.StringWrite(buf)
+	f.write(pc, buf.Bytes(), info.RemoteAddr)
+	f.bufs.Put(buf)
+	return nil, nil
+}
+
+// filterAck drops the ACK of a stateless refusal (its To tag is ours,
+// statelessTagPrefix); any other ACK goes on to sipgo.
+func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, error) {
+	req, ok := f.parse(info, data)
+	if req == nil {
+		if ok {
+			return data, nil
+		}
+		return nil, nil
+	}
+	if to := req.To(); to != nil {
+		if tag, _ := to.Params.Get("tag"); len(tag) > len(statelessTagPrefix) && tag[:len(statelessTagPrefix)] == statelessTagPrefix {
+			f.drops[kindStatelessAck].Add(1)
+			return nil, nil
+		}
+	}
+	return data, nil
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.AddrPort().Addr().Unmap()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap.Addr().Unmap()
+}
+
+// maxSources bounds the refusal limiter's table. Forged sources can fill
+// it; then the sources whose bucket is full again are forgotten, and if
+// that is not enough the table starts afresh (a source then gets at most
+// another burst, one answer per request: never an amplification).
+const maxSources = 8192
+
+// sourceLimiter is a token bucket per source IP.
+type sourceLimiter struct {
+	mu          sync.Mutex
+	rate, burst float64
+	now         func() time.Time
+	m           map[netip.Addr]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newSourceLimiter(rate, burst float64, now func() time.Time) *sourceLimiter {
+	return &sourceLimiter{rate: rate, burst: burst, now: now, m: map[netip.Addr]*bucket{}}
+}
+
+func (l *sourceLimiter) allow(ip netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b := l.m[ip]
+	if b == nil {
+		if len(l.m) >= maxSources {
+			l.pruneLocked(now)
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		l.m[ip] = b
+	}
+	if el := now.Sub(b.last).Seconds(); el > 0 {
+		b.tokens = math.Min(l.burst, b.tokens+el*l.rate)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (l *sourceLimiter) pruneLocked(now time.Time) {
+	for ip, b := range l.m {
+		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+			delete(l.m, ip)
+		}
+	}
+	if len(l.m) >= maxSources*3/4 {
+		clear(l.m)
+	}
+}
