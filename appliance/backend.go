@@ -52,6 +52,7 @@ func (a *App) Status(context.Context) api.Status {
 		Registrar:     api.RegistrarStats(s),
 		SIPDropped:    a.gw.Dropped(),
 		HQ:            a.hqHealth(),
+		HQUnresolved:  ms.Unresolved,
 		CallsActive:   len(a.gw.Calls()),
 	}
 	st.StatusPage, st.StatusPageError = a.status.Addr(), a.status.Failure()

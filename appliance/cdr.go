@@ -139,6 +139,9 @@ func (a *App) recordCDR(c b2bua.CDR) {
 	if c.TransferOf != "" {
 		peer += " (transfer of " + c.TransferOf + ")"
 	}
+	if c.FallbackFrom != "" {
+		peer += " (fallback from " + string(c.FallbackFrom) + ": " + c.FallbackReason + ")"
+	}
 	a.cdr.Add(store.CDR{CallID: c.CallID, Started: c.Start, Answered: c.Answer, Ended: c.End, Caller: c.Caller,
 		Dialled: c.Dialled, Routed: c.Target, Route: string(c.Route), Target: peer, Mode: string(a.mode.Mode()),
 		Code: c.Status, Disposition: string(c.Disposition), Hangup: c.HangupBy, Media: a.media.takeStats(c.CallID)})

@@ -38,8 +38,16 @@ func (p modePart) prepare(_ context.Context, next *partConfigs) (change, error) 
 	}}, nil
 }
 
-// hqTargetEvent turns a prober verdict into a mode event.
+// hqTargetEvent turns a prober verdict into a mode event: a target's
+// verdict, or a pool that cannot be resolved (no target ever known: an
+// outage) or is resolved again.
 func hqTargetEvent(ev gateway.HQTargetEvent) mode.Event {
+	switch {
+	case ev.Unresolved:
+		return mode.Event{Kind: mode.PoolUnresolved, Target: ev.Pool, At: ev.At}
+	case ev.Resolved:
+		return mode.Event{Kind: mode.PoolResolved, Target: ev.Pool, At: ev.At}
+	}
 	k := mode.TargetDown
 	switch {
 	case ev.Gone:

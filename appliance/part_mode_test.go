@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 )
@@ -49,5 +50,25 @@ func TestWANEvents(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHQTargetEvent: prober verdicts become mode events; a pool that
+// cannot be resolved is an outage (PoolUnresolved), not "nothing known".
+func TestHQTargetEvent(t *testing.T) {
+	at := time.Unix(1, 0)
+	for _, tc := range []struct {
+		in   gateway.HQTargetEvent
+		want mode.Event
+	}{
+		{gateway.HQTargetEvent{Target: "udp:198.18.1.10:5060", Up: true, At: at}, mode.Event{Kind: mode.TargetUp, Target: "udp:198.18.1.10:5060", At: at}},
+		{gateway.HQTargetEvent{Target: "udp:198.18.1.10:5060", At: at}, mode.Event{Kind: mode.TargetDown, Target: "udp:198.18.1.10:5060", At: at}},
+		{gateway.HQTargetEvent{Target: "udp:198.18.1.10:5060", Gone: true, At: at}, mode.Event{Kind: mode.TargetGone, Target: "udp:198.18.1.10:5060", At: at}},
+		{gateway.HQTargetEvent{Pool: "primary hq.test", Unresolved: true, At: at}, mode.Event{Kind: mode.PoolUnresolved, Target: "primary hq.test", At: at}},
+		{gateway.HQTargetEvent{Pool: "backup hq2.test", Resolved: true, At: at}, mode.Event{Kind: mode.PoolResolved, Target: "backup hq2.test", At: at}},
+	} {
+		if got := hqTargetEvent(tc.in); got.Kind != tc.want.Kind || got.Target != tc.want.Target || !got.At.Equal(at) {
+			t.Errorf("hqTargetEvent(%+v) = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }

@@ -167,13 +167,29 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	if d.HQ.Domain != "" || len(d.HQ.Targets) > 0 {
 		cfg.HQTrunk = &gateway.HQConfig{Domain: d.HQ.Domain, Static: static, Transport: siptarget.Transport(d.HQ.EffectiveTransport()),
 			DNSServers: d.HQ.DNSServers, DownAfter: d.HQ.EffectiveDownAfter(), UpAfter: d.HQ.EffectiveUpAfter(),
-			ProbeInterval: d.HQ.EffectiveOptionsInterval(), TrustedNetworks: trustedNetworks(d.HQ.TrustedNetworks)}
+			ProbeInterval: d.HQ.EffectiveOptionsInterval(), CallFallback: d.HQ.EffectiveCallFallback(),
+			TrustedNetworks: trustedNetworks(d.HQ.TrustedNetworks)}
+		if b := d.HQ.Backup; b != nil {
+			pool := &gateway.HQPool{Domain: b.Domain, Transport: siptarget.Transport(b.EffectiveTransport())}
+			for i, s := range b.Targets {
+				t, err := siptarget.Parse(s, siptarget.Transport(b.EffectiveTransport()))
+				if err != nil {
+					return gateway.Config{}, config.Errors{{Path: fmt.Sprintf("hq.backup.targets[%d]", i), Message: err.Error()}}
+				}
+				pool.Static = append(pool.Static, t)
+				cfg.HQ = append(cfg.HQ, "backup "+t.String())
+			}
+			if len(b.Targets) == 0 {
+				cfg.HQ = append(cfg.HQ, "backup domain "+b.Domain+" (RFC 3263, "+b.EffectiveTransport()+")")
+			}
+			cfg.HQTrunk.Backup = pool
+		}
 	}
 	if cfg.HQTrunk != nil && d.HQ.RegisterUpstream {
 		cfg.Upstream = &gateway.UpstreamConfig{Domain: d.Site.Domain, Username: d.HQ.AuthUsername, Password: d.HQ.AuthPassword}
 	}
-	if len(cfg.HQ) == 0 && d.HQ.Domain != "" {
-		cfg.HQ = []string{"domain " + d.HQ.Domain + " (RFC 3263, " + d.HQ.EffectiveTransport() + ")"}
+	if len(d.HQ.Targets) == 0 && d.HQ.Domain != "" {
+		cfg.HQ = append([]string{"domain " + d.HQ.Domain + " (RFC 3263, " + d.HQ.EffectiveTransport() + ")"}, cfg.HQ...)
 	}
 	return cfg, nil
 }

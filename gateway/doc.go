@@ -14,7 +14,9 @@
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
 //	                exact ip:port; TCP: IP; same transport; HQ networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)
-//	hq.go           the HQ trunk: targets, health, OPTIONS probing lifecycle
+//	hq.go           the HQ trunk: primary and backup pools, targets, health,
+//	                OPTIONS probing lifecycle, unresolved pools, and the
+//	                per-call fallback the B2BUA asks for (router.HQFallback)
 //	probe.go        the OPTIONS pinger and the prober's place in the Server
 //	upstream.go     upstream registration of local users at HQ
 //	route.go        explanations of routing decisions (outpostctl route)

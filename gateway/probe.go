@@ -66,8 +66,10 @@ type prober struct {
 	notify atomic.Pointer[func(HQTargetEvent)]
 }
 
-// OnHQTarget sets the function told every HQ target verdict (probes took it
-// down or brought it up, or it left the target set), for the mode logic.
+// OnHQTarget sets the function told every HQ target verdict (a new target,
+// probes took it down or brought it up, or it left the target set) and
+// every pool that could not be resolved or resolved again, for the mode
+// logic.
 // It is called from the prober's goroutine and must not block for long.
 func (s *Server) OnHQTarget(f func(HQTargetEvent)) { s.probe.notify.Store(&f) }
 
@@ -104,8 +106,8 @@ func (p *prober) swap(old, next *hqTrunk, log *slog.Logger) {
 	}
 	old.close()
 	if old != nil {
-		for _, t := range old.Health() {
-			p.tell(HQTargetEvent{Target: t.Target, Gone: true, Reason: "hq section changed", At: time.Now()})
+		for _, ev := range old.forget("hq section changed") {
+			p.tell(ev)
 		}
 	}
 	if p.ctx != nil && next != nil {

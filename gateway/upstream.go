@@ -178,7 +178,7 @@ func upstreamSettings(cfg Config, hq *hqTrunk, ls listen.Set) (upstream.Config, 
 	}
 	return upstream.Config{Trunk: hq, Transport: hq.transport, ContactHost: local, LocalAddr: local,
 		Domain: uc.Domain, Username: uc.Username, Password: uc.Password, Expires: uc.Expires, ReplayRate: uc.ReplayRate,
-		Recheck: hq.tracker.Config().Interval}, nil // a target's health changes at most once per probe
+		Recheck: hq.pools[0].tracker.Config().Interval}, nil // a target's health changes at most once per probe
 }
 
 // Upstream is the state of every upstream registration (nil when off).

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/outpost/outpost/gateway/upstream"
 )
@@ -10,18 +12,37 @@ import (
 // with its SRV priority (static targets: their place in the list, so a
 // static list is an ordered one) and its health now, so that each user's
 // upstream registration keeps one registrar of the best priority group,
-// chosen by rendezvous hashing (see package upstream).
+// chosen by rendezvous hashing (see package upstream). A backup pool's
+// targets come as lower-priority groups after the primary's (priority +
+// backupPriority), so registrations move there only when no primary
+// target is eligible; an unresolved pool is skipped without waiting for
+// its DNS.
 func (h *hqTrunk) Candidates(ctx context.Context) ([]upstream.Candidate, error) {
-	ts, err := h.res.Resolve(ctx)
-	if err != nil {
-		return nil, err
+	var out []upstream.Candidate
+	var errs []error
+	for i, pool := range h.pools {
+		if pool.unresolved.Load() {
+			errs = append(errs, fmt.Errorf("%s: %w", pool.name, errUnresolved))
+			continue
+		}
+		ts, err := pool.res.Resolve(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", pool.name, err))
+			continue
+		}
+		for _, t := range ts {
+			name := t.Dest().String()
+			out = append(out, upstream.Candidate{Target: name, Priority: i*backupPriority + int(t.Priority), Eligible: pool.tracker.Eligible(name)})
+		}
 	}
-	out := make([]upstream.Candidate, 0, len(ts))
-	for _, t := range ts {
-		name := t.Dest().String()
-		out = append(out, upstream.Candidate{Target: name, Priority: int(t.Priority), Eligible: h.tracker.Eligible(name)})
+	if len(out) == 0 && len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }
+
+// backupPriority puts the backup pool's priority groups after every SRV
+// priority (0-65535) of the primary.
+const backupPriority = 1 << 16
 
 var _ upstream.Pool = (*hqTrunk)(nil)

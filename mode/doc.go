@@ -20,8 +20,9 @@
 //
 //   - standalone: no HQ configured (Config.HQ false). Nothing else matters.
 //   - normal → survivable at once when the WAN link goes down, loses
-//     carrier, its last default route disappears, or every HQ target is
-//     down. The Reason names the first of these that holds.
+//     carrier, its last default route disappears, or HQ is down (every
+//     known target down, unresolved pools included). The Reason names the
+//     first of these that holds.
 //   - survivable → normal only after everything has been healthy for
 //     Config.Hold without interruption. A relapse during the hold (any
 //     fact going bad again) disarms it; the next recovery starts a full
@@ -37,6 +38,14 @@
 // default route" — and sends WANReset before seeding another interface.
 // Repeating a fact is harmless (events are applied as levels, not
 // toggles).
+//
+// HQ is down when no known target is up and something says so: a target
+// down by its probes, or a pool (the primary HQ pool or hq.backup) that
+// could not be resolved at all (PoolUnresolved: its resolution failed as
+// often in a row as down_after probes, e.g. a box that boots while the WAN
+// is silent). With two pools the box therefore goes survivable only when
+// both are down. Nothing known at all (a fresh boot before any verdict) is
+// not an outage.
 //
 // HQ health is what the health prober decided (down_after failed probes in
 // a row take a target down, up_after good ones bring it up): the Machine

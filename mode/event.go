@@ -51,6 +51,14 @@ const (
 	// again, hence healthy): send it when wan.interface names another
 	// interface, then seed the new one's state.
 	WANReset
+	// PoolUnresolved: the HQ pool Event.Target (e.g. "primary hq.example.com")
+	// has no target at all because its resolution failed as often in a row
+	// as down_after probes (DNS unreachable, or no answer ever): a pool
+	// that was never found counts as down, not as "nothing to probe".
+	PoolUnresolved
+	// PoolResolved: the pool Event.Target has targets again (they follow as
+	// TargetUp/TargetDown), or is no longer configured.
+	PoolResolved
 )
 
 var kindNames = [...]string{
@@ -58,6 +66,7 @@ var kindNames = [...]string{
 	RouteAdded: "RouteAdded", RouteRemoved: "RouteRemoved",
 	TargetUp: "TargetUp", TargetDown: "TargetDown", TargetGone: "TargetGone",
 	AllTargetsDown: "AllTargetsDown", Configured: "Configured", WANReset: "WANReset",
+	PoolUnresolved: "PoolUnresolved", PoolResolved: "PoolResolved",
 }
 
 func (k Kind) String() string {
@@ -77,7 +86,8 @@ type Event struct {
 	// "0.0.0.0/0 via 198.18.0.1". Any stable string works.
 	Route string
 	// Target is the HQ target ("udp:198.18.1.10:5060") for TargetUp,
-	// TargetDown and TargetGone.
+	// TargetDown and TargetGone, and the pool for PoolUnresolved and
+	// PoolResolved.
 	Target string
 	// Config is the new configuration for Configured.
 	Config Config
@@ -87,7 +97,7 @@ func (e Event) String() string {
 	switch e.Kind {
 	case RouteAdded, RouteRemoved:
 		return fmt.Sprintf("%v %q", e.Kind, e.Route)
-	case TargetUp, TargetDown, TargetGone:
+	case TargetUp, TargetDown, TargetGone, PoolUnresolved, PoolResolved:
 		return fmt.Sprintf("%v %s", e.Kind, e.Target)
 	case Configured:
 		return fmt.Sprintf("%v hq=%t hold=%v", e.Kind, e.Config.HQ, e.Config.hold())
@@ -124,7 +134,7 @@ const (
 	ReasonLinkDown     Reason = "WAN link down"          // LinkDown
 	ReasonCarrierDown  Reason = "WAN carrier lost"       // CarrierDown
 	ReasonRouteGone    Reason = "WAN default route gone" // last RouteRemoved
-	ReasonHQDown       Reason = "all HQ targets down"    // TargetDown of the last up target, AllTargetsDown
+	ReasonHQDown       Reason = "all HQ targets down"    // TargetDown of the last up target, AllTargetsDown, PoolUnresolved
 	ReasonRecovered    Reason = "WAN and HQ healthy for the hold time"
 	ReasonNoHQ         Reason = "no HQ configured" // → standalone
 	ReasonHQConfigured Reason = "HQ configured"    // standalone → normal

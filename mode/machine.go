@@ -47,6 +47,7 @@ type Machine struct {
 	routesKnown   bool
 	targets       map[string]bool // HQ target → up
 	allDown       bool            // AllTargetsDown seen, no TargetUp since
+	unresolved    map[string]bool // HQ pools whose resolution keeps failing
 
 	armedAt time.Time // start of the running hold; zero = no hold running
 }
@@ -54,7 +55,8 @@ type Machine struct {
 // New returns a Machine in its initial mode at now: standalone without an
 // HQ, otherwise normal (every fact is still unknown, hence healthy).
 func New(cfg Config, now time.Time) *Machine {
-	m := &Machine{cfg: cfg, now: now, since: now, routes: map[string]struct{}{}, targets: map[string]bool{}}
+	m := &Machine{cfg: cfg, now: now, since: now, routes: map[string]struct{}{}, targets: map[string]bool{},
+		unresolved: map[string]bool{}}
 	if cfg.HQ {
 		m.mode, m.reason = Normal, ReasonHQConfigured
 	} else {
@@ -142,6 +144,13 @@ func (m *Machine) Apply(ev Event) []Transition {
 		m.targets[ev.Target] = false
 	case TargetGone:
 		delete(m.targets, ev.Target)
+	case PoolUnresolved:
+		if ev.Target == "" {
+			return out
+		}
+		m.unresolved[ev.Target] = true
+	case PoolResolved:
+		delete(m.unresolved, ev.Target)
 	case AllTargetsDown:
 		m.allDown = true
 		for t := range m.targets {
@@ -168,6 +177,7 @@ func (m *Machine) configure(cfg Config, at time.Time) []Transition {
 	if !cfg.HQ {
 		// The targets belonged to the HQ that is gone.
 		clear(m.targets)
+		clear(m.unresolved)
 		m.allDown = false
 	}
 	var out []Transition
@@ -227,13 +237,16 @@ func (m *Machine) unhealthy() (Reason, bool) {
 	return "", false
 }
 
-// hqDown: AllTargetsDown without a TargetUp since, or every known target
-// down. No known target is not an outage (targets start up).
+// hqDown: AllTargetsDown without a TargetUp since, or no known target up
+// while something says HQ is down: a known target down, or a pool that
+// could not be resolved (a box booted into a silent WAN never learns a
+// target, and that is an outage). With no target known and no pool
+// unresolved nothing has been judged yet: not an outage (targets start up).
 func (m *Machine) hqDown() bool {
 	if m.allDown {
 		return true
 	}
-	if len(m.targets) == 0 {
+	if len(m.targets) == 0 && len(m.unresolved) == 0 {
 		return false
 	}
 	for _, up := range m.targets {
@@ -281,6 +294,9 @@ type Status struct {
 	RoutesKnown bool            `json:"wan_routes_known"`
 	Targets     map[string]bool `json:"hq_targets"` // target → up
 	AllDown     bool            `json:"hq_all_down"`
+	// Unresolved are the HQ pools that have no target because their
+	// resolution keeps failing.
+	Unresolved []string `json:"hq_unresolved,omitempty"`
 }
 
 // Status returns a snapshot of the current state.
@@ -292,6 +308,7 @@ func (m *Machine) Status() Status {
 		Link: m.link.String(), Carrier: m.carrier.String(),
 		Routes: slices.Sorted(maps.Keys(m.routes)), RoutesKnown: m.routesKnown,
 		Targets: maps.Clone(m.targets), AllDown: m.allDown,
+		Unresolved: slices.Sorted(maps.Keys(m.unresolved)),
 	}
 	s.HoldUntil, _ = m.Next()
 	return s

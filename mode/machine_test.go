@@ -111,6 +111,38 @@ func TestMachine(t *testing.T) {
 			},
 		},
 		{
+			// A box that boots while the WAN is silent never learns a
+			// target: the pool that cannot be resolved is the outage.
+			name: "boot with an unresolvable pool goes survivable; resolving it starts the hold", cfg: hq, start: Normal,
+			steps: []step{
+				{ev: target(PoolUnresolved, 0.6, "primary hq.test"), want: []string{"normal→survivable:all HQ targets down@0.6"}},
+				{ev: target(PoolResolved, 20, "primary hq.test"), mode: Survivable},
+				{ev: target(TargetUp, 20, ta), mode: Survivable},
+				{tick: at(30), want: []string{"survivable→normal:WAN and HQ healthy for the hold time@30"}},
+			},
+		},
+		{
+			name: "a backup pool that is up keeps the box normal; both down go survivable", cfg: hq, start: Normal,
+			steps: []step{
+				{ev: target(TargetUp, 0, tb), mode: Normal}, // the backup's target, new (up)
+				{ev: target(PoolUnresolved, 1, "primary hq.test"), mode: Normal},
+				{ev: target(TargetDown, 2, tb), want: []string{"normal→survivable:all HQ targets down@2"}},
+				{ev: target(TargetUp, 3, tb), mode: Survivable}, // the backup alone is enough
+				{tick: at(13), want: []string{"survivable→normal:WAN and HQ healthy for the hold time@13"}},
+			},
+		},
+		{
+			name: "primary targets down, backup unresolved", cfg: hq, start: Normal,
+			steps: []step{
+				{ev: target(TargetDown, 1, ta), want: []string{"normal→survivable:all HQ targets down@1"}},
+				{ev: target(PoolUnresolved, 2, "backup hq2.test"), mode: Survivable},
+				{ev: target(TargetUp, 3, ta), mode: Survivable},
+				{tick: at(13), want: []string{"survivable→normal:WAN and HQ healthy for the hold time@13"}},
+				{ev: configured(14, false, 0), want: []string{"normal→standalone:no HQ configured@14"}},
+				{ev: configured(15, true, 0), want: []string{"standalone→normal:HQ configured@15"}}, // the pool was forgotten
+			},
+		},
+		{
 			name: "aggregate AllTargetsDown, recovery by TargetUp without a name", cfg: hq, start: Normal,
 			steps: []step{
 				{ev: ev(AllTargetsDown, 5), want: []string{"normal→survivable:all HQ targets down@5"}},

@@ -45,6 +45,10 @@ type Status struct {
 	// HQ is the health of every HQ target (OPTIONS probes and call
 	// outcomes); empty without HQ.
 	HQ []TargetHealth `json:"hq,omitempty"`
+	// HQUnresolved names the HQ pools that have no target because their
+	// resolution keeps failing (DNS unreachable since boot): they count
+	// as down.
+	HQUnresolved []string `json:"hq_unresolved,omitempty"`
 	// CallsActive is the number of calls in progress.
 	CallsActive int `json:"calls_active"`
 	// Draining says new calls are refused (503) until DrainUntil while

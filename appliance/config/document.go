@@ -107,12 +107,32 @@ type HQ struct {
 	AuthPassword      string   `json:"auth_password,omitempty"` // secret
 	VoicemailPilot    string   `json:"voicemail_pilot,omitempty"`
 	PSTNPrefix        string   `json:"pstn_prefix,omitempty"` // extension → E.164 prefix in survivable mode
+	// CallFallback: a call whose every HQ target fails by the retry rule
+	// (408, 503, 504, timeout, transport error) goes out at once by its
+	// survivable route (the rule's alternative or pstn_prefix), in normal
+	// mode, without waiting for the probes. Absent = true.
+	CallFallback *bool `json:"call_fallback,omitempty"`
+	// Backup is a second HQ pool, used only when every target of the
+	// primary pool has failed (calls, then its own probes): the box goes
+	// survivable only when both pools are down.
+	Backup *HQBackup `json:"backup,omitempty"`
 	// TrustedNetworks are CIDRs ("198.18.8.0/24", "2001:db8:8::/48") whose
 	// every address is trusted as HQ, on any port and transport: for a
 	// softswitch with many servers. Without them HQ is trusted only from
 	// its targets (see README, "Trust by address").
 	TrustedNetworks []string `json:"trusted_networks,omitempty"`
 }
+
+// HQBackup is the backup HQ pool: a domain (RFC 3263) and/or static
+// targets, resolved with hq.dns_servers and probed like the primary.
+type HQBackup struct {
+	Domain    string   `json:"domain,omitempty"`
+	Targets   []string `json:"targets,omitempty"`   // [transport:]host[:port]; the prefix overrides Transport
+	Transport string   `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
+}
+
+// EffectiveTransport is hq.backup.transport, default "udp".
+func (b HQBackup) EffectiveTransport() string { return orDefaultString(b.Transport, DefaultTransport) }
 
 // PSTN is the local PSTN breakout.
 type PSTN struct {
@@ -325,6 +345,9 @@ func (r Registrar) EffectiveRetryAfter() time.Duration {
 func (r Registrar) EffectivePersistInterval() time.Duration {
 	return time.Duration(orDefault(r.PersistIntervalMS, DefaultPersistIntervalMS)) * time.Millisecond
 }
+
+// EffectiveCallFallback is hq.call_fallback, default true.
+func (h HQ) EffectiveCallFallback() bool { return h.CallFallback == nil || *h.CallFallback }
 
 // EffectiveTransport is hq.transport, default "udp".
 func (h HQ) EffectiveTransport() string { return orDefaultString(h.Transport, DefaultTransport) }

@@ -287,6 +287,19 @@ func (v *validator) hq() {
 	if !prefixRe.MatchString(h.PSTNPrefix) {
 		v.add("hq.pstn_prefix", "bad prefix %q: want + and up to 15 digits", h.PSTNPrefix)
 	}
+	if b := h.Backup; b != nil {
+		switch {
+		case v.d.Standalone():
+			v.add("hq.backup", "requires hq.domain or hq.targets (a backup of nothing)")
+		case b.Domain == "" && len(b.Targets) == 0:
+			v.add("hq.backup", "needs a domain or targets")
+		}
+		if b.Domain != "" && !validHost(b.Domain) {
+			v.add("hq.backup.domain", "bad domain name %q", b.Domain)
+		}
+		v.targetList("hq.backup.targets", "target", b.Targets, transportOr(b.Transport))
+		v.transport("hq.backup.transport", b.Transport)
+	}
 	if len(h.TrustedNetworks) > 0 && v.d.Standalone() {
 		v.add("hq.trusted_networks", "requires hq.domain or hq.targets")
 	}

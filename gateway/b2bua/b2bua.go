@@ -44,6 +44,15 @@ type Router interface {
 	Voicemail(extension string) (dialplan.Decision, bool)
 }
 
+// HQFallback is an optional interface of the Router: the per-call
+// fallback of a call routed to HQ whose every target failed by the retry
+// rule (408, 503, 504, no response, transport error) or that has no target
+// at all. ok is false when there is none (hq.call_fallback off, or the
+// number has no route outside HQ): the caller then gets HQ's answer.
+type HQFallback interface {
+	HQFallback(number string) (dialplan.Decision, bool)
+}
+
 // Trunk is the HQ pool: the targets to try for a call, in order (RFC 3263
 // resolution and health ordering are the trunk's business), and the
 // outcome of each attempt (passive health).

@@ -162,9 +162,6 @@ func newEnv(t *testing.T, cfg Config) *env {
 // newEnvVM is newEnv with voicemail: vm maps extensions to the pilot.
 func newEnvVM(t *testing.T, cfg Config, vm map[string]string) *env {
 	t.Helper()
-	base := ours()
-	t.Cleanup(func() { checkGoroutines(t, base) })
-
 	plan, err := dialplan.Compile(dialplan.Config{Rules: []dialplan.Rule{
 		{Name: "local", Match: `^1\d{3}$`, Route: dialplan.RouteLocal},
 		{Name: "pstn", Match: `^9\d+$`, Route: dialplan.RoutePSTN, Strip: 1},
@@ -172,6 +169,14 @@ func newEnvVM(t *testing.T, cfg Config, vm map[string]string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvRouter(t, cfg, planRouter{p: plan, vm: vm})
+}
+
+// newEnvRouter is newEnv with the given Router.
+func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
+	t.Helper()
+	base := ours()
+	t.Cleanup(func() { checkGoroutines(t, base) })
 	closing := new(atomic.Bool)
 	ua, err := newUA(closing, sipgo.WithUserAgent("outpost"), sipgo.WithUserAgentHostname("127.0.0.1"))
 	if err != nil {
@@ -183,7 +188,7 @@ func newEnvVM(t *testing.T, cfg Config, vm map[string]string) *env {
 	}
 	conn := listenUDP(t)
 	loc := &fakeLocator{m: map[string][]Contact{}}
-	b, err := New(ua, cfg, loc, planRouter{p: plan, vm: vm}, testLogger())
+	b, err := New(ua, cfg, loc, router, testLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

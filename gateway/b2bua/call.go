@@ -2,6 +2,7 @@ package b2bua
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/health"
 )
 
 // call is one call: the A leg's INVITE until it has its final response,
@@ -101,6 +103,12 @@ func (c *call) run() {
 	spec, err := c.specOf(c.d, c.early)
 	if err != nil {
 		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
+		if c.d.Route == dialplan.RouteHQ {
+			if res, ok := c.fallback(err.Error()); ok {
+				c.finish(res, false, dialplan.Decision{})
+				return
+			}
+		}
 		c.respondA(503, "Service Unavailable")
 		c.end(Failed, BySystem)
 		return
@@ -110,6 +118,19 @@ func (c *call) run() {
 	}
 	res := c.b.dial(c.ring, c.set, spec)
 	c.notePeer(res)
+	if c.d.Route == dialplan.RouteHQ && !res.answered && res.cause == nil &&
+		(res.best == nil || health.Retryable(res.best.status, res.best.err)) {
+		if fres, ok := c.fallback(hqFailure(res)); ok {
+			res = fres
+		}
+	}
+	c.finish(res, hasVM, vm)
+}
+
+// finish ends a call after its ringing phase res: nothing more to do when
+// it was answered, else the caller's cancellation, voicemail forwarding
+// (hasVM), or the failure answer.
+func (c *call) finish(res dialResult, hasVM bool, vm dialplan.Decision) {
 	if res.answered {
 		if !res.up {
 			c.end(Failed, BySystem)
@@ -134,6 +155,52 @@ func (c *call) run() {
 	}
 	c.respondFailure(res)
 	c.end(disp, BySystem)
+}
+
+// hqFailure says why every HQ target failed, for the CDR and the log.
+func hqFailure(res dialResult) string {
+	switch {
+	case res.best == nil:
+		return "no hq target"
+	case res.best.status != 0:
+		return res.last.name() + ": " + strconv.Itoa(res.best.status)
+	case res.best.err != nil:
+		return res.last.name() + ": " + res.best.err.Error()
+	}
+	return res.last.name() + ": no response"
+}
+
+// fallback is the per-call fallback of a call to HQ that every HQ target
+// failed by the retry rule (or that found no target): the call goes out at
+// once by the route its number has in survivable mode (Router.HQFallback),
+// without waiting for the probes to change the mode. ok is false when
+// there is no fallback (or it has no target); the caller then answers with
+// HQ's failure. The CDR names the new route and target and why.
+func (c *call) fallback(why string) (dialResult, bool) {
+	fr, ok := c.b.router.(HQFallback)
+	if !ok || c.ring.Err() != nil {
+		return dialResult{}, false
+	}
+	fd, ok := fr.HQFallback(c.d.Number)
+	if !ok {
+		return dialResult{}, false
+	}
+	spec, err := c.spec(fd)
+	if err != nil || len(spec.targets) == 0 {
+		c.b.log.Warn("b2bua: hq failed and the fallback has no target", "call", c.info.ID, "route", fd.Route, "err", err)
+		return dialResult{}, false
+	}
+	c.b.log.Info("b2bua: hq failed: per-call fallback", "call", c.info.ID, "why", why, "route", fd.Route, "target", fd.Target)
+	c.mu.Lock()
+	c.cdr.Target, c.cdr.Route, c.cdr.Rule = fd.Target, fd.Route, fd.Rule
+	c.cdr.FallbackFrom, c.cdr.FallbackReason = dialplan.RouteHQ, why
+	c.mu.Unlock()
+	c.b.mu.Lock()
+	c.info.Target, c.info.Route = fd.Target, fd.Route
+	c.b.mu.Unlock()
+	res := c.b.dial(c.ring, c.set, spec)
+	c.notePeer(res)
+	return res, true
 }
 
 // failure classifies a ringing phase nobody answered: the disposition and

@@ -54,5 +54,11 @@ type CDR struct {
 	HangupBy    string // ByCaller, ByCallee or BySystem
 
 	ForwardedFrom string // the extension whose call went to voicemail (Diversion)
-	TransferOf    string // CallID of the call this bridge was transferred from
+	// FallbackFrom is the route the call was first sent to when HQ failed
+	// it and the per-call fallback took it elsewhere (Route then says
+	// where, Target the translated number); FallbackReason says why, e.g.
+	// "udp:198.18.1.10:5060: 503". Both empty without a fallback.
+	FallbackFrom   dialplan.Route
+	FallbackReason string
+	TransferOf     string // CallID of the call this bridge was transferred from
 }

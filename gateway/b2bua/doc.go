@@ -28,9 +28,17 @@
 //     are CANCELled. If every fork fails the A leg gets the best final
 //     response (a 6xx at once; else 486 before other 3xx-4xx, before 480,
 //     5xx, 408; 480 when no fork answered at all).
-//   - Route "hq": the targets Config.HQ (a Trunk) gives, in its order,
-//     with the same retry rule as the PSTN gateways; every attempt's
-//     outcome is reported back to the trunk (passive health).
+//   - Route "hq": the targets Config.HQ (a Trunk) gives, in its order
+//     (the primary pool's, then a backup pool's), with the same retry rule
+//     as the PSTN gateways; every attempt's outcome is reported back to the
+//     trunk (passive health). Per-call fallback: when every HQ target failed
+//     by the retry rule (408, 503, 504, no response, transport error), or
+//     the trunk has no target at all, and the Router implements HQFallback
+//     with a decision for the number (hq.call_fallback: its survivable
+//     route), that decision is rung at once in the same call; the CDR then
+//     carries the new Route and Target, FallbackFrom "hq" and why. A
+//     definite answer from HQ (404, 486, 603…) is the caller's answer. The
+//     mode is not changed: the probes decide it.
 //   - Route "pstn": Config.PSTNGateways are tried in order with the
 //     decision's Target as Request-URI user; the next gateway is tried only
 //     when health.Retryable says so (408, 503, 504, or no response within

@@ -189,6 +189,15 @@ func (tr *Tracker) changed(name string, t *target, now time.Time, why Reason) {
 	}
 }
 
+// Knows reports whether the Tracker holds a state for name (tracked,
+// probed or observed), so that a caller with several Trackers (an HQ pool
+// and its backup) reports an outcome to the one the target belongs to.
+func (tr *Tracker) Knows(name string) bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.targets[name] != nil
+}
+
 // Eligible reports whether name would be offered by Pick in the normal
 // way: up, and not blocked (or its block expired: half-open).
 func (tr *Tracker) Eligible(name string) bool {

@@ -31,8 +31,11 @@
 //
 // # DNS queries
 //
-// Queries go to Config.Servers (never to the system resolver) with EDNS0
-// (1232-byte UDP payload) and the recursion-desired bit. A server that fails
+// Queries go to Config.Servers, or, when it is empty, to the nameservers of
+// the system resolver's configuration (Config.ResolvConf, /etc/resolv.conf
+// by default, read again at each query that reaches DNS, so a DHCP renewal
+// that rewrites it is followed; only its nameserver lines are used, no
+// search list), with EDNS0 (1232-byte UDP payload) and the recursion-desired bit. A server that fails
 // (network error, per-query timeout, SERVFAIL, REFUSED or any rcode other than
 // NOERROR/NXDOMAIN) makes the query move on to the next server; the server
 // that answered last is asked first next time. A truncated UDP answer is

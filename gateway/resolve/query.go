@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,15 +27,16 @@ func (r *Resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 	m.SetQuestion(name, qtype)
 	m.SetEdns0(ednsSize, false)
 
-	n := len(r.servers)
-	if n == 0 {
-		return nil, errors.New("no DNS servers configured")
+	servers, err := r.serverList()
+	if err != nil {
+		return nil, err
 	}
+	n := len(servers)
 	start := int(r.pref.Load()) % n
 	errs := make([]error, 0, n)
 	for i := range n {
 		idx := (start + i) % n
-		srv := r.servers[idx]
+		srv := servers[idx]
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)
 			break
@@ -53,6 +56,49 @@ func (r *Resolver) exchange(ctx context.Context, name string, qtype uint16) (*dn
 		return nil, errs[0]
 	}
 	return nil, &multiError{errs: errs}
+}
+
+// serverList is Config.Servers, or else the nameservers of the system
+// resolver's configuration (Config.ResolvConf), read now.
+func (r *Resolver) serverList() ([]string, error) {
+	if len(r.servers) > 0 {
+		return r.servers, nil
+	}
+	servers, err := SystemServers(r.resolv)
+	if err != nil {
+		return nil, err
+	}
+	return servers, nil
+}
+
+// SystemServers reads the nameservers of a resolv.conf file as "ip:port"
+// (port 53; a nameserver written ip:port keeps its port). It fails when
+// the file cannot be read or names no usable server.
+func SystemServers(path string) ([]string, error) {
+	cc, err := dns.ClientConfigFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("system resolver: %w", err)
+	}
+	var out []string
+	for _, s := range cc.Servers {
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			out = append(out, ap.String())
+			continue
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			continue // a name or garbage: nothing we could ask
+		}
+		port, _ := strconv.ParseUint(cc.Port, 10, 16)
+		if port == 0 {
+			port = 53
+		}
+		out = append(out, netip.AddrPortFrom(a.WithZone(""), uint16(port)).String())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("system resolver: no nameserver in %s", path)
+	}
+	return out, nil
 }
 
 // exchangeOne queries one server over UDP and, when the answer is truncated,

@@ -25,6 +25,10 @@ const (
 	DefaultMaxTTL  = time.Hour
 )
 
+// DefaultResolvConf is where the system resolver's servers are read from
+// when Config.Servers is empty.
+const DefaultResolvConf = "/etc/resolv.conf"
+
 // Errors reported (wrapped) by Resolve.
 var (
 	// ErrNoSuchHost: the DNS answered NXDOMAIN for a name that was needed.
@@ -71,12 +75,16 @@ type Config struct {
 	// own transport and port); when non-empty, SRV is not used.
 	Static    []siptarget.Target
 	Transport siptarget.Transport // udp (default), tcp, tls → SRV _sip._udp / _sip._tcp / _sips._tcp
-	Servers   []string            // DNS servers "ip:port" (bare ip = port 53); empty = none
-	Timeout   time.Duration       // per query and server, 0 = 2 s
-	MinTTL    time.Duration       // clamp of cache lifetimes, 0 = 5 s
-	MaxTTL    time.Duration       // 0 = 1 h
-	Now       func() time.Time
-	Rand      *rand.Rand // math/rand/v2; nil = the global source. Access is serialised.
+	Servers   []string            // DNS servers "ip:port" (bare ip = port 53); empty = the system resolver
+	// ResolvConf is the system resolver's configuration file, read when
+	// Servers is empty (at each query that reaches DNS, so a DHCP or PPPoE
+	// renewal that rewrites it is followed); "" = /etc/resolv.conf.
+	ResolvConf string
+	Timeout    time.Duration // per query and server, 0 = 2 s
+	MinTTL     time.Duration // clamp of cache lifetimes, 0 = 5 s
+	MaxTTL     time.Duration // 0 = 1 h
+	Now        func() time.Time
+	Rand       *rand.Rand // math/rand/v2; nil = the global source. Access is serialised.
 }
 
 type staticEntry struct {
@@ -93,6 +101,7 @@ type Resolver struct {
 	port      uint16 // default port of the transport
 	static    []staticEntry
 	servers   []string
+	resolv    string // resolv.conf path, used when servers is empty
 	timeout   time.Duration
 	minTTL    time.Duration
 	maxTTL    time.Duration
@@ -163,7 +172,6 @@ func New(cfg Config) (*Resolver, error) {
 		r.servers = append(r.servers, ap.String())
 	}
 
-	needDNS := false
 	for i, s := range cfg.Static {
 		if !s.Transport.Valid() || s.Host == "" || s.Port == 0 {
 			return nil, fmt.Errorf("gateway/resolve: Static[%d] %+v: not a parsed target (siptarget.Parse)", i, s)
@@ -171,7 +179,6 @@ func New(cfg Config) (*Resolver, error) {
 		e := staticEntry{Target: s}
 		if !s.IsIP() {
 			e.fqdn = dns.Fqdn(s.Host)
-			needDNS = true
 		}
 		r.static = append(r.static, e)
 	}
@@ -186,10 +193,12 @@ func New(cfg Config) (*Resolver, error) {
 		r.domain = d
 		r.fqdn = dns.Fqdn(d)
 		r.srvName = srvPrefix + r.fqdn
-		needDNS = true
 	}
-	if needDNS && len(r.servers) == 0 {
-		return nil, errors.New("gateway/resolve: names to resolve but no DNS servers configured")
+	if len(r.servers) == 0 {
+		r.resolv = cfg.ResolvConf
+		if r.resolv == "" {
+			r.resolv = DefaultResolvConf
+		}
 	}
 
 	r.udp = &dns.Client{Net: "udp", Timeout: r.timeout}

@@ -7,6 +7,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -630,8 +633,6 @@ func TestNewValidation(t *testing.T) {
 		{"empty", Config{}},
 		{"bad transport", Config{Domain: "hq.test", Transport: "sctp", Servers: []string{"127.0.0.1:53"}}},
 		{"bad server", Config{Domain: "hq.test", Servers: []string{"localhost:53"}}},
-		{"domain without servers", Config{Domain: "hq.test"}},
-		{"static name without servers", Config{Static: static(t, "", "pbx.test:5060")}},
 		{"unparsed static target", Config{Static: []siptarget.Target{{Host: "192.0.2.1"}}}},
 		{"bad domain", Config{Domain: "hq..test", Servers: []string{"127.0.0.1:53"}}},
 		{"min over max", Config{Domain: "hq.test", Servers: []string{"127.0.0.1"}, MinTTL: time.Hour, MaxTTL: time.Minute}},
@@ -699,5 +700,39 @@ func TestStaticTransports(t *testing.T) {
 	want := []string{"tls:192.0.2.1:5061", "tcp:[2001:db8::1]:5060", "udp:192.0.2.2:5060"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// TestSystemResolver: without Config.Servers the nameservers of the
+// system's resolv.conf are asked (hq.dns_servers empty = system resolver),
+// read at each query so that a rewritten file is followed; a file without
+// a usable nameserver fails the resolution instead of the configuration.
+func TestSystemResolver(t *testing.T) {
+	d := startDNS(t)
+	d.add(srvUDP+" 60 IN SRV 10 0 5060 a.hq.test.", "a.hq.test. 60 IN A 192.0.2.1")
+	conf := filepath.Join(t.TempDir(), "resolv.conf")
+	write := func(s string) {
+		if err := os.WriteFile(conf, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# no server yet\nsearch example.com\n")
+	r := newResolver(t, Config{Domain: "hq.test", ResolvConf: conf, MinTTL: time.Millisecond, MaxTTL: time.Millisecond})
+	if ts, err := r.Resolve(t.Context()); err == nil {
+		t.Fatalf("resolved %v without a nameserver", addrs(ts))
+	}
+	// A nameserver written ip:port keeps its port (the test server is on
+	// port 0); a plain one gets port 53.
+	write("search example.com\nnameserver " + d.addr + "\n")
+	if got := addrs(resolve(t, r)); !slices.Equal(got, []string{"192.0.2.1:5060"}) {
+		t.Fatalf("targets %v", got)
+	}
+	if _, err := New(Config{Domain: "hq.test", ResolvConf: filepath.Join(t.TempDir(), "missing")}); err != nil {
+		t.Fatalf("a missing resolv.conf must fail queries, not New: %v", err)
+	}
+	write("nameserver 192.0.2.53\nnameserver 2001:db8::53\nnameserver resolver.example\n")
+	got, err := SystemServers(conf)
+	if err != nil || !slices.Equal(got, []string{"192.0.2.53:53", "[2001:db8::53]:53"}) {
+		t.Fatalf("SystemServers = %v, %v", got, err)
 	}
 }
