@@ -98,33 +98,42 @@ func (s *Sink) enqueue(r *Record) {
 // for at most FlushTimeout and closes the connection. It owns the
 // connection: it dials, notices a dead collector, and reconnects with
 // exponential backoff while the queue fills (and then drops).
+//
+// Writes run under a context that outlives ctx by FlushTimeout, so a
+// message whose dial is in progress when the daemon stops is delivered
+// with the rest, not lost with the aborted dial.
 func (s *Sink) Run(ctx context.Context) {
 	w := &writer{cfg: &s.cfg, s: s, backoff: s.cfg.MinBackoff}
 	defer w.close()
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	// From the moment ctx ends, writes have FlushTimeout left (a backoff
+	// wait or a dial in progress included).
+	var deadline atomic.Pointer[time.Timer]
+	stopArm := context.AfterFunc(ctx, func() { deadline.Store(time.AfterFunc(s.cfg.FlushTimeout, cancel)) })
+	defer func() {
+		if !stopArm() {
+			if t := deadline.Load(); t != nil {
+				t.Stop()
+			}
+		}
+	}()
 	for {
 		select {
 		case e := <-s.q:
+			w.send(wctx, e)
 			if ctx.Err() == nil {
-				w.send(ctx, e)
 				continue
 			}
-			s.flush(w, &e)
-			return
 		case <-ctx.Done():
-			s.flush(w, nil)
-			return
 		}
+		s.flush(wctx, w)
+		return
 	}
 }
 
-// flush writes first (when non-nil) and what is queued, for at most
-// FlushTimeout.
-func (s *Sink) flush(w *writer, first *entry) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.FlushTimeout)
-	defer cancel()
-	if first != nil {
-		w.send(ctx, *first)
-	}
+// flush writes what is queued until ctx ends.
+func (s *Sink) flush(ctx context.Context, w *writer) {
 	for ctx.Err() == nil {
 		select {
 		case e := <-s.q:

@@ -278,17 +278,24 @@ func TestDeployRulesAndDashboard(t *testing.T) {
 	// A box that exports every family: management on (certificate expiry),
 	// a dead HQ target (target health and RTT), a PSTN gateway whose call to
 	// an unregistered user's DID ends unreachable (calls by route).
-	const gw = "127.0.0.79"
+	// The gateway stand-in's socket is bound first: a trunk is trusted
+	// only from its configured address and port.
+	gwConn, err := net.ListenPacket("udp", "127.0.0.79:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gwConn.Close()
+	gw := gwConn.LocalAddr().String()
 	hq := newLabPKI(t, "HQ lab CA")
 	doc := benchDoc(2, loopbackListen, func(m map[string]any) {
 		m["management"] = hq.management(t, "127.0.0.1:0")
 		m["hq"] = map[string]any{"targets": []string{"127.0.0.80:9"}, "options_interval_ms": 200}
 		m["users"].([]map[string]any)[1]["did"] = "+78435550001"
 		m["inbound"] = []map[string]any{{"match": `^\+7843555(\d{4})$`, "to": "user$1"}}
-		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw + ":5060"}}}
+		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw}}}
 	})
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	if code := rawInboundCall(t, gw, d.listener("udp"), "+78435550001"); code < 400 {
+	if code := rawInboundCall(t, gwConn, d.listener("udp"), "+78435550001"); code < 400 {
 		t.Fatalf("the inbound call to an unregistered user's DID: final %d, want a failure", code)
 	}
 	var text string
@@ -322,16 +329,12 @@ func TestDeployRulesAndDashboard(t *testing.T) {
 	d.stop()
 }
 
-// rawInboundCall sends an INVITE for did from the PSTN gateway's address
-// gwIP (trusted by address: no digest) to the box's UDP listener, ACKs the
-// final response and returns its code.
-func rawInboundCall(t *testing.T, gwIP, box, did string) int {
+// rawInboundCall sends an INVITE for did from pc, the PSTN gateway's
+// socket (trusted by address and port: no digest), to the box's UDP
+// listener, ACKs the final response and returns its code.
+func rawInboundCall(t *testing.T, pc net.PacketConn, box, did string) int {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", gwIP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
+	gwIP := pc.LocalAddr().(*net.UDPAddr).IP.String()
 	dst, err := net.ResolveUDPAddr("udp", box)
 	if err != nil {
 		t.Fatal(err)
