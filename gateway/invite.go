@@ -19,6 +19,9 @@ import (
 // the user in its From header (the PSTN is reachable from here, so an open
 // INVITE would be toll fraud); its call is routed by the dial plan.
 func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
+	if s.refused(req, tx) {
+		return
+	}
 	if to := req.To(); to != nil && to.Params.Has("tag") {
 		s.b2b.OnInvite(req, tx) // in-dialog (re-INVITE): the dialog authorises it
 		return
