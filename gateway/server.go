@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s := &Server{log: log, listeners: listen.Set{}}
 	s.cfg.Store(&cfg)
 	s.fp = fastpath.New(s.answerStateless, log)
-	sipLog := log.With("part", "sipgo")
+	sipLog := slog.New(newSipgoLogHandler(log.Handler())).With("part", "sipgo") // bounded: gateway/siplog.go
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
