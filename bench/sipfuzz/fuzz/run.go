@@ -12,8 +12,9 @@ import (
 
 // Config is one fuzzing run. Zero fields mean defaults.
 type Config struct {
-	// Target is the server's host:port (UDP and TCP).
-	Target string
+	// Target is the server's UDP host:port; TCPTarget its TCP one
+	// (default Target).
+	Target, TCPTarget string
 	// N is the number of messages to send (default 1,000,000); the run
 	// also ends after Duration (default 10 min) or when ctx ends.
 	N        int
@@ -73,6 +74,9 @@ func (c *Config) defaults() {
 	if c.TCPPerConn == 0 {
 		c.TCPPerConn = 50
 	}
+	if c.TCPTarget == "" {
+		c.TCPTarget = c.Target
+	}
 	if c.Local == "" {
 		c.Local = "127.0.0.1:0"
 	}
@@ -128,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	mut := NewMutator(cfg.Seeds, cfg.Seed)
 	res.ByOp = make([]uint64, len(Ops))
-	tcp := &tcpSender{dial: cfg.Dial, target: cfg.Target, perConn: cfg.TCPPerConn}
+	tcp := &tcpSender{dial: cfg.Dial, target: cfg.TCPTarget, perConn: cfg.TCPPerConn}
 	defer tcp.close()
 	start := time.Now()
 	var pace time.Duration
