@@ -60,7 +60,7 @@ var tortures = []torture{
 	{"valid/esc02.dat", "3.1.1.5 Use of % When It Is Not an Escape", []int{405}, ""},
 	{"valid/lwsdisp.dat", "3.1.1.6 Message with No LWS between Display Name and <", []int{200}, ""},
 	{"valid/longreq.dat", "3.1.1.7 Long Values in Header Fields", []int{407}, ""},
-	{"valid/dblreq.dat", "3.1.1.8 Extra Trailing Octets in a UDP Datagram", []int{401, 407}, ""},
+	{"valid/dblreq.dat", "3.1.1.8 Extra Trailing Octets in a UDP Datagram", []int{401, 407}, "TCP (the RFC case is UDP): two requests back to back; sipgo's stream parser sometimes refuses the REGISTER (\"transmission beginning 'C'\"), and answers the INVITE on a new connection to its Via host, unreachable here"},
 	{"valid/semiuri.dat", "3.1.1.9 Semicolon-Separated Parameters in URI User Part", []int{200}, ""},
 	{"valid/transports.dat", "3.1.1.10 Varied and Unknown Transport Types", []int{200}, "UDP: the Via host is a name, which sipgo resolves to answer (RFC 3263 §5); the namespace has no DNS"},
 	{"valid/mpart01.dat", "3.1.1.11 Multipart MIME Message", []int{405}, ""},
@@ -165,7 +165,7 @@ func TestTortureMessages(t *testing.T) {
 				if _, err := uc.WriteTo(msg, dst); err != nil {
 					t.Fatal(err)
 				}
-				got = readAnswers(uc, nil, callID, 500*time.Millisecond, 1)
+				got = readAnswers(uc, nil, callID, time.Second, 1)
 			} else {
 				var c net.Conn
 				ns(func() { c, err = net.Dial("tcp", tcp) })
@@ -173,12 +173,16 @@ func TestTortureMessages(t *testing.T) {
 					t.Fatal(err)
 				}
 				c.Write(msg)
-				got = readAnswers(nil, c, callID, 500*time.Millisecond, 2) // dblreq: two requests in one stream
+				want := 1
+				if tc.file == "valid/dblreq.dat" {
+					want = 2 // two requests in one stream: both are answered
+				}
+				got = readAnswers(nil, c, callID, time.Second, want)
 				c.Close()
 				if len(got) == 0 {
 					// A Via naming UDP: sipgo answers by the Via's transport,
 					// to the source address and the Via port (5060).
-					got = readAnswers(uc, nil, callID, 100*time.Millisecond, 1)
+					got = readAnswers(uc, nil, callID, 300*time.Millisecond, 1)
 				}
 			}
 			report[tc.file] = append(report[tc.file], fmt.Sprintf("%s %v %q", transport, got, status))
