@@ -20,6 +20,7 @@
 //	probe.go        the OPTIONS pinger and the prober's place in the Server
 //	upstream.go     upstream registration of local users at HQ
 //	route.go        explanations of routing decisions (outpostctl route)
+//	sanity.go       request checks before any handler (RFC 3261 §8.2, RFC 4475)
 //
 // and sub-packages that know nothing of the Server:
 //

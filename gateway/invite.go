@@ -22,6 +22,9 @@ import (
 // the user in its From header (the PSTN is reachable from here, so an open
 // INVITE would be toll fraud); its call is routed by the dial plan.
 func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
+	if s.refused(req, tx) {
+		return
+	}
 	if to := req.To(); to != nil && to.Params.Has("tag") {
 		s.b2b.OnInvite(req, tx) // in-dialog (re-INVITE): the dialog authorises it
 		return
@@ -70,6 +73,12 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // admitted INVITE is admitted again without a second check (sipgo's
 // transaction absorbs it) until onInvite has taken the admission.
 func (s *Server) admitInvite(req *sip.Request, _ string) *sip.Response {
+	if res := checkRequest(req); res != nil {
+		// Malformed or unsupported (RFC 3261 §8.2): refused statelessly
+		// too, before any challenge.
+		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+		return res
+	}
 	if s.fromPSTN(req) || s.fromHQ(req) {
 		return nil
 	}

@@ -334,12 +334,19 @@ func (s *Server) respond(tx sip.ServerTransaction, res *sip.Response) {
 }
 
 func (s *Server) onRegister(req *sip.Request, tx sip.ServerTransaction) {
+	if s.refused(req, tx) {
+		return
+	}
 	s.respond(tx, s.reg.HandleRegister(req, localName(req, tx)))
 }
 
 // answerStateless answers the UDP REGISTER and OPTIONS the fast path
 // (gateway/fastpath) takes off sipgo's transaction layer.
 func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
+	if res := checkRequest(req); res != nil {
+		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+		return res
+	}
 	var res *sip.Response
 	if req.Method == sip.REGISTER {
 		res = s.reg.HandleRegister(req, local)
@@ -351,6 +358,9 @@ func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
 }
 
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
+	if s.refused(req, tx) {
+		return
+	}
 	if to := req.To(); to != nil && to.Params.Has("tag") {
 		s.b2b.OnOptions(req, tx) // in-dialog: 481 once the call is gone
 		return
@@ -371,6 +381,9 @@ func optionsAnswer(req *sip.Request) *sip.Response {
 func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {
 	if req.IsAck() {
 		return // ACK to a non-2xx final response is absorbed by the transaction
+	}
+	if s.refused(req, tx) {
+		return
 	}
 	res := sip.NewResponseFromRequest(req, sip.StatusMethodNotAllowed, "Method Not Allowed", nil)
 	res.AppendHeader(sip.NewHeader("Allow", allow))

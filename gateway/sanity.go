@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// checkRequest is the request validation RFC 3261 §8.2 puts before any
+// processing (and before authentication: none of these answers tells an
+// unauthenticated peer anything about users), for what sipgo's parser
+// lets through. It returns the answer to a request that must not go on,
+// or nil. Found with the RFC 4475 torture messages
+// (cmd/outpostd/torture_e2e_test.go), each named below by its file.
+// It may drop an Authorization of an unknown scheme (see below).
+func checkRequest(req *sip.Request) *sip.Response {
+	// §8.2.2.1: a Request-URI scheme the box does not serve (unkscm).
+	switch strings.ToLower(req.Recipient.Scheme) {
+	case "sip", "sips", "tel":
+	default:
+		return sip.NewResponseFromRequest(req, 416, "Unsupported URI Scheme", nil)
+	}
+	// §19.1.1 Table 1: a Request-URI carries no headers (escruri).
+	if req.Recipient.Headers != nil && req.Recipient.Headers.Length() > 0 {
+		return bad(req, "Headers in Request-URI")
+	}
+	// §8.1.1: exactly one To, From, Call-ID, CSeq, Max-Forwards and
+	// Content-Length; sipgo keeps the first of each (multi01, mcl01).
+	for _, name := range []string{"To", "From", "Call-ID", "CSeq", "Max-Forwards", "Content-Length"} {
+		if len(req.GetHeaders(name)) > 1 {
+			return bad(req, "Multiple "+name)
+		}
+	}
+	// §8.1.1.5: the CSeq method matches the request's (mismatch02); sipgo
+	// upper-cases the request method but not the CSeq one (intmeth).
+	if cs := req.CSeq(); cs != nil && !strings.EqualFold(string(cs.MethodName), string(req.Method)) {
+		return bad(req, "CSeq method does not match the request")
+	}
+	// §20.17: Date is an RFC 1123 date in GMT (baddate).
+	if h := req.GetHeader("Date"); h != nil {
+		if _, err := http.ParseTime(h.Value()); err != nil || !strings.HasSuffix(strings.TrimSpace(h.Value()), "GMT") {
+			return bad(req, "Bad Date")
+		}
+	}
+	// §8.2.2.3: the box supports no extension a request may require
+	// (bext01). Not for ACK and CANCEL, which are never refused.
+	if req.Method != sip.ACK && req.Method != sip.CANCEL {
+		var tags []string
+		for _, h := range req.GetHeaders("Require") {
+			for t := range strings.SplitSeq(h.Value(), ",") {
+				if t = strings.TrimSpace(t); t != "" {
+					tags = append(tags, t)
+				}
+			}
+		}
+		if len(tags) > 0 {
+			res := sip.NewResponseFromRequest(req, sip.StatusBadExtension, "Bad Extension", nil)
+			res.AppendHeader(sip.NewHeader("Unsupported", strings.Join(tags, ", ")))
+			return res
+		}
+	}
+	if req.Method == sip.INVITE {
+		// §8.2.3: the box reads SDP, alone or in a multipart body (invut).
+		if ct := req.ContentType(); ct != nil && len(req.Body()) > 0 {
+			mt := strings.ToLower(strings.TrimSpace(strings.SplitN(ct.Value(), ";", 2)[0]))
+			if mt != "application/sdp" && !strings.HasPrefix(mt, "multipart/") {
+				res := sip.NewResponseFromRequest(req, sip.StatusUnsupportedMediaType, "Unsupported Media Type", nil)
+				res.AppendHeader(sip.NewHeader("Accept", "application/sdp"))
+				return res
+			}
+		}
+		// §21.4.7: the answer will carry SDP, which the caller must
+		// accept (sdp01).
+		if h := req.GetHeader("Accept"); h != nil && !acceptsSDP(h.Value()) {
+			res := sip.NewResponseFromRequest(req, sip.StatusNotAcceptable, "Not Acceptable", nil)
+			res.AppendHeader(sip.NewHeader("Accept", "application/sdp"))
+			return res
+		}
+	}
+	// §22.4 / RFC 4475 §3.3.7 (regaut01): credentials of a scheme the box
+	// does not know are ignored, so the request is challenged (401/407)
+	// instead of refused as malformed.
+	for _, name := range []string{"Authorization", "Proxy-Authorization"} {
+		hs := req.GetHeaders(name)
+		digest := false
+		for _, h := range hs {
+			scheme, _, _ := strings.Cut(strings.TrimSpace(h.Value()), " ")
+			digest = digest || strings.EqualFold(scheme, "Digest")
+		}
+		if len(hs) > 0 && !digest {
+			req.RemoveHeader(name)
+		}
+	}
+	return nil
+}
+
+// refused answers req with checkRequest's refusal, if any, and says so.
+func (s *Server) refused(req *sip.Request, tx sip.ServerTransaction) bool {
+	res := checkRequest(req)
+	if res != nil {
+		s.respond(tx, res)
+	}
+	return res != nil
+}
+
+func bad(req *sip.Request, why string) *sip.Response {
+	return sip.NewResponseFromRequest(req, sip.StatusBadRequest, "Bad Request ("+why+")", nil)
+}
+
+// acceptsSDP reports whether an Accept value admits application/sdp. An
+// empty Accept means no body is accepted; RFC 3261 §20.1 reads a missing
+// one as application/sdp, which is not this function's case.
+func acceptsSDP(v string) bool {
+	for r := range strings.SplitSeq(v, ",") {
+		mt := strings.ToLower(strings.TrimSpace(strings.SplitN(r, ";", 2)[0]))
+		if mt == "application/sdp" || mt == "application/*" || mt == "*/*" {
+			return true
+		}
+	}
+	return false
+}
