@@ -107,7 +107,8 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	if err != nil {
 		return gateway.Config{}, config.Errors{{Path: "sip.listen", Message: err.Error()}}
 	}
-	cfg := gateway.Config{ServerName: "outpost/" + build, Listen: listeners(ls, st)}
+	cfg := gateway.Config{ServerName: "outpost/" + build, Listen: listeners(ls, st),
+		ChallengeRate: d.SIP.Registrar.EffectiveChallengeRate()}
 	algs := d.SIP.DigestAlgorithms()
 	reg := registrar.Config{
 		Realm:           d.SIP.EffectiveRealm(d.Site),

@@ -90,6 +90,7 @@ func (c *Change) Commit() {
 	s.listeners = c.next
 	s.fp.SetSockets(c.next.UDP())
 	s.plan.Store(c.plan)
+	s.fp.SetRefusalRate(c.cfg.refusalRate())
 	s.local.set(c.cfg, c.next)
 	s.probe.swap(s.hq, c.hq, s.log)
 	s.hq = c.hq

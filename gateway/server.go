@@ -35,6 +35,10 @@ type Config struct {
 	// listen.DefaultUDPReadBuffer (4 MiB), so a burst of re-registrations
 	// queues in the kernel instead of being dropped.
 	UDPReadBuffer int
+	// ChallengeRate bounds the stateless refusals of INVITEs sent to one
+	// source IP per second (burst twice that); 0 = fastpath.RefusalRate,
+	// negative = no limit.
+	ChallengeRate int
 	// ServerName goes into the Server and User-Agent headers.
 	ServerName string
 	Registrar  registrar.Config
@@ -121,6 +125,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	fpLog := slog.New(siplog.New(log.Handler(), siplog.All("fastpath"), siplog.Options{})).With("part", "fastpath")
 	regLog := slog.New(siplog.New(log.Handler(), registrarPerRequest, siplog.Options{})).With("part", "registrar")
 	s.fp = fastpath.New(s.answerStateless, s.admitInvite, fpLog)
+	s.fp.SetRefusalRate(cfg.refusalRate())
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
@@ -416,4 +421,15 @@ func (s *Server) Close() {
 func (s *Server) SetMode(m mode.Mode) {
 	s.mode.Store(&m)
 	s.up.mode(m)
+}
+
+// refusalRate is ChallengeRate as the fast path's rate and burst.
+func (c Config) refusalRate() (rate, burst float64) {
+	switch {
+	case c.ChallengeRate == 0:
+		return fastpath.RefusalRate, fastpath.RefusalBurst
+	case c.ChallengeRate < 0:
+		return 0, 0
+	}
+	return float64(c.ChallengeRate), 2 * float64(c.ChallengeRate)
 }

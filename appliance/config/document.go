@@ -63,6 +63,10 @@ type Registrar struct {
 	// StormRate is the number of new registrations admitted per second
 	// before the registrar answers 503. 0 = 2000, -1 = no limit.
 	StormRate int `json:"storm_rate,omitempty"`
+	// ChallengeRate bounds the stateless refusals (407/403/400 to INVITEs
+	// without valid credentials) sent to one source IP per second, burst
+	// twice that. 0 = 200, -1 = no limit.
+	ChallengeRate int `json:"challenge_rate,omitempty"`
 	// RetryAfterS is the Retry-After (seconds) of the storm guard's 503. 0 = 5.
 	RetryAfterS int `json:"retry_after_s,omitempty"`
 	// PersistIntervalMS is how often changed bindings are written to the
@@ -247,10 +251,14 @@ type Status struct {
 
 // Defaults of the Effective* methods.
 const (
-	DefaultMinExpires        = 60
-	DefaultMaxExpires        = 3600
-	DefaultAuthFailLimit     = 10
-	DefaultStormRate         = 2000
+	DefaultMinExpires    = 60
+	DefaultMaxExpires    = 3600
+	DefaultAuthFailLimit = 10
+	DefaultStormRate     = 2000
+	// DefaultChallengeRate: enough for a site whose phones share one
+	// address behind NAT placing calls at once, little enough that a flood
+	// of forged INVITEs costs the box (and its claimed source) nothing much.
+	DefaultChallengeRate     = 200
 	DefaultRetryAfterS       = 5
 	DefaultPersistIntervalMS = 1000
 	DefaultTransport         = "udp"
@@ -335,6 +343,12 @@ func (r Registrar) EffectiveAuthFailLimit() int {
 // EffectiveStormRate is new registrations admitted per second before 503
 // (default 2000). A negative result means no limit.
 func (r Registrar) EffectiveStormRate() int { return orDefault(r.StormRate, DefaultStormRate) }
+
+// EffectiveChallengeRate is the stateless refusals per source IP per
+// second (-1 = no limit).
+func (r Registrar) EffectiveChallengeRate() int {
+	return orDefault(r.ChallengeRate, DefaultChallengeRate)
+}
 
 // EffectiveRetryAfter is the storm guard's Retry-After (default 5 s).
 func (r Registrar) EffectiveRetryAfter() time.Duration {

@@ -183,6 +183,9 @@ func (v *validator) sip() {
 	if r.AuthFailLimit < 0 {
 		v.add("sip.registrar.auth_fail_limit", "must not be negative (0 = default %d)", DefaultAuthFailLimit)
 	}
+	if r.ChallengeRate < -1 {
+		v.add("sip.registrar.challenge_rate", "must be -1 (no limit), 0 (default %d) or positive", DefaultChallengeRate)
+	}
 	if r.StormRate < -1 {
 		v.add("sip.registrar.storm_rate", "must be -1 (no limit), 0 (default %d) or positive", DefaultStormRate)
 	}

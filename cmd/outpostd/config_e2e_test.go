@@ -202,7 +202,13 @@ func TestRouteExplained(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc["sip"].(map[string]any)["listen"] = loopbackListen // the example binds 0.0.0.0:5060
-	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "branch.json"), doc))
+	// The example's HQ (DNS at 198.18.1.2, MSR servers by name) is not
+	// here: run the box in a namespace of its own, where those lookups fail
+	// at once instead of leaving the machine, and keep it in normal mode
+	// for the test (a pool that never resolves would make it survivable).
+	doc["hq"].(map[string]any)["down_after"] = 1000
+	ns := netnstest.New(t).NS("box")
+	d := startDaemonIn(t, ns, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "branch.json"), doc))
 	for _, c := range []struct {
 		number, route, target, rule, target1 string
 	}{

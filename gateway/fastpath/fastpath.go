@@ -86,6 +86,14 @@ func WithRefusalRate(rate, burst float64) Option {
 	return func(f *Path) { f.refusal.rate, f.refusal.burst = rate, burst }
 }
 
+// SetRefusalRate changes the per-source rate (per second) and burst of
+// stateless refusals from now on; a rate of 0 or less lifts the limit.
+func (f *Path) SetRefusalRate(rate, burst float64) {
+	f.refusal.mu.Lock()
+	defer f.refusal.mu.Unlock()
+	f.refusal.rate, f.refusal.burst = rate, burst
+}
+
 // New returns a Path that answers REGISTER and OPTIONS with answer, admits
 // new INVITEs with admit (nil = every INVITE goes to sipgo) and logs at
 // debug level to log (nil = discard). It answers on no socket until

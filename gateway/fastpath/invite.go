@@ -38,13 +38,15 @@ import (
 type Admit func(req *sip.Request, local string) *sip.Response
 
 // RefusalRate and RefusalBurst bound the stateless refusals sent to one
-// source IP (per second, and at once): a phone that is challenged needs
-// one per call attempt, a flood of forged INVITEs gets no more than this
-// reflected towards its claimed source. Beyond it refusals are dropped
-// without a word and counted (KindRateLimited).
+// source IP (per second, and at once) by default (the document's
+// sip.registrar.challenge_rate sets them): a phone that is challenged
+// needs one per call attempt, and a site's phones may share one address
+// behind NAT; a flood of forged INVITEs gets no more than this reflected
+// towards its claimed source. Beyond it refusals are dropped without a
+// word and counted (KindRateLimited).
 const (
-	RefusalRate  = 20
-	RefusalBurst = 40
+	RefusalRate  = 200
+	RefusalBurst = 400
 )
 
 // statelessTagPrefix starts the To tag of every stateless refusal; the
@@ -170,6 +172,9 @@ func newSourceLimiter(rate, burst float64, now func() time.Time) *sourceLimiter 
 func (l *sourceLimiter) allow(ip netip.Addr) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.rate <= 0 {
+		return true // no limit
+	}
 	now := l.now()
 	b := l.m[ip]
 	if b == nil {

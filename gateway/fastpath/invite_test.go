@@ -80,6 +80,8 @@ func TestAdmittedInvitePassesOn(t *testing.T) {
 // RefusalRate per second; beyond that they are dropped and counted.
 func TestRefusalsAreRateLimitedPerSource(t *testing.T) {
 	r := newRig(t)
+	const rate, burst = 20, 40
+	r.p.SetRefusalRate(rate, burst)
 	send := func(n int, prefix string) int {
 		sent := 0
 		for i := range n {
@@ -94,15 +96,15 @@ func TestRefusalsAreRateLimitedPerSource(t *testing.T) {
 			sent++
 		}
 	}
-	if got := send(100, "x"); got != RefusalBurst {
-		t.Fatalf("%d refusals sent of 100 at once, want %d", got, RefusalBurst)
+	if got := send(100, "x"); got != burst {
+		t.Fatalf("%d refusals sent of 100 at once, want %d", got, burst)
 	}
-	if n := r.p.Drops()[KindRateLimited]; n != 100-RefusalBurst {
-		t.Fatalf("rate_limited %d, want %d", n, 100-RefusalBurst)
+	if n := r.p.Drops()[KindRateLimited]; n != 100-burst {
+		t.Fatalf("rate_limited %d, want %d", n, 100-burst)
 	}
 	r.clock = r.clock.Add(time.Second)
-	if got := send(100, "y"); got != RefusalRate {
-		t.Fatalf("%d refusals a second later, want %d", got, RefusalRate)
+	if got := send(100, "y"); got != rate {
+		t.Fatalf("%d refusals a second later, want %d", got, rate)
 	}
 }
 
