@@ -20,6 +20,9 @@
 //	probe.go        the OPTIONS pinger and the prober's place in the Server
 //	upstream.go     upstream registration of local users at HQ
 //	route.go        explanations of routing decisions (outpostctl route)
+//	capture.go      the listeners' trace tap (outpostctl trace) and the
+//	                HEPv3 exporter to a Homer server, prepared and committed
+//	                with the rest of a push
 //
 // and sub-packages that know nothing of the Server:
 //
@@ -30,6 +33,8 @@
 //	            stateless, rate-limited refusal of unauthenticated INVITEs
 //	siplog/     per-packet log records counted, one line per kind and
 //	            source class per 10 s, values cut and escaped
+//	trace/      SIP traces: the tap the listening sockets' wrappers feed,
+//	            filters, pcap files, HEPv3 export
 //	facing/     which local address faces a peer (pure, table-tested)
 //	registrar/  the local registrar (RFC 3261 §10.3)
 //	digest/     digest authentication, server side
