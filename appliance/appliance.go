@@ -72,6 +72,8 @@ type App struct {
 	// stopping refuses applies once Run has begun to stop the parts
 	// (guarded by applyMu).
 	stopping bool
+	// traces ends the API's trace streams when the APIs stop (trace.go).
+	traces tracesEnd
 }
 
 // running is a document the box runs and its stored version; never
@@ -215,6 +217,7 @@ func (a *App) Run(ctx context.Context) error {
 			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
+			a.traces.close()
 			_ = hs.Shutdown(sctx)
 			a.mgmt.Stop()
 			a.status.Stop()

@@ -11,7 +11,8 @@
 //	parts.go       the part interface: prepare, then commit or abort
 //	part_*.go      the parts: gateway (SIP), media (RTP relay), msr, mgmt (HTTPS API), status (the local page), mode
 //	translate.go   the only translation from the stored document to each part's Config
-//	backend.go     the API's reads (status, registrations, calls, config, route); interfaces.go, cdr.go, metrics.go
+//	backend.go     the API's reads (status, registrations, calls, config, route); interfaces.go, cdr.go, metrics.go;
+//	               trace.go (live SIP messages from the gateway's trace tap)
 //	localchoice.go which of the box's addresses faces a peer when several could (media resource selection)
 //
 // # Applying a document

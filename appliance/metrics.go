@@ -62,6 +62,14 @@ func (a *App) metricsHandler() http.Handler {
 		}
 		return float64(len(users))
 	})
+	counter("hep_sent_total", "SIP messages sent to the HEP capture server (since the capture section last changed).", func() float64 {
+		sent, _ := a.gw.HEPStats()
+		return float64(sent)
+	})
+	counter("hep_dropped_total", "SIP messages not sent to the HEP capture server: queue full or server unreachable.", func() float64 {
+		_, dropped := a.gw.HEPStats()
+		return float64(dropped)
+	})
 	counter("registrar_registered_total", "REGISTERs that added or refreshed a binding.", func() float64 { return float64(r.Stats().Registered) })
 	counter("registrar_unregistered_total", "Bindings removed by request.", func() float64 { return float64(r.Stats().Unregistered) })
 	counter("registrar_expired_total", "Bindings removed by expiry.", func() float64 { return float64(r.Stats().Expired) })

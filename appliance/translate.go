@@ -192,6 +192,7 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	if len(d.HQ.Targets) == 0 && d.HQ.Domain != "" {
 		cfg.HQ = append([]string{"domain " + d.HQ.Domain + " (RFC 3263, " + d.HQ.EffectiveTransport() + ")"}, cfg.HQ...)
 	}
+	cfg.Capture = gateway.Capture{HEPServer: d.Capture.HEPServer, NodeID: uint32(d.Capture.NodeID), Password: d.Capture.Password}
 	return cfg, nil
 }
 

@@ -21,6 +21,9 @@
 //	upstream.go     upstream registration of local users at HQ
 //	route.go        explanations of routing decisions (outpostctl route)
 //	sanity.go       request checks before any handler (RFC 3261 §8.2, RFC 4475)
+//	capture.go      the listeners' trace tap (outpostctl trace) and the
+//	                HEPv3 exporter to a Homer server, prepared and committed
+//	                with the rest of a push
 //
 // and sub-packages that know nothing of the Server:
 //
@@ -31,6 +34,8 @@
 //	            stateless, rate-limited refusal of unauthenticated INVITEs
 //	siplog/     per-packet log records counted, one line per kind and
 //	            source class per 10 s, values cut and escaped
+//	trace/      SIP traces: the tap the listening sockets' wrappers feed,
+//	            filters, pcap files, HEPv3 export
 //	facing/     which local address faces a peer (pure, table-tested)
 //	registrar/  the local registrar (RFC 3261 §10.3)
 //	digest/     digest authentication, server side

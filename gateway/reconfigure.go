@@ -7,6 +7,7 @@ import (
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/gateway/trace"
 	"github.com/outpost/outpost/gateway/upstream"
 )
 
@@ -27,6 +28,8 @@ type Change struct {
 	next     listen.Set       // every listener of cfg: kept ones and new ones
 	running  listen.Set       // the listeners when Prepare began
 	upstream *upstream.Config // nil = no upstream registration
+	hep      *trace.Exporter  // the new HEP exporter, when the capture section changed
+	hepNew   bool
 }
 
 // Prepare does every fallible step of applying cfg: compiling the dial
@@ -42,6 +45,11 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	s.mu.Unlock()
 	c := &Change{s: s, cfg: cfg, running: running}
 	var err error
+	if c.hepNew = cfg.Capture != s.cfg.Load().Capture; c.hepNew {
+		if c.hep, err = s.newExporter(cfg.Capture); err != nil {
+			return nil, err
+		}
+	}
 	if c.plan, err = dialplan.Compile(cfg.Dialplan); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -54,7 +62,7 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	if c.reg, err = s.reg.Prepare(cfg.Registrar); err != nil {
 		return nil, err
 	}
-	if c.next, err = listen.BindAll(cfg.Listen, cfg.listenOptions(), running); err != nil {
+	if c.next, err = listen.BindAll(cfg.Listen, s.listenOptions(cfg), running); err != nil {
 		return nil, err
 	}
 	if c.upstream, err = checkedUpstream(cfg, c.hq, c.next); err != nil {
@@ -97,6 +105,9 @@ func (c *Change) Commit() {
 	s.hqNow.Store(c.hq)
 	s.cfg.Store(&c.cfg)
 	s.up.apply(c.upstream, s.reg.Present(), *s.mode.Load())
+	if c.hepNew {
+		s.capture.swap(c.hep)
+	}
 }
 
 // Abort closes the listeners Prepare bound; nothing else was started.

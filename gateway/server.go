@@ -60,6 +60,8 @@ type Config struct {
 	// Voicemail is where calls to users with voicemail go when they are
 	// not taken (no answer, busy, unreachable).
 	Voicemail Voicemail
+	// Capture sends a copy of every SIP message to a HEP server (capture.go).
+	Capture Capture
 }
 
 // PSTNGateway is one local PSTN gateway.
@@ -96,6 +98,8 @@ type Server struct {
 	// probe is what the HQ prober needs from the Server (see probe.go).
 	probe prober
 	up    upstreamPart // upstream registration at HQ (upstream.go)
+	// capture is the trace tap of the listeners and the HEP exporter (capture.go).
+	capture capturePart
 
 	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
 	hq        *hqTrunk   // the trunk being probed; replaced only when the hq section changes
@@ -174,7 +178,11 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnUpdate(s.b2b.OnUpdate)
 	srv.OnNoRoute(s.onNoRoute)
 
-	bound, err := listen.BindAll(cfg.Listen, cfg.listenOptions(), nil)
+	if s.capture.exp, err = s.newExporter(cfg.Capture); err != nil {
+		ua.Close()
+		return nil, err
+	}
+	bound, err := listen.BindAll(cfg.Listen, s.listenOptions(cfg), nil)
 	if err != nil {
 		ua.Close()
 		return nil, err
@@ -242,6 +250,7 @@ func (s *Server) serve(l *listen.Socket) {
 // closes the listeners and waits for them.
 func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
+	s.capture.run() // before the listeners: the first message is exported too
 	for _, l := range s.listeners {
 		s.serve(l)
 		s.log.Info("sip listening", "listener", l.Bound)
@@ -251,6 +260,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		s.capture.stop()
 		s.up.close()
 		s.probe.stop(s.hq)
 		s.mu.Unlock()

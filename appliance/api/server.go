@@ -76,6 +76,7 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 	})
 	registerFirmware(mux, b, log) // firmware.go: A/B updates, when b has a Firmware()
 	registerDrain(mux, b, h)      // drain.go: when b is a Drainer
+	registerTrace(mux, b, h)      // trace.go: live SIP messages, when b is a Tracer
 	mux.HandleFunc("GET /api/v1/config", h.getConfig)
 	mux.HandleFunc("PUT /api/v1/config", h.putConfig)
 	mux.HandleFunc("GET /api/v1/config/history", func(w http.ResponseWriter, r *http.Request) {

@@ -25,6 +25,7 @@ type Document struct {
 	MediaResources MediaResources `json:"media_resources,omitzero"`
 	Management     Management     `json:"management,omitzero"`
 	Status         Status         `json:"status,omitzero"`
+	Capture        Capture        `json:"capture,omitzero"`
 }
 
 // Site names this branch.
@@ -241,6 +242,19 @@ type Management struct {
 	// between bytes allowed, any case ("0A:1B:..." = "0a1b...").
 	// EffectiveRevokedSerials gives them normalised.
 	RevokedSerials []string `json:"revoked_serials,omitempty"`
+}
+
+// Capture sends a copy of every SIP message the box sends and receives to
+// a Homer capture server (HEPv3). Empty = no export (outpostctl trace
+// works without it).
+type Capture struct {
+	// HEPServer is "udp:HOST:PORT" or "tcp:HOST:PORT".
+	HEPServer string `json:"hep_server,omitempty"`
+	// NodeID is the capture agent id Homer shows for this box (0..2^32-1:
+	// HEP carries 32 bits).
+	NodeID int64 `json:"node_id,omitempty"`
+	// Password is the HEP auth key; "" = none. Secret.
+	Password string `json:"password,omitempty"`
 }
 
 // Status is the local read-only status page (HTTP Basic for the users

@@ -40,7 +40,8 @@ func HA1(alg, username, realm, password string) string {
 // kept as they are (HQ may push pre-hashed credentials), except when they
 // are prev's values and the realm changed: they would no longer verify.
 //
-// Other secrets (hq.auth_password, msr.password, management.key_pem) are
+// Other secrets (hq.auth_password, msr.password, management.key_pem,
+// capture.password) are
 // stored as given, except that Redacted keeps prev's value (an error when
 // prev has none), and so does "" when the rest of its section is set.
 func (d *Document) Seal(prev *Document) error {
@@ -89,9 +90,9 @@ func (d *Document) Seal(prev *Document) error {
 		u.Password = ""
 	}
 
-	var prevHQ, prevMSR, prevMgmt string
+	var prevHQ, prevMSR, prevMgmt, prevCapture string
 	if prev != nil {
-		prevHQ, prevMSR, prevMgmt = prev.HQ.AuthPassword, prev.MSR.Password, prev.Management.KeyPEM
+		prevHQ, prevMSR, prevMgmt, prevCapture = prev.HQ.AuthPassword, prev.MSR.Password, prev.Management.KeyPEM, prev.Capture.Password
 	}
 	hq := n.HQ
 	hq.AuthPassword = ""
@@ -102,6 +103,9 @@ func (d *Document) Seal(prev *Document) error {
 	mg := n.Management
 	mg.KeyPEM = ""
 	keepSecret(&errs, "management.key_pem", &n.Management.KeyPEM, prevMgmt, !isEmpty(mg))
+	cp := n.Capture
+	cp.Password = ""
+	keepSecret(&errs, "capture.password", &n.Capture.Password, prevCapture, !isEmpty(cp))
 
 	if len(errs) > 0 {
 		return errs
@@ -128,7 +132,8 @@ func keepSecret(errs *Errors, path string, v *string, prev string, sectionSet bo
 
 // Redact returns a deep copy safe to print or send: users carry no password
 // and no HA1 (Password is Redacted where a credential exists), and
-// hq.auth_password, msr.password and management.key_pem are Redacted when
+// hq.auth_password, msr.password, management.key_pem and capture.password
+// are Redacted when
 // set. Certificates are public and kept.
 func (d *Document) Redact() *Document {
 	r := d.Clone()
@@ -145,6 +150,7 @@ func (d *Document) Redact() *Document {
 	redact(&r.HQ.AuthPassword)
 	redact(&r.MSR.Password)
 	redact(&r.Management.KeyPEM)
+	redact(&r.Capture.Password)
 	return r
 }
 

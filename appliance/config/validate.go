@@ -53,6 +53,7 @@ func (d *Document) Validate() Errors {
 	v.mediaResources()
 	v.management()
 	v.status()
+	v.capture()
 	v.ports()
 	if len(v.errs) == 0 {
 		return nil
@@ -796,6 +797,27 @@ func (v *validator) ports() {
 
 // status checks the status page: a listen address (port 0 = any free
 // port) that clashes with no other TCP listener, and someone who may open it.
+func (v *validator) capture() {
+	c := v.d.Capture
+	if c.NodeID < 0 || c.NodeID > math.MaxUint32 {
+		v.add("capture.node_id", "out of range 0..%d", uint32(math.MaxUint32))
+	}
+	if c.HEPServer == "" {
+		if c.NodeID != 0 || c.Password != "" {
+			v.add("capture.hep_server", "required when node_id or password is set")
+		}
+		return
+	}
+	network, addr, _ := strings.Cut(c.HEPServer, ":")
+	if network != "udp" && network != "tcp" {
+		v.add("capture.hep_server", "bad HEP server %q: want udp:HOST:PORT or tcp:HOST:PORT", c.HEPServer)
+		return
+	}
+	if msg := hostPortProblem(addr, false, false); msg != "" {
+		v.add("capture.hep_server", "bad HEP server %q: %s", c.HEPServer, msg)
+	}
+}
+
 func (v *validator) status() {
 	l := v.d.Status.Listen
 	if l == "" {

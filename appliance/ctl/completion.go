@@ -34,11 +34,12 @@ var globalFlags = map[string]string{"--socket": file, "--server": word, "--cert"
 // step with usage (TestCompletionCoversUsage).
 var verbs = []compVerb{
 	{path: "", subs: []string{"status", "registrations", "calls", "route", "interfaces", "cdr", "media-resources",
-		"drain", "config", "fleet", "pki", "firmware", "completion"}},
+		"drain", "trace", "config", "fleet", "pki", "firmware", "completion"}},
 	{path: "route", arg: word},
 	{path: "cdr", flags: map[string]string{"--since": word, "--limit": word}},
 	{path: "media-resources", subs: []string{"matrix"}},
 	{path: "drain", flags: map[string]string{"--wait": none, "--cancel": none}},
+	{path: "trace", flags: map[string]string{"--filter": word, "--pcap": file, "--count": word, "--duration": word}},
 	{path: "config", subs: []string{"get", "apply", "history", "rollback"}},
 	{path: "config get", flags: map[string]string{"--version": word}},
 	{path: "config apply", arg: file, flags: map[string]string{"--dry-run": none, "--if-match": word}},

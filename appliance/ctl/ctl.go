@@ -31,6 +31,9 @@ verbs:
   ` + cdrUsage + `
                                  call detail records (--since 1h: the last hour)
   media-resources [matrix]       media resources (MSR table) or the site-distance matrix
+  ` + traceUsage + `
+                                 live SIP messages as the box sends and receives them, until
+                                 Ctrl-C: text, JSON lines (--json) or a pcap file (--pcap)
   drain [--wait | --cancel]      refuse new calls (503) while calls in progress finish; --wait
                                  returns when they have ended or sip.drain_s is up
   config get [--version N]       the running (or a stored) document, secrets redacted
@@ -69,8 +72,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	if rest[0] == "fleet" {
-		// hundreds of boxes, each with its own --timeout: no overall deadline
+	if rest[0] == "fleet" || rest[0] == "trace" {
+		// fleet: hundreds of boxes, each with its own --timeout; trace: until
+		// Ctrl-C or its own --duration. No overall deadline.
 		ctx, cancel = context.WithCancel(context.Background())
 	}
 	defer cancel()
@@ -215,6 +219,8 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 		return c.interfaces(ctx)
 	case "drain":
 		return c.drain(ctx, args[1:])
+	case "trace":
+		return c.trace(ctx, args[1:])
 	case "cdr":
 		return c.cdr(ctx, args[1:])
 	case "media-resources":

@@ -5,7 +5,9 @@
 // one from the accept, and an idle timeout between messages: see
 // tcplimit.go), reconciling a new set of specs with the sockets already
 // bound (an unchanged spec keeps its socket), and waiting until sipgo has
-// taken a UDP socket into its connection pool.
+// taken a UDP socket into its connection pool. With Options.Tap set, the
+// sockets (and accepted TCP connections) are wrapped so that every message
+// they carry goes through the trace tap (gateway/trace).
 //
 // It does not serve the sockets (the gateway's Server hands them to sipgo)
 // and does not choose which of them faces a peer (gateway/facing).

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outpost/outpost/gateway/trace"
 )
 
 // Spec is one SIP listening socket as configured.
@@ -36,6 +38,9 @@ type Options struct {
 	// from its first byte; past it the connection is closed. 0 =
 	// DefaultTCPMessageTimeout (10 s).
 	TCPMessageTimeout time.Duration
+	// Tap, when set, sees every message the sockets read and write
+	// (trace.WrapPacketConn, trace.WrapConn); off costs an atomic load.
+	Tap *trace.Tap
 }
 
 // Socket is one bound listener: exactly one of PacketConn (udp) and
@@ -68,13 +73,17 @@ func Bind(sp Spec, o Options) (*Socket, error) {
 			rbuf = DefaultUDPReadBuffer
 		}
 		setReadBuffer(pc, rbuf)
-		return &Socket{PacketConn: pc, Bound: "udp:" + pc.LocalAddr().String()}, nil
+		bound := "udp:" + pc.LocalAddr().String()
+		if o.Tap != nil {
+			pc = trace.WrapPacketConn(pc, o.Tap)
+		}
+		return &Socket{PacketConn: pc, Bound: bound}, nil
 	case "tcp":
 		ln, err := lc.Listen(context.Background(), "tcp", sp.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
 		}
-		return &Socket{Listener: newLimitedListener(ln, o.TCPIdle, o.TCPMessageTimeout), Bound: "tcp:" + ln.Addr().String()}, nil
+		return &Socket{Listener: newLimitedListener(ln, o.TCPIdle, o.TCPMessageTimeout, o.Tap), Bound: "tcp:" + ln.Addr().String()}, nil
 	default:
 		return nil, fmt.Errorf("gateway: listen %s: unsupported transport %q", sp, sp.Transport)
 	}

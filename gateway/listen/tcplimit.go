@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/outpost/outpost/gateway/trace"
 )
 
 // TCP limits: sipgo keeps a goroutine and a 32 KiB read buffer per
@@ -30,17 +32,18 @@ type limitedListener struct {
 	net.Listener
 	idle time.Duration // silence allowed between messages; 0 = any
 	msg  time.Duration // time allowed for one message (timedConn)
+	tap  *trace.Tap    // nil = connections are not traced
 
 	mu    sync.Mutex
 	total int
 	perIP map[string]int // by sourceKey
 }
 
-func newLimitedListener(ln net.Listener, idle, msg time.Duration) *limitedListener {
+func newLimitedListener(ln net.Listener, idle, msg time.Duration, tap *trace.Tap) *limitedListener {
 	if msg <= 0 {
 		msg = DefaultTCPMessageTimeout
 	}
-	return &limitedListener{Listener: ln, idle: idle, msg: msg, perIP: map[string]int{}}
+	return &limitedListener{Listener: ln, idle: idle, msg: msg, tap: tap, perIP: map[string]int{}}
 }
 
 func (l *limitedListener) Accept() (net.Conn, error) {
@@ -61,7 +64,11 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		return &timedConn{Conn: c, l: l, key: key, since: time.Now()}, nil
+		tc := &timedConn{Conn: c, l: l, key: key, since: time.Now()}
+		if l.tap != nil {
+			return trace.WrapConn(tc, l.tap), nil
+		}
+		return tc, nil
 	}
 }
 
