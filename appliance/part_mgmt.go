@@ -37,15 +37,13 @@ type mgmt struct {
 	access   atomic.Pointer[clientAccess]
 	refusals refusalLog
 
-	mu      sync.Mutex
-	cur     endpoint // what the running listener was built from
-	srv     *http.Server
-	bound   string
-	serving sync.WaitGroup
+	mu   sync.Mutex
+	cur  endpoint // what the running listener was built from
+	slot httpSlot
 }
 
 func newMgmt(h http.Handler, log *slog.Logger) *mgmt {
-	m := &mgmt{log: log, handler: h, limits: mgmtLimits}
+	m := &mgmt{log: log, handler: h, limits: mgmtLimits, slot: httpSlot{name: "management api", log: log}}
 	m.access.Store(&clientAccess{})
 	m.refusals.now = time.Now
 	return m
@@ -273,8 +271,9 @@ func (m *mgmt) prepare(_ context.Context, next *partConfigs) (change, error) {
 	sec := next.Management.Management
 	ep, access := endpointOf(sec), newClientAccess(sec)
 	m.mu.Lock()
-	same := ep == m.cur && (m.srv != nil) == enabled(sec)
+	cur := m.cur
 	m.mu.Unlock()
+	same := ep == cur && m.slot.up() == enabled(sec)
 	if same {
 		return funcs{commit: func() { m.access.Store(access) }}, nil
 	}
@@ -318,45 +317,16 @@ func (m *mgmt) newServer(tc *tls.Config) *http.Server {
 	}
 }
 
-// swap stops the running server and serves srv on ln (none when srv is nil).
+// swap records the endpoint and replaces the server.
 func (m *mgmt) swap(ep endpoint, srv *http.Server, ln net.Listener) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stopLocked()
 	m.cur = ep
-	if srv == nil {
-		return
-	}
-	m.srv, m.bound = srv, ln.Addr().String()
-	m.serving.Go(func() {
-		if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error("management api stopped", "err", err)
-		}
-	})
-	m.log.Info("management api listening (mutual TLS)", "addr", m.bound)
+	m.mu.Unlock()
+	m.slot.swap(srv, ln)
 }
 
 // Addr is the bound address of the HTTPS listener, "" when there is none.
-func (m *mgmt) Addr() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.bound
-}
-
-func (m *mgmt) stopLocked() {
-	if m.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = m.srv.Shutdown(ctx)
-	m.serving.Wait()
-	m.srv, m.bound = nil, ""
-}
+func (m *mgmt) Addr() string { return m.slot.Addr() }
 
 // Stop closes the listener and waits for its goroutine.
-func (m *mgmt) Stop() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stopLocked()
-}
+func (m *mgmt) Stop() { m.slot.Stop() }

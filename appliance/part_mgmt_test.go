@@ -85,11 +85,7 @@ func colonSerial(n *big.Int) string {
 	return strings.Join(parts, ":")
 }
 
-func (m *mgmt) server() *http.Server {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.srv
-}
+func (m *mgmt) server() *http.Server { return m.slot.server() }
 
 // TestManagementClientAccess: two client certificates from the same CA,
 // "hq" and "intruder". Without allowed_clients both may act (as before

@@ -3,7 +3,6 @@ package appliance
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,14 +32,12 @@ type statusPart struct {
 
 	mu      sync.Mutex
 	want    string // status.listen of the running document
-	srv     *http.Server
-	bound   string
 	failure string // why want is not served ("" when it is, or is off)
-	serving sync.WaitGroup
+	slot    httpSlot
 }
 
 func newStatusPart(b api.Backend, log *slog.Logger) *statusPart {
-	s := &statusPart{log: log}
+	s := &statusPart{log: log, slot: httpSlot{name: "status page", log: log}}
 	s.access.Store(&statuspage.Access{})
 	s.handler = statuspage.Handler(api.ReadOnlyHandler(b, log), s.access.Load, log)
 	return s
@@ -83,8 +80,9 @@ func (s *statusPart) prepare(_ context.Context, next *partConfigs) (change, erro
 	sec := next.Status
 	access := &sec.Access
 	s.mu.Lock()
-	want, up := s.want, s.srv != nil
+	want := s.want
 	s.mu.Unlock()
+	up := s.slot.up()
 	if sec.Listen == want && (up || sec.Listen == "") {
 		return funcs{commit: func() { s.access.Store(access) }}, nil
 	}
@@ -132,9 +130,9 @@ func (s *statusPart) start(ctx context.Context, first *partConfigs) {
 
 // fail records that listen, asked for by the running document, is not served.
 func (s *statusPart) fail(listen string, err error) {
+	s.slot.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stopLocked()
 	s.want, s.failure = listen, err.Error()
 	s.log.Error("STATUS PAGE NOT SERVED: its listen address cannot be bound; SIP and everything else run on "+
 		"(change status.listen, or free the port and push the document again)", "listen", listen, "err", err)
@@ -152,30 +150,16 @@ func (s *statusPart) newServer() *http.Server {
 	}
 }
 
-// swap stops the running server and serves srv on ln (none when srv is nil).
+// swap records what the running document asks for and replaces the server.
 func (s *statusPart) swap(listen string, srv *http.Server, ln net.Listener, failure string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked()
 	s.want, s.failure = listen, failure
-	if srv == nil {
-		return
-	}
-	s.srv, s.bound = srv, ln.Addr().String()
-	s.serving.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("status page stopped", "err", err)
-		}
-	})
-	s.log.Info("status page listening (HTTP Basic for admin users)", "url", "http://"+s.bound+"/")
+	s.mu.Unlock()
+	s.slot.swap(srv, ln)
 }
 
 // Addr is the bound address of the status page, "" when there is none.
-func (s *statusPart) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.bound
-}
+func (s *statusPart) Addr() string { return s.slot.Addr() }
 
 // Failure is why status.listen is not served, "" when it is or is off.
 func (s *statusPart) Failure() string {
@@ -184,20 +168,5 @@ func (s *statusPart) Failure() string {
 	return s.failure
 }
 
-func (s *statusPart) stopLocked() {
-	if s.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = s.srv.Shutdown(ctx)
-	s.serving.Wait()
-	s.srv, s.bound = nil, ""
-}
-
 // Stop closes the listener and waits for its goroutine.
-func (s *statusPart) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked()
-}
+func (s *statusPart) Stop() { s.slot.Stop() }
