@@ -83,7 +83,11 @@ func (c *call) respondA(code int, reason string) {
 	c.mu.Lock()
 	c.cdr.Status = code
 	c.mu.Unlock()
+	if reason == "" {
+		reason = reasonPhrase(code)
+	}
 	res := sip.NewResponseFromRequest(c.a.InviteRequest, code, reason, nil)
+	addHeaders(res, c.set.warnings())
 	c.a.InviteResponse = res
 	_ = c.aTx.Respond(res)
 }
@@ -401,7 +405,7 @@ func (c *call) answer(l *leg) bool {
 	c.b.register(pa, pb)
 	c.setState(StateAnswered)
 
-	var hdrs []sip.Header
+	hdrs := c.set.warnings()
 	if len(body) > 0 {
 		ct := sip.ContentTypeHeader(contentTypeOf(res))
 		hdrs = append(hdrs, &ct)
