@@ -14,6 +14,7 @@ import (
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
+	"github.com/outpost/outpost/gateway/health"
 	"github.com/outpost/outpost/gateway/upstream"
 )
 
@@ -53,6 +54,7 @@ func (a *App) Status(context.Context) api.Status {
 		SIPDropped:    a.gw.Dropped(),
 		HQ:            a.hqHealth(),
 		HQUnresolved:  ms.Unresolved,
+		PSTN:          a.pstnHealth(),
 		CallsActive:   len(a.gw.Calls()),
 	}
 	st.StatusPage, st.StatusPageError = a.status.Addr(), a.status.Failure()
@@ -98,11 +100,23 @@ const statusTransitions = 10
 func (a *App) hqHealth() []api.TargetHealth {
 	var out []api.TargetHealth
 	for _, t := range a.gw.HQHealth() {
-		out = append(out, api.TargetHealth{Target: t.Target, Up: t.Up, BlockedUntil: t.BlockedUntil.UTC(),
-			ConsecutiveOK: t.ConsecutiveOK, ConsecutiveFail: t.ConsecutiveFail,
-			LastRTTMs: float64(t.LastRTT) / float64(time.Millisecond), LastChange: t.LastChange.UTC(), Reason: string(t.Reason)})
+		out = append(out, targetHealth(t))
 	}
 	return out
+}
+
+func (a *App) pstnHealth() []api.GatewayHealth {
+	var out []api.GatewayHealth
+	for _, g := range a.gw.PSTNHealth() {
+		out = append(out, api.GatewayHealth{Name: g.Name, Probed: g.Probed, TargetHealth: targetHealth(g.TargetState)})
+	}
+	return out
+}
+
+func targetHealth(t health.TargetState) api.TargetHealth {
+	return api.TargetHealth{Target: t.Target, Up: t.Up, BlockedUntil: t.BlockedUntil.UTC(),
+		ConsecutiveOK: t.ConsecutiveOK, ConsecutiveFail: t.ConsecutiveFail,
+		LastRTTMs: float64(t.LastRTT) / float64(time.Millisecond), LastChange: t.LastChange.UTC(), Reason: string(t.Reason)}
 }
 
 func (a *App) Registrations(context.Context) []api.Registration {

@@ -99,6 +99,7 @@ type labelled struct{ a *App }
 var (
 	callsTotalDesc = prometheus.NewDesc("outpost_calls_total", "Ended calls by route and disposition.", []string{"route", "disposition"}, nil)
 	targetUpDesc   = prometheus.NewDesc("outpost_hq_target_up", "1 if the HQ target is up (OPTIONS probes) and not blocked by call failures.", []string{"target"}, nil)
+	pstnUpDesc     = prometheus.NewDesc("outpost_pstn_gateway_up", "1 if the PSTN gateway is up (OPTIONS probes, when configured) and not blocked by call failures.", []string{"gateway"}, nil)
 	targetRTTDesc  = prometheus.NewDesc("outpost_hq_target_probe_rtt_seconds", "Round-trip time of the last successful OPTIONS probe.", []string{"target"}, nil)
 	relayPktDesc   = prometheus.NewDesc("outpost_relay_packets_total", "RTP packets received by the relay, by the leg they came from (a = caller).", []string{"from"}, nil)
 	relayByteDesc  = prometheus.NewDesc("outpost_relay_bytes_total", "RTP bytes received by the relay, by the leg they came from.", []string{"from"}, nil)
@@ -111,6 +112,7 @@ func (l labelled) Describe(ch chan<- *prometheus.Desc) {
 	ch <- callsTotalDesc
 	ch <- targetUpDesc
 	ch <- targetRTTDesc
+	ch <- pstnUpDesc
 	ch <- relayPktDesc
 	ch <- relayByteDesc
 	ch <- relayLostDesc
@@ -138,5 +140,12 @@ func (l labelled) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(targetUpDesc, prometheus.GaugeValue, up, t.Target)
 		ch <- prometheus.MustNewConstMetric(targetRTTDesc, prometheus.GaugeValue, t.LastRTT.Seconds(), t.Target)
+	}
+	for _, g := range l.a.gw.PSTNHealth() {
+		up := 0.0
+		if g.Up && !g.BlockedUntil.After(now) {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(pstnUpDesc, prometheus.GaugeValue, up, g.Name)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/statuspage"
@@ -156,6 +157,8 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 		}
 		cfg.PSTN = append(cfg.PSTN, gateway.PSTNGateway{Name: g.Name, Target: t})
 	}
+	cfg.PSTNProbeInterval = d.PSTN.OptionsInterval()
+	cfg.Warning = gateway.SurvivableWarning{Agent: warnAgent(d.Site.Name), Text: d.SIP.SurvivableWarning, Off: d.SIP.SurvivableWarningOff}
 	var static []siptarget.Target
 	for i, s := range d.HQ.Targets {
 		t, err := siptarget.Parse(s, siptarget.Transport(d.HQ.EffectiveTransport()))
@@ -293,4 +296,17 @@ func trustedNetworks(cidrs []string) []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// warnAgent makes the site's name the warn-agent of the survivable Warning
+// (RFC 3261 §20.43: a pseudonym is a token): every character outside the
+// token set becomes '-'. "" (no name) lets the gateway use its host.
+func warnAgent(site string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("-.!%*_+`'~", r):
+			return r
+		}
+		return '-'
+	}, site)
 }

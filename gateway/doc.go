@@ -18,6 +18,15 @@
 //	                OPTIONS probing lifecycle, unresolved pools, and the
 //	                per-call fallback the B2BUA asks for (router.HQFallback)
 //	probe.go        the OPTIONS pinger and the prober's place in the Server
+//	pstn.go         the PSTN gateways' health: blocks by the retry rule
+//	                from call outcomes, optional OPTIONS probes
+//	                (PSTNProbeInterval), status (PSTNHealth)
+//	warning.go      the survivable-mode Warning (RFC 3261 §20.43) on the
+//	                box's final answers to REGISTER and INVITE: added by
+//	                respond, by the fast path's REGISTER answers and
+//	                stateless INVITE refusals, and by the B2BUA
+//	                (b2bua.Config.Warning); SetMode empties the fast
+//	                path's answer cache when the mode changes
 //	upstream.go     upstream registration of local users at HQ
 //	route.go        explanations of routing decisions (outpostctl route)
 //	sanity.go       request checks before any handler (RFC 3261 §8.2, RFC 4475)
@@ -30,7 +39,8 @@
 //	listen/     listening sockets: specs, binding, UDP buffers, TCP
 //	            limits (per source, IPv6 per /64; a deadline per message),
 //	            reconciliation across pushes, sipgo readiness
-//	fastpath/   stateless UDP REGISTER/OPTIONS with a retransmission cache;
+//	fastpath/   stateless UDP REGISTER/OPTIONS with a retransmission cache
+//	            (ForgetAnswers empties it);
 //	            stateless, rate-limited refusal of unauthenticated INVITEs
 //	siplog/     per-packet log records counted, one line per kind and
 //	            source class per 10 s, values cut and escaped

@@ -87,6 +87,7 @@ func (s *Server) admitInvite(req *sip.Request, _ string) *sip.Response {
 		return nil
 	}
 	if _, res := s.reg.AuthorizeCall(req); res != nil {
+		s.warn(res)
 		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
 		return res
 	}
@@ -173,9 +174,11 @@ func (a *admittedCalls) put(key string, now time.Time) {
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
 // localFor picks the listener facing a B leg's destination (localaddr.go).
-func (c Config) b2buaConfig(hq *hqTrunk, localFor func(dest string) *sip.Addr) b2bua.Config {
+func (c Config) b2buaConfig(hq *hqTrunk, pstn *pstnHealth, warning func() string, localFor func(dest string) *sip.Addr) b2bua.Config {
 	bc := c.Calls
 	bc.LocalFor = localFor
+	bc.PSTNHealth = pstn.tracker()
+	bc.Warning = warning
 	bc.PSTNGateways = nil
 	for _, g := range c.PSTN {
 		bc.PSTNGateways = append(bc.PSTNGateways, g.Target)

@@ -23,6 +23,7 @@ type Change struct {
 	cfg      Config
 	plan     *dialplan.Plan
 	hq       *hqTrunk
+	pstn     *pstnHealth
 	b2b      func()
 	reg      *registrar.Change
 	next     listen.Set       // every listener of cfg: kept ones and new ones
@@ -41,7 +42,7 @@ type Change struct {
 // a second for DNS), so calls and probes go on undisturbed.
 func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	s.mu.Lock()
-	running, hq := s.listeners, s.hq
+	running, hq, pstn := s.listeners, s.hq, s.pstn
 	s.mu.Unlock()
 	c := &Change{s: s, cfg: cfg, running: running}
 	var err error
@@ -56,7 +57,8 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	if c.hq, err = nextHQ(hq, cfg); err != nil {
 		return nil, err
 	}
-	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, s.local.from)); err != nil {
+	c.pstn = nextPSTN(pstn, cfg)
+	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, c.pstn, s.survivableWarning, s.local.from)); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if c.reg, err = s.reg.Prepare(cfg.Registrar); err != nil {
@@ -103,6 +105,10 @@ func (c *Change) Commit() {
 	s.probe.swap(s.hq, c.hq, s.log)
 	s.hq = c.hq
 	s.hqNow.Store(c.hq)
+	s.pstn.close()
+	c.pstn.start(s.probe.ctx, s.pstn, s.probe.pinger(), s.log.With("part", "pstn-probe"))
+	s.pstn = c.pstn
+	s.pstnNow.Store(c.pstn)
 	s.cfg.Store(&c.cfg)
 	s.up.apply(c.upstream, s.reg.Present(), *s.mode.Load())
 	if c.hepNew {

@@ -48,6 +48,13 @@ type Config struct {
 	Mode mode.Mode
 	// PSTN gateways in order of preference.
 	PSTN []PSTNGateway
+	// PSTNProbeInterval is the OPTIONS period per PSTN gateway
+	// (pstn.options_interval_ms); 0 = no probes: only call outcomes feed
+	// the gateways' health (pstn.go).
+	PSTNProbeInterval time.Duration
+	// Warning is the survivable-mode Warning on answers to REGISTER and
+	// INVITE (warning.go).
+	Warning SurvivableWarning
 	// HQ describes the HQ targets for explanations (outpostctl route):
 	// static targets, or "domain hq.example.com (RFC 3263)".
 	HQ []string
@@ -93,6 +100,8 @@ type Server struct {
 	// configuration in force and its HQ trunk (nil = no HQ).
 	cfg   atomic.Pointer[Config]
 	hqNow atomic.Pointer[hqTrunk]
+	// pstnNow is the PSTN gateways' health (pstn.go); nil = no gateway.
+	pstnNow atomic.Pointer[pstnHealth]
 	// local is where requests the box sends leave from (localaddr.go).
 	local localAddrs
 	// probe is what the HQ prober needs from the Server (see probe.go).
@@ -103,6 +112,7 @@ type Server struct {
 
 	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
 	hq        *hqTrunk   // the trunk being probed; replaced only when the hq section changes
+	pstn      *pstnHealth
 	listeners listen.Set // keyed by the configured spec
 	serving   sync.WaitGroup
 }
@@ -165,7 +175,9 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, err
 	}
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.local.from), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
+	s.pstn = nextPSTN(nil, cfg)
+	s.pstnNow.Store(s.pstn)
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -256,12 +268,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Info("sip listening", "listener", l.Bound)
 	}
 	s.probe.run(ctx, s.hq, s.log)
+	s.pstn.start(ctx, nil, s.probe.pinger(), s.log.With("part", "pstn-probe"))
 	s.up.run(ctx)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.capture.stop()
 		s.up.close()
+		s.pstn.close()
 		s.probe.stop(s.hq)
 		s.mu.Unlock()
 	}()
@@ -342,6 +356,7 @@ func registrarPerRequest(r slog.Record) (string, bool) {
 func (s *Server) Registrar() *registrar.Registrar { return s.reg }
 
 func (s *Server) respond(tx sip.ServerTransaction, res *sip.Response) {
+	s.warn(res)
 	res.AppendHeader(sip.NewHeader("Server", s.serverName()))
 	if err := tx.Respond(res); err != nil {
 		s.log.Debug("sending response failed", "status", res.StatusCode, "err", err)
@@ -365,6 +380,7 @@ func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
 	var res *sip.Response
 	if req.Method == sip.REGISTER {
 		res = s.reg.HandleRegister(req, local)
+		s.warn(res)
 	} else {
 		res = optionsAnswer(req)
 	}
@@ -429,7 +445,10 @@ func (s *Server) Close() {
 // resumes, paced, on failback. Config.Mode is the mode of a new Server
 // only: afterwards the appliance's mode logic sets it.
 func (s *Server) SetMode(m mode.Mode) {
-	s.mode.Store(&m)
+	if old := s.mode.Swap(&m); old == nil || *old != m {
+		// Cached REGISTER answers carry the old mode's Warning (or none).
+		s.fp.ForgetAnswers()
+	}
 	s.up.mode(m)
 }
 

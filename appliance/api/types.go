@@ -49,6 +49,10 @@ type Status struct {
 	// resolution keeps failing (DNS unreachable since boot): they count
 	// as down.
 	HQUnresolved []string `json:"hq_unresolved,omitempty"`
+	// PSTN is the health of every PSTN gateway, in the configured order
+	// (call outcomes by the retry rule, and OPTIONS probes when
+	// pstn.options_interval_ms is set); empty without gateways.
+	PSTN []GatewayHealth `json:"pstn,omitempty"`
 	// CallsActive is the number of calls in progress.
 	CallsActive int `json:"calls_active"`
 	// Draining says new calls are refused (503) until DrainUntil while
@@ -80,7 +84,15 @@ type ModeTransition struct {
 	At     time.Time `json:"at"`
 }
 
-// TargetHealth is one HQ target's health.
+// GatewayHealth is one PSTN gateway's health: its name, whether it is
+// probed, and the target's health (Target is "udp:HOST:PORT").
+type GatewayHealth struct {
+	Name   string `json:"name"`
+	Probed bool   `json:"probed"`
+	TargetHealth
+}
+
+// TargetHealth is one HQ target's (or PSTN gateway's) health.
 type TargetHealth struct {
 	Target          string    `json:"target"`
 	Up              bool      `json:"up"`

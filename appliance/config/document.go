@@ -54,6 +54,12 @@ type SIP struct {
 	// outpostctl drain) lets calls in progress finish while it refuses new
 	// ones; 0 = 60 s. See EffectiveDrain.
 	DrainS int `json:"drain_s,omitempty"`
+	// SurvivableWarning is the text of the Warning (RFC 3261 §20.43, code
+	// 399, warn-agent = site.name) the box adds to its answers to REGISTER
+	// and INVITE while in survivable mode; "" = "Survivable mode: limited
+	// service". SurvivableWarningOff drops the header altogether.
+	SurvivableWarning    string `json:"survivable_warning,omitempty"`
+	SurvivableWarningOff bool   `json:"survivable_warning_off,omitempty"`
 }
 
 // Registrar tunes the local registrar's protections. Zero = default.
@@ -144,6 +150,17 @@ type PSTN struct {
 	Gateways []Gateway `json:"gateways,omitempty"`
 	// Emergency numbers always go to the PSTN, in every mode.
 	Emergency []string `json:"emergency,omitempty"`
+	// OptionsIntervalMS is the period of the OPTIONS probe of every
+	// gateway, in milliseconds; 0 = no probes. Either way a gateway whose
+	// call attempt fails by the retry rule (408, 503, 504, no response) is
+	// blocked for 30 s; probes also take a silent gateway out (3 failed
+	// probes) and back (3 good ones) before a call has to find out.
+	OptionsIntervalMS int `json:"options_interval_ms,omitempty"`
+}
+
+// OptionsInterval is pstn.options_interval_ms as a duration (0 = no probes).
+func (p PSTN) OptionsInterval() time.Duration {
+	return time.Duration(p.OptionsIntervalMS) * time.Millisecond
 }
 
 // Gateway is one PSTN gateway.

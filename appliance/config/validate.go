@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/outpost/outpost/siptarget"
 )
@@ -168,6 +170,12 @@ func (v *validator) sip() {
 
 	if s.DrainS < 0 || s.DrainS > 3600 {
 		v.add("sip.drain_s", "must be between 0 and 3600 seconds (0 = default %d)", DefaultDrainS)
+	}
+	switch w := s.SurvivableWarning; {
+	case len(w) > 200:
+		v.add("sip.survivable_warning", "longer than 200 bytes")
+	case !utf8.ValidString(w) || strings.ContainsFunc(w, unicode.IsControl):
+		v.add("sip.survivable_warning", "must be UTF-8 text without control characters")
 	}
 
 	for i, alg := range s.Digest {
@@ -358,6 +366,9 @@ func (v *validator) pstn() {
 			v.add(field(p, "target"), "%v", err)
 		}
 		v.transport(field(p, "transport"), g.Transport)
+	}
+	if ms := v.d.PSTN.OptionsIntervalMS; ms != 0 && (ms < 100 || ms > 600000) {
+		v.add("pstn.options_interval_ms", "must be between 100 and 600000 (0 = no probes)")
 	}
 	for i, n := range v.d.PSTN.Emergency {
 		p := index("pstn.emergency", i)

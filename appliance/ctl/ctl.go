@@ -145,15 +145,16 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 					s.Upstream["registered"], s.Upstream["pending"]+s.Upstream["registering"], s.Upstream["failed"])
 			}
 			for _, t := range s.HQ {
-				state := "up"
-				switch {
-				case !t.Up:
-					state = "DOWN"
-				case !t.BlockedUntil.IsZero() && t.BlockedUntil.After(time.Now()):
-					state = "blocked until " + t.BlockedUntil.Local().Format(time.TimeOnly)
-				}
-				fmt.Fprintf(w, "hq target\t%s %s (%s since %s; rtt %.1f ms)\n", t.Target, state, t.Reason,
+				fmt.Fprintf(w, "hq target\t%s %s (%s since %s; rtt %.1f ms)\n", t.Target, targetState(t), t.Reason,
 					t.LastChange.Local().Format(time.TimeOnly), t.LastRTTMs)
+			}
+			for _, g := range s.PSTN {
+				probes := "no probes"
+				if g.Probed {
+					probes = fmt.Sprintf("rtt %.1f ms", g.LastRTTMs)
+				}
+				fmt.Fprintf(w, "pstn gateway\t%s %s %s (%s since %s; %s)\n", g.Name, g.Target, targetState(g.TargetHealth), g.Reason,
+					g.LastChange.Local().Format(time.TimeOnly), probes)
 			}
 		})
 	case "registrations":
@@ -427,4 +428,16 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// targetState is an HQ target's or PSTN gateway's state in one word (or
+// the end of its block).
+func targetState(t api.TargetHealth) string {
+	switch {
+	case !t.Up:
+		return "DOWN"
+	case !t.BlockedUntil.IsZero() && t.BlockedUntil.After(time.Now()):
+		return "blocked until " + t.BlockedUntil.Local().Format(time.TimeOnly)
+	}
+	return "up"
 }

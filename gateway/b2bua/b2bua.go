@@ -17,6 +17,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/health"
 	"github.com/outpost/outpost/siptarget"
 )
 
@@ -67,6 +68,19 @@ type Config struct {
 	// PSTNGateways are tried in order (udp or tcp; tls is refused: B legs
 	// have no TLS client configuration yet).
 	PSTNGateways []siptarget.Target
+	// PSTNHealth, when set, is the health of the PSTN gateways, keyed by
+	// siptarget.Target.String() ("udp:198.18.2.10:5060"): a call tries
+	// the eligible gateways in the configured order and, when every one
+	// is blocked or down, one of them at random (health.Tracker.Pick,
+	// DESIGN §1); each attempt's outcome feeds it by the retry rule
+	// (health.ClassifyAttempt: 408, 503, 504, no response or a transport
+	// error block the gateway). nil = every gateway, in order, always.
+	PSTNHealth *health.Tracker `json:"-"`
+	// Warning, when set, gives the value of a Warning header (RFC 3261
+	// §20.43) added to every final response to an initial INVITE; "" =
+	// none. It is read per response: the gateway's mode (survivable) may
+	// change while a call rings.
+	Warning func() string `json:"-"`
 	// RingTimeout bounds the time from the INVITE to an answer; then the
 	// B legs are cancelled and the caller gets 480. 0 = 60 s.
 	RingTimeout time.Duration
@@ -346,6 +360,33 @@ func (b *B2BUA) partyByDialog(callID, tag1, tag2 string) *party {
 	return b.parties[sip.DialogIDMake(callID, tag2, tag1)]
 }
 
+// warnings is the Warning header of the final answers to initial INVITEs
+// (Config.Warning), if one is due now.
+func (s *settings) warnings() []sip.Header {
+	if s.cfg.Warning == nil {
+		return nil
+	}
+	if w := s.cfg.Warning(); w != "" {
+		return []sip.Header{sip.NewHeader("Warning", w)}
+	}
+	return nil
+}
+
+func addHeaders(res *sip.Response, hdrs []sip.Header) {
+	for _, h := range hdrs {
+		res.AppendHeader(h)
+	}
+}
+
+// respondWarn answers an initial INVITE with a final status, extra
+// headers and the Warning of set.
+func respondWarn(set *settings, tx sip.ServerTransaction, req *sip.Request, code int, reason string, hdrs ...sip.Header) {
+	res := sip.NewResponseFromRequest(req, code, reason, nil)
+	addHeaders(res, hdrs)
+	addHeaders(res, set.warnings())
+	_ = tx.Respond(res)
+}
+
 func respond(tx sip.ServerTransaction, req *sip.Request, code int, reason string) {
 	if reason == "" {
 		reason = reasonPhrase(code)
@@ -461,31 +502,29 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		b.onReinvite(req, tx)
 		return
 	}
+	set := b.set.Load()
 	if b.Looped(req) {
-		respond(tx, req, 482, "Loop Detected")
+		respondWarn(set, tx, req, 482, "Loop Detected")
 		return
 	}
 	if b.refuseWhileDraining(req, tx) {
 		return
 	}
-	if max := b.set.Load().maxCalls(); max > 0 {
+	if max := set.maxCalls(); max > 0 {
 		b.mu.Lock()
 		n := len(b.calls)
 		b.mu.Unlock()
 		if n >= max {
-			res := sip.NewResponseFromRequest(req, 503, "Service Unavailable", nil)
-			res.AppendHeader(sip.NewHeader("Retry-After", "5"))
-			_ = tx.Respond(res)
+			respondWarn(set, tx, req, 503, "Service Unavailable", sip.NewHeader("Retry-After", "5"))
 			return
 		}
 	}
 	respond(tx, req, 100, "Trying")
 
-	set := b.set.Load()
 	arrived, laddr, contact, err := b.localFor(set, tx)
 	if err != nil {
 		b.log.Warn("b2bua: no local address for call", "err", err)
-		respond(tx, req, 500, "Server Internal Error")
+		respondWarn(set, tx, req, 500, "Server Internal Error")
 		return
 	}
 	dua := &sipgo.DialogUA{
@@ -495,11 +534,11 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 	}
 	a, err := dua.ReadInvite(req, tx)
 	if err != nil {
-		respond(tx, req, 400, "Bad Request")
+		respondWarn(set, tx, req, 400, "Bad Request")
 		return
 	}
 	if mf := req.MaxForwards(); mf != nil && mf.Val() == 0 {
-		_ = a.Respond(483, "Too Many Hops", nil)
+		_ = a.Respond(483, "Too Many Hops", nil, set.warnings()...)
 		return
 	}
 	if req.GetHeader("Replaces") != nil {
@@ -534,7 +573,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		return
 	case len(body) > 0 && !isSDP(ct):
 		c.recordStatus(488)
-		_ = a.Respond(488, "Not Acceptable Here", nil, acceptSDP)
+		_ = a.Respond(488, "Not Acceptable Here", nil, append(set.warnings(), acceptSDP)...)
 		c.end(Failed, BySystem)
 		return
 	}

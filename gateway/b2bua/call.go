@@ -83,7 +83,11 @@ func (c *call) respondA(code int, reason string) {
 	c.mu.Lock()
 	c.cdr.Status = code
 	c.mu.Unlock()
+	if reason == "" {
+		reason = reasonPhrase(code)
+	}
 	res := sip.NewResponseFromRequest(c.a.InviteRequest, code, reason, nil)
+	addHeaders(res, c.set.warnings())
 	c.a.InviteResponse = res
 	_ = c.aTx.Respond(res)
 }
@@ -226,8 +230,9 @@ func (c *call) respondFailure(res dialResult) {
 	case res.cause == errNoAnswer || res.cause == errRingTimeout:
 		c.respondA(480, "Temporarily Unavailable")
 	case best != nil && best.status >= 300 && best.status < 400:
-		// Redirects are not followed yet, and relaying one with our own
-		// Contact would point the caller back at us.
+		// A redirect that was not followed (not 301/302, a loop, too
+		// deep): relaying it with our own Contact would point the caller
+		// back at us.
 		c.respondA(480, "Temporarily Unavailable")
 	case best != nil && best.res != nil:
 		c.respondA(best.res.StatusCode, best.res.Reason)
@@ -401,7 +406,7 @@ func (c *call) answer(l *leg) bool {
 	c.b.register(pa, pb)
 	c.setState(StateAnswered)
 
-	var hdrs []sip.Header
+	hdrs := c.set.warnings()
 	if len(body) > 0 {
 		ct := sip.ContentTypeHeader(contentTypeOf(res))
 		hdrs = append(hdrs, &ct)

@@ -1,10 +1,13 @@
 package b2bua
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +40,8 @@ type target struct {
 	transport string  // "UDP" / "TCP"
 	dest      string  // host:port to send to; "" = from the URI
 	trunk     string  // the HQ target name to report outcomes for; "" = none
+	gateway   string  // the PSTN gateway to report outcomes for (Config.PSTNHealth); "" = none
+	hops      int     // redirects (3xx) followed to reach this target
 	contact   bool    // a registered contact (named by its URI in CDRs)
 	// laddr is the UDP listener facing dest (Config.LocalFor); nil = the
 	// call's default (Config.LocalAddr or the A leg's listener).
@@ -181,10 +186,23 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 		if len(set.gateways) == 0 {
 			return nil, errors.New("no PSTN gateway configured")
 		}
-		ts := make([]target, 0, len(set.gateways))
-		for _, g := range set.gateways {
+		gws := set.gateways
+		if tr := set.cfg.PSTNHealth; tr != nil {
+			// Eligible gateways in order; if none is, one at random.
+			names := make([]string, len(gws))
+			for i, g := range gws {
+				names[i] = g.String()
+			}
+			picked := tr.Pick(names)
+			gws = make([]siptarget.Target, 0, len(picked))
+			for _, n := range picked {
+				gws = append(gws, set.gateways[slices.Index(names, n)])
+			}
+		}
+		ts := make([]target, 0, len(gws))
+		for _, g := range gws {
 			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.Host, Port: int(g.Port)}
-			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort()})
+			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), gateway: g.String()})
 		}
 		return ts, nil
 	case dialplan.RouteHQ:
@@ -236,7 +254,12 @@ func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResu
 	ringTimer := time.AfterFunc(spec.timeout, func() { cancel(cause) })
 	defer ringTimer.Stop()
 
-	r.events = make(chan legEvent, len(ts)*maxEventsPerLeg)
+	r.events = make(chan legEvent, (len(ts)+maxRedirectTargets)*maxEventsPerLeg)
+	seen := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		seen[t.key()] = true
+	}
+	redirected := 0 // redirect targets added so far
 	pending, next := 0, 0
 	start := func() {
 		l := r.newLeg(ts[next])
@@ -273,6 +296,15 @@ func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResu
 				res.up = spec.onAnswer(ev.leg)
 				continue
 			}
+			if more := r.redirect(ev, seen, maxRedirectTargets-redirected); len(more) > 0 && ctx.Err() == nil {
+				// Try the Contacts of a 301/302 next, in their q order; a
+				// followed redirect is not an answer for the caller.
+				b.log.Debug("b2bua: following redirect", "target", ev.leg.t.name(), "status", ev.status, "contacts", len(more))
+				redirected += len(more)
+				ts = slices.Insert(ts, next, more...)
+				start()
+				continue
+			}
 			b.log.Debug("b2bua: leg failed", "target", ev.leg.t.uri.String(), "status", ev.status, "err", ev.err)
 			if sequential || res.best == nil || rank(ev.status) > rank(res.best.status) {
 				e := ev
@@ -286,7 +318,9 @@ func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResu
 				r.stopLegs(nil)
 				continue
 			}
-			if sequential && next < len(ts) && ctx.Err() == nil && health.Retryable(ev.status, ev.err) {
+			// Gateways, HQ targets and the targets of a redirect are tried
+			// one after another by the retry rule.
+			if (sequential || ev.leg.t.hops > 0) && next < len(ts) && ctx.Err() == nil && health.Retryable(ev.status, ev.err) {
 				start()
 			}
 		case <-ctx.Done():
@@ -313,14 +347,108 @@ func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResu
 	return res
 }
 
-// report feeds a finished HQ attempt back to the trunk (passive health).
-func (r *ringer) report(ev legEvent) {
-	if t := ev.leg.t.trunk; t != "" {
-		status := ev.status
-		if ev.won {
-			status = 200
+// Redirects (RFC 3261 §8.1.3.4): a 301 or 302 names new targets in its
+// Contacts. They are tried next, highest q first, one after another by the
+// retry rule, at most maxRedirects hops deep and at most
+// maxRedirectTargets per ringing phase; a target already tried in the
+// phase is not tried again, so a loop (A → B → A) ends with the last 3xx
+// as the failure (answered 480).
+const (
+	maxRedirects       = 5
+	maxRedirectTargets = 16
+)
+
+// key identifies a target for loop detection: where the INVITE goes and
+// for whom.
+func (t target) key() string {
+	dest := t.dest
+	if dest == "" {
+		dest = t.uri.HostPort()
+	}
+	return strings.ToUpper(t.transport) + ":" + strings.ToLower(dest) + "/" + t.uri.User
+}
+
+// redirect lists the new targets a leg's 301 or 302 names (at most
+// limit), marking them seen; nil when the event is not a redirect to
+// follow.
+func (r *ringer) redirect(ev legEvent, seen map[string]bool, limit int) []target {
+	if ev.status != 301 && ev.status != 302 || ev.res == nil || ev.leg.t.hops >= maxRedirects || limit <= 0 {
+		return nil
+	}
+	type cand struct {
+		t target
+		q float64
+	}
+	var cs []cand
+	for _, h := range ev.res.GetHeaders("Contact") {
+		ch, ok := h.(*sip.ContactHeader)
+		if !ok {
+			continue
 		}
+		t, ok := r.redirectTarget(ev.leg.t, ch.Address)
+		if !ok || seen[t.key()] {
+			continue
+		}
+		q := 1.0
+		if v, ok := ch.Params.Get("q"); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
+				q = f
+			}
+		}
+		seen[t.key()] = true
+		cs = append(cs, cand{t, q})
+	}
+	// RFC 3261 §8.1.3.4 / §16.6: highest q first; equal q in the order given.
+	slices.SortStableFunc(cs, func(a, b cand) int { return cmp.Compare(b.q, a.q) })
+	var out []target
+	for _, c := range cs[:min(len(cs), limit)] {
+		out = append(out, c.t)
+	}
+	return out
+}
+
+// redirectTarget is the target a redirect Contact u names, reached from
+// the redirecting target from; ok is false for what cannot be called (a
+// tel: or sips: URI, TLS, no host).
+func (r *ringer) redirectTarget(from target, u sip.Uri) (target, bool) {
+	if !strings.EqualFold(u.Scheme, "sip") || u.Host == "" || u.Wildcard {
+		return target{}, false
+	}
+	tr := "UDP"
+	if v, ok := u.UriParams.Get("transport"); ok {
+		tr = strings.ToUpper(v)
+	}
+	if tr != "UDP" && tr != "TCP" {
+		return target{}, false
+	}
+	port := u.Port
+	if port == 0 {
+		port = 5060
+	}
+	uri := sip.Uri{Scheme: "sip", User: u.User, Host: u.Host, Port: u.Port, UriParams: u.UriParams}
+	user := u.User
+	if user == "" {
+		user = from.user
+	}
+	t := target{uri: uri, user: user, transport: tr, dest: net.JoinHostPort(u.Host, strconv.Itoa(port)), hops: from.hops + 1}
+	if f := r.set.cfg.LocalFor; f != nil {
+		t.laddr = f(t.dest)
+	}
+	return t, true
+}
+
+// report feeds a finished HQ or PSTN gateway attempt back to its health
+// (passive health).
+func (r *ringer) report(ev legEvent) {
+	status := ev.status
+	if ev.won {
+		status = 200
+	}
+	if t := ev.leg.t.trunk; t != "" {
 		r.set.cfg.HQ.Report(t, status, ev.err)
+	}
+	if g, tr := ev.leg.t.gateway, r.set.cfg.PSTNHealth; g != "" && tr != nil {
+		tr.Observe(g, health.ClassifyAttempt(status, ev.err))
 	}
 }
 

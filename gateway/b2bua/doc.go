@@ -28,6 +28,15 @@
 //     are CANCELled. If every fork fails the A leg gets the best final
 //     response (a 6xx at once; else 486 before other 3xx-4xx, before 480,
 //     5xx, 408; 480 when no fork answered at all).
+//   - Redirects (RFC 3261 §8.1.3.4): a 301 or 302 from any target (a fork,
+//     a gateway, HQ) makes its Contacts (sip: over udp or tcp) new targets,
+//     tried next, highest q first, one after another by the same retry rule
+//     as gateways; a followed redirect is not an answer. At most 5 hops
+//     deep and 16 redirect targets per ringing phase; a target already
+//     tried in the phase is not tried again, so a loop (A → B → A) ends at
+//     once with the last 3xx as the failure (answered 480). Other 3xx, and
+//     a redirect with nothing left to try, count as 480: relaying one with
+//     our own Contact would point the caller back at us.
 //   - Route "hq": the targets Config.HQ (a Trunk) gives, in its order
 //     (the primary pool's, then a backup pool's), with the same retry rule
 //     as the PSTN gateways; every attempt's outcome is reported back to the
@@ -44,6 +53,14 @@
 //     when health.Retryable says so (408, 503, 504, or no response within
 //     Config.AttemptTimeout); any other final response is relayed. If all
 //     gateways fail the last answer is relayed (503 when none answered).
+//     With Config.PSTNHealth, gateways that are blocked (their last attempt
+//     failed by that same rule: health.ClassifyAttempt) or down by probes
+//     are skipped; when every gateway is, one of them is tried at random
+//     (health.Tracker.Pick, DESIGN §1), and a success unblocks it.
+//   - Config.Warning (the gateway's survivable-mode Warning, RFC 3261
+//     §20.43) is added to every final response to an initial INVITE that
+//     this package sends (not to the 487 sipgo sends after a CANCEL, nor
+//     to the answers of an INVITE with Replaces).
 //   - Config.RingTimeout without an answer CANCELs every B leg and answers
 //     the A leg with 480. A CANCEL from the caller (answered by sipgo with
 //     200 and 487) CANCELs every B leg; so does a BYE on the early dialog
@@ -147,7 +164,9 @@
 // the next call; calls in progress keep their configuration.
 //
 // Not yet done:
-//   - following 3xx redirects (a fork's 3xx counts as 480);
+//   - 300 and 305 redirects (counted as 480), and redirect targets over
+//     TLS or to tel:/sips: URIs (skipped); redirect targets are called
+//     wherever the Contact says (no policy limits them to known peers);
 //   - INFO, PRACK (100rel), early-dialog UPDATE, offerless INVITE with
 //     Replaces; a transfer target does not get voicemail forwarding;
 //   - Refer-Sub: false (RFC 4488) and REFERs to other methods than INVITE;
@@ -157,7 +176,5 @@
 //   - a drain/Close that ends active calls on shutdown or reconfiguration;
 //   - TCP legs are untested (only UDP requests are pinned to a listener);
 //     a target dropped after AttemptTimeout that answers later anyway is
-//     not ACKed (sipgo has already ended that transaction);
-//   - health.Tracker feedback (ClassifyForHealth) from PSTN gateway
-//     traffic and blocking of failed PSTN gateways.
+//     not ACKed (sipgo has already ended that transaction).
 package b2bua

@@ -26,24 +26,40 @@ type answerCache struct {
 	mu       sync.Mutex
 	cur, old map[string][]byte
 	rotated  time.Time
+	// epoch counts forget calls: an answer made before one (put with an
+	// older epoch) is not cached.
+	epoch uint64
 }
 
 func newAnswerCache() *answerCache {
 	return &answerCache{cur: map[string][]byte{}, old: map[string][]byte{}, rotated: time.Now()}
 }
 
-func (c *answerCache) get(key string) []byte {
+// get returns the cached answer for key, if any, and the cache's epoch
+// (for put).
+func (c *answerCache) get(key string) ([]byte, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b, ok := c.cur[key]; ok {
-		return b
+		return b, c.epoch
 	}
-	return c.old[key]
+	return c.old[key], c.epoch
 }
 
-func (c *answerCache) put(key string, b []byte, now time.Time) {
+// forget drops every cached answer.
+func (c *answerCache) forget(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cur, c.old, c.rotated = map[string][]byte{}, map[string][]byte{}, now
+	c.epoch++
+}
+
+func (c *answerCache) put(key string, b []byte, epoch uint64, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epoch {
+		return // made before ForgetAnswers: may carry what no longer holds
+	}
 	if now.Sub(c.rotated) >= retransWindow || len(c.cur) >= maxCachedAnswers {
 		c.old, c.cur, c.rotated = c.cur, make(map[string][]byte, len(c.cur)), now
 	}
@@ -202,7 +218,8 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	src := info.RemoteAddr.String()
 	branch, _ := req.Via().Params.Get("branch")
 	key := branch + "|" + src + "|" + strconv.FormatUint(uint64(req.CSeq().SeqNo), 10) + string(req.Method)
-	if b := f.cache.get(key); b != nil {
+	b, epoch := f.cache.get(key)
+	if b != nil {
 		f.write(pc, b, info.RemoteAddr)
 		return nil, nil
 	}
@@ -215,10 +232,17 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	res.StringWrite(buf)
 	answer := bytes.Clone(buf.Bytes())
 	f.bufs.Put(buf)
-	f.cache.put(key, answer, time.Now())
+	f.cache.put(key, answer, epoch, time.Now())
 	f.write(pc, answer, info.RemoteAddr)
 	return nil, nil
 }
+
+// ForgetAnswers drops the retransmission cache, so that a retransmission
+// gets a fresh answer: the gateway calls it when the mode changes, since
+// answers carry the survivable Warning (a retransmitted REGISTER then gets
+// a new challenge, or is processed again, never a stale answer). An answer
+// being made meanwhile is sent but not cached.
+func (f *Path) ForgetAnswers() { f.cache.forget(time.Now()) }
 
 // parse parses a datagram the path handles. A nil request with ok true
 // goes on to sipgo (a response, or a request without the headers a

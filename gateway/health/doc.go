@@ -25,7 +25,9 @@
 // publishes every up/down and block/unblock transition without ever
 // blocking the publisher (drop-oldest). Retryable is the one rule for
 // moving an INVITE to the next target: only after 408, 503, 504 or no
-// response.
+// response. ClassifyAttempt applies that same rule to a call attempt's
+// outcome as evidence (the PSTN gateways' blocks); ClassifyForHealth (any
+// 5xx or no response is a failure) is what the HQ trunk reports.
 //
 // The package does not resolve DNS (gateway/resolve does, and orders by
 // SRV priority and weight), does not send SIP (the gateway implements

@@ -82,3 +82,22 @@ func ClassifyForHealth(status int, err error) Outcome {
 		return Failure
 	}
 }
+
+// ClassifyAttempt turns the outcome of one call attempt (an INVITE to a
+// PSTN gateway) into evidence by the retry rule itself: what Retryable
+// moves on from (408, 503, 504, no final response: a transport error or a
+// timeout) is a Failure and blocks the target; any other final answer (a
+// 404, a 486, a 500 about one number) is a Success, because the target
+// answered for itself. Our own cancellation without a final response is
+// Unknown.
+func ClassifyAttempt(status int, err error) Outcome {
+	switch {
+	case isFinal(status) && Retryable(status, err):
+		return Failure
+	case isFinal(status):
+		return Success
+	case cancelledByUs(err):
+		return Unknown
+	}
+	return Failure
+}

@@ -81,3 +81,32 @@ func TestClassifyForHealth(t *testing.T) {
 		}
 	}
 }
+
+func TestClassifyAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		err    error
+		want   Outcome
+	}{
+		{0, context.DeadlineExceeded, Failure},
+		{0, fmt.Errorf("w: %w", ErrNoResponse), Failure},
+		{0, io.EOF, Failure},
+		{0, context.Canceled, Unknown},
+		{180, context.Canceled, Unknown},
+		{180, io.EOF, Failure},
+		{200, nil, Success},
+		{404, nil, Success},
+		{408, nil, Failure}, // the retry rule moves on: so does the block
+		{486, nil, Success},
+		{487, nil, Success},
+		{500, nil, Success}, // an answer about this call, not the gateway
+		{502, nil, Success},
+		{503, nil, Failure},
+		{504, nil, Failure},
+		{603, nil, Success},
+	} {
+		if got := ClassifyAttempt(tc.status, tc.err); got != tc.want {
+			t.Errorf("ClassifyAttempt(%d, %v) = %v, want %v", tc.status, tc.err, got, tc.want)
+		}
+	}
+}

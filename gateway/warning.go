@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"net"
+	"strings"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/mode"
+)
+
+// SurvivableWarning tells phones that the box runs in survivable mode: a
+// Warning header (RFC 3261 §20.43) on the box's final answers to REGISTER
+// and INVITE while the mode is survivable, e.g.
+//
+//	Warning: 399 branch-17 "Survivable mode: limited service"
+//
+// 399 is "Miscellaneous warning": the text is for the user (phones show it
+// or log it) and changes nothing in the protocol. The zero value is on,
+// with DefaultWarningText and the first listener's host as warn-agent.
+type SurvivableWarning struct {
+	// Agent is the warn-agent: a pseudonym (an RFC 3261 token) or
+	// host[:port]; "" = the host of the first configured listener (or
+	// "outpost" when that is a wildcard). The appliance sets the site's
+	// name, made a token (sip.survivable_warning in the document).
+	Agent string
+	// Text is the warn-text; "" = DefaultWarningText. Quotes and
+	// backslashes are escaped; control characters are refused by the
+	// document's validation.
+	Text string
+	// Off disables the header (sip.survivable_warning_off).
+	Off bool
+}
+
+// DefaultWarningText is the warn-text when SurvivableWarning.Text is empty.
+const DefaultWarningText = "Survivable mode: limited service"
+
+// survivableWarning is the Warning header value due now: "" in any mode
+// but survivable, or when disabled. It is read per response, so a mode
+// change (SetMode) or a push applies to the next answer.
+func (s *Server) survivableWarning() string {
+	if m := s.mode.Load(); m == nil || *m != mode.Survivable {
+		return ""
+	}
+	cfg := s.cfg.Load()
+	w := cfg.Warning
+	if w.Off {
+		return ""
+	}
+	agent := w.Agent
+	if agent == "" {
+		agent = "outpost"
+		if len(cfg.Listen) > 0 {
+			if host, _, err := net.SplitHostPort(cfg.Listen[0].Addr); err == nil {
+				if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+					agent = host
+					if ip.To4() == nil {
+						agent = "[" + host + "]"
+					}
+				}
+			}
+		}
+	}
+	text := w.Text
+	if text == "" {
+		text = DefaultWarningText
+	}
+	// RFC 3261 §25.1: quoted-string; escape what would end it.
+	text = strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(text)
+	return "399 " + agent + ` "` + text + `"`
+}
+
+// warn adds the survivable Warning to a final response to REGISTER or
+// INVITE (other methods and provisional responses are left alone).
+func (s *Server) warn(res *sip.Response) {
+	if res.StatusCode < 200 {
+		return
+	}
+	if cs := res.CSeq(); cs == nil || cs.MethodName != sip.REGISTER && cs.MethodName != sip.INVITE {
+		return
+	}
+	if w := s.survivableWarning(); w != "" {
+		res.AppendHeader(sip.NewHeader("Warning", w))
+	}
+}
