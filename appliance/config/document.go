@@ -26,6 +26,9 @@ type Document struct {
 	Management     Management     `json:"management,omitzero"`
 	Status         Status         `json:"status,omitzero"`
 	Capture        Capture        `json:"capture,omitzero"`
+	// Pool, when set, makes this box one member of a registrar pool
+	// (DESIGN §3 pool): absent = one box.
+	Pool *Pool `json:"pool,omitempty"`
 }
 
 // Site names this branch.
@@ -272,6 +275,49 @@ type Capture struct {
 	NodeID int64 `json:"node_id,omitempty"`
 	// Password is the HEP auth key; "" = none. Secret.
 	Password string `json:"password,omitempty"`
+}
+
+// Pool is a registrar pool: two or more boxes serving one branch without
+// shared state. Every member gets the same document; each user's members
+// are ordered by rendezvous hashing of the user's address over the
+// members' names (gateway/rendezvous), the first healthy one serves it,
+// and members learn each other's health by OPTIONS.
+type Pool struct {
+	Self    string       `json:"self"`    // this box's name among Members
+	Members []PoolMember `json:"members"` // every member, this box included
+	// OptionsIntervalMS, DownAfter, UpAfter and HoldS tune the members'
+	// OPTIONS health like hq's (0 = 1000 ms, 3, 3, 10 s). HoldS is how
+	// long a recovered member must stay healthy before its users are
+	// sent back to it (failback).
+	OptionsIntervalMS int `json:"options_interval_ms,omitempty"`
+	DownAfter         int `json:"down_after,omitempty"`
+	UpAfter           int `json:"up_after,omitempty"`
+	HoldS             int `json:"hold_s,omitempty"`
+	// Secret keys the HMAC that INVITEs between members carry (trust by
+	// address and secret, never by address alone). Secret; required.
+	Secret string `json:"secret,omitempty"`
+}
+
+// PoolMember is one box of the pool.
+type PoolMember struct {
+	Name   string `json:"name"`
+	Target string `json:"target"` // [transport:]host[:port] (siptarget), udp or tcp: where its phones and members reach it
+}
+
+// EffectiveOptionsInterval is pool.options_interval_ms (default 1 s).
+func (p Pool) EffectiveOptionsInterval() time.Duration {
+	return time.Duration(orDefault(p.OptionsIntervalMS, DefaultOptionsIntervalMS)) * time.Millisecond
+}
+
+// EffectiveDownAfter is pool.down_after (default 3).
+func (p Pool) EffectiveDownAfter() int { return orDefault(p.DownAfter, DefaultDownAfter) }
+
+// EffectiveUpAfter is pool.up_after (default 3).
+func (p Pool) EffectiveUpAfter() int { return orDefault(p.UpAfter, DefaultUpAfter) }
+
+// EffectiveHold is pool.hold_s (default 10 s).
+func (p Pool) EffectiveHold() time.Duration {
+	return time.Duration(orDefault(p.HoldS, DefaultHoldS)) * time.Second
 }
 
 // Status is the local read-only status page (HTTP Basic for the users

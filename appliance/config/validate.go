@@ -56,6 +56,7 @@ func (d *Document) Validate() Errors {
 	v.management()
 	v.status()
 	v.capture()
+	v.pool()
 	v.ports()
 	if len(v.errs) == 0 {
 		return nil
@@ -839,6 +840,78 @@ func (v *validator) status() {
 	}
 	if !slices.ContainsFunc(v.d.Users, func(u User) bool { return u.Admin }) {
 		v.add("status.listen", "no user has \"admin\": true: nobody could open the status page")
+	}
+}
+
+// pool checks the registrar pool: this box among its members, no member
+// named twice or at the same target, udp or tcp targets (members and
+// phones are sent there in a 301 Contact), and a secret.
+func (v *validator) pool() {
+	p := v.d.Pool
+	if p == nil {
+		return
+	}
+	names := map[string]int{}
+	targets := map[string]int{}
+	for i, m := range p.Members {
+		mp := index("pool.members", i)
+		switch j, dup := names[m.Name]; {
+		case m.Name == "":
+			v.add(field(mp, "name"), "required")
+		case !nameRe.MatchString(m.Name):
+			v.add(field(mp, "name"), "bad name %q: want letters, digits, '_', '.', '-'", m.Name)
+		case dup:
+			v.add(field(mp, "name"), "duplicate member %q (also pool.members[%d])", m.Name, j)
+		default:
+			names[m.Name] = i
+		}
+		if m.Target == "" {
+			v.add(field(mp, "target"), "required")
+			continue
+		}
+		t, err := siptarget.Parse(m.Target, siptarget.UDP)
+		switch {
+		case err != nil:
+			v.add(field(mp, "target"), "%v", err)
+		case t.Transport == siptarget.TLS:
+			v.add(field(mp, "target"), "tls is not supported between pool members (want udp or tcp)")
+		case !t.IsIP():
+			v.add(field(mp, "target"), "want an IP address: members trust each other by address")
+		default:
+			if j, dup := targets[t.String()]; dup {
+				v.add(field(mp, "target"), "duplicate target %q (also pool.members[%d])", m.Target, j)
+			} else {
+				targets[t.String()] = i
+			}
+		}
+	}
+	switch {
+	case len(p.Members) < 2:
+		v.add("pool.members", "a pool needs at least two members")
+	case p.Self == "":
+		v.add("pool.self", "required: the name of this box among pool.members")
+	case !slices.ContainsFunc(p.Members, func(m PoolMember) bool { return m.Name == p.Self }):
+		v.add("pool.self", "%q is not among pool.members", p.Self)
+	}
+	if ms := p.OptionsIntervalMS; ms != 0 && (ms < 100 || ms > 600000) {
+		v.add("pool.options_interval_ms", "must be between 100 and 600000 (0 = default %d)", DefaultOptionsIntervalMS)
+	}
+	if p.DownAfter < 0 {
+		v.add("pool.down_after", "must be at least 1 (0 = default %d)", DefaultDownAfter)
+	}
+	if p.UpAfter < 0 {
+		v.add("pool.up_after", "must be at least 1 (0 = default %d)", DefaultUpAfter)
+	}
+	if p.HoldS < 0 {
+		v.add("pool.hold_s", "must not be negative")
+	}
+	switch {
+	case p.Secret == "":
+		v.add("pool.secret", "required: members sign the calls they send each other with it")
+	case p.Secret != Redacted && len(p.Secret) < 16:
+		v.add("pool.secret", "shorter than 16 bytes")
+	default:
+		v.text("pool.secret", p.Secret, 256)
 	}
 }
 

@@ -2,26 +2,22 @@ package upstream
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/outpost/outpost/gateway/rendezvous"
 	"github.com/outpost/outpost/siptarget"
 )
 
 // score is the rendezvous (highest-random-weight) score of target for
-// the address of record aor: the first 8 bytes, big-endian, of
-// SHA-256(aor || 0x00 || host:port). host:port is the target's address
+// the address of record aor (gateway/rendezvous: the first 8 bytes,
+// big-endian, of SHA-256(aor || 0x00 || host:port)). host:port is the target's address
 // without its transport (IPv6 in brackets), so boxes that reach the pool
 // over different transports still agree; aor is "sip:EXT@DOMAIN". The
 // score depends on nothing else — no seed, no process state — so every
 // box and every restart orders a user's registrars identically.
-func score(aor, hostPort string) uint64 {
-	h := sha256.Sum256([]byte(aor + "\x00" + hostPort))
-	return binary.BigEndian.Uint64(h[:8])
-}
+func score(aor, hostPort string) uint64 { return rendezvous.Score(aor, hostPort) }
 
 // preference orders the pool's candidates for aor: by SRV priority
 // (lower first), and within one priority by descending score, ties (a
