@@ -57,6 +57,7 @@ func (a *App) Status(context.Context) api.Status {
 		PSTN:          a.pstnHealth(),
 		CallsActive:   len(a.gw.Calls()),
 	}
+	st.Pool = a.poolStatus()
 	st.StatusPage, st.StatusPageError = a.status.Addr(), a.status.Failure()
 	st.Upstream, st.UpstreamFailed = a.upstreamStatus()
 	if on, until := a.gw.Draining(); on {
@@ -96,6 +97,20 @@ func (a *App) transitions() []api.ModeTransition {
 
 // statusTransitions bounds the mode history in status.
 const statusTransitions = 10
+
+// poolStatus is the registrar pool's status; nil for one box.
+func (a *App) poolStatus() *api.Pool {
+	p := a.gw.Pool()
+	if p == nil {
+		return nil
+	}
+	out := &api.Pool{Self: p.Self, HomedHere: p.HomedHere, ServedAsBackup: p.ServedAsBackup}
+	for _, m := range p.Members {
+		out.Members = append(out.Members, api.PoolMember{Name: m.Name, Target: m.Target, Self: m.Self, Up: m.Up,
+			Serving: m.Serving, Since: m.Since.UTC(), Reason: m.Reason})
+	}
+	return out
+}
 
 func (a *App) hqHealth() []api.TargetHealth {
 	var out []api.TargetHealth

@@ -14,6 +14,7 @@ import (
 	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/digest"
+	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/media/msr"
 	"github.com/outpost/outpost/media/relay"
@@ -196,6 +197,18 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 		cfg.HQ = append([]string{"domain " + d.HQ.Domain + " (RFC 3263, " + d.HQ.EffectiveTransport() + ")"}, cfg.HQ...)
 	}
 	cfg.Capture = gateway.Capture{HEPServer: d.Capture.HEPServer, NodeID: uint32(d.Capture.NodeID), Password: d.Capture.Password}
+	if p := d.Pool; p != nil {
+		pc := &pool.Config{Self: p.Self, Domain: d.Site.Domain, Interval: p.EffectiveOptionsInterval(),
+			DownAfter: p.EffectiveDownAfter(), UpAfter: p.EffectiveUpAfter(), Hold: p.EffectiveHold(), Secret: p.Secret}
+		for i, m := range p.Members {
+			t, err := siptarget.Parse(m.Target, siptarget.UDP)
+			if err != nil { // Validate refuses it first
+				return gateway.Config{}, config.Errors{{Path: fmt.Sprintf("pool.members[%d].target", i), Message: err.Error()}}
+			}
+			pc.Members = append(pc.Members, pool.Member{Name: m.Name, Target: t})
+		}
+		cfg.Pool = pc
+	}
 	return cfg, nil
 }
 

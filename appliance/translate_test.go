@@ -44,6 +44,7 @@ func TestTranslateGolden(t *testing.T) {
 	for name, path := range map[string]string{
 		"branch": "../examples/branch.json",
 		"full":   "config/testdata/valid/full.json",
+		"pool":   "config/testdata/valid/pool.json",
 	} {
 		raw, err := os.ReadFile(path)
 		if err != nil {

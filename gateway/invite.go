@@ -44,6 +44,10 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 			Rule: "inbound", RuleIndex: rule, Explain: "inbound DID " + did + " -> " + ext})
 		return
 	}
+	if s.fromPool(req) {
+		s.b2b.OnInboundInvite(req, tx, poolDecision(req))
+		return
+	}
 	if s.fromHQ(req) {
 		// HQ calls a branch user it knows through upstream registration:
 		// the Request-URI user is the extension (the box is its Contact).
@@ -79,7 +83,7 @@ func (s *Server) admitInvite(req *sip.Request, _ string) *sip.Response {
 		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
 		return res
 	}
-	if s.fromPSTN(req) || s.fromHQ(req) {
+	if s.fromPSTN(req) || s.fromHQ(req) || s.fromPool(req) {
 		return nil
 	}
 	key := admittedKey(req)
@@ -174,8 +178,9 @@ func (a *admittedCalls) put(key string, now time.Time) {
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
 // localFor picks the listener facing a B leg's destination (localaddr.go).
-func (c Config) b2buaConfig(hq *hqTrunk, pstn *pstnHealth, warning func() string, localFor func(dest string) *sip.Addr) b2bua.Config {
+func (c Config) b2buaConfig(hq *hqTrunk, pstn *pstnHealth, warning func() string, localFor func(dest string) *sip.Addr, sign func(*sip.Request)) b2bua.Config {
 	bc := c.Calls
+	bc.SignPool = sign
 	bc.LocalFor = localFor
 	bc.PSTNHealth = pstn.tracker()
 	bc.Warning = warning

@@ -6,6 +6,7 @@ import (
 
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/listen"
+	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/gateway/trace"
 	"github.com/outpost/outpost/gateway/upstream"
@@ -31,6 +32,7 @@ type Change struct {
 	upstream *upstream.Config // nil = no upstream registration
 	hep      *trace.Exporter  // the new HEP exporter, when the capture section changed
 	hepNew   bool
+	pool     *pool.Pool // the registrar pool (the running one when its section did not change)
 }
 
 // Prepare does every fallible step of applying cfg: compiling the dial
@@ -42,7 +44,7 @@ type Change struct {
 // a second for DNS), so calls and probes go on undisturbed.
 func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	s.mu.Lock()
-	running, hq, pstn := s.listeners, s.hq, s.pstn
+	running, hq, pstn, pl := s.listeners, s.hq, s.pstn, s.pool.cur
 	s.mu.Unlock()
 	c := &Change{s: s, cfg: cfg, running: running}
 	var err error
@@ -58,7 +60,10 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 		return nil, err
 	}
 	c.pstn = nextPSTN(pstn, cfg)
-	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, c.pstn, s.survivableWarning, s.local.from)); err != nil {
+	if c.pool, err = nextPool(pl, cfg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, c.pstn, s.survivableWarning, s.local.from, s.signPool)); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if c.reg, err = s.reg.Prepare(cfg.Registrar); err != nil {
@@ -110,6 +115,7 @@ func (c *Change) Commit() {
 	s.pstn = c.pstn
 	s.pstnNow.Store(c.pstn)
 	s.cfg.Store(&c.cfg)
+	s.pool.swap(s, c.pool)
 	s.up.apply(c.upstream, s.reg.Present(), *s.mode.Load())
 	if c.hepNew {
 		s.capture.swap(c.hep)

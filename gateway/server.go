@@ -19,6 +19,7 @@ import (
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/fastpath"
 	"github.com/outpost/outpost/gateway/listen"
+	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/gateway/siplog"
 	"github.com/outpost/outpost/mode"
@@ -69,6 +70,9 @@ type Config struct {
 	Voicemail Voicemail
 	// Capture sends a copy of every SIP message to a HEP server (capture.go).
 	Capture Capture
+	// Pool, when set, makes the box one member of a registrar pool
+	// (pool.go); nil = one box.
+	Pool *pool.Config
 }
 
 // PSTNGateway is one local PSTN gateway.
@@ -109,6 +113,9 @@ type Server struct {
 	up    upstreamPart // upstream registration at HQ (upstream.go)
 	// capture is the trace tap of the listeners and the HEP exporter (capture.go).
 	capture capturePart
+	// poolNow is the registrar pool (pool.go); nil = one box. pool owns it.
+	poolNow atomic.Pointer[pool.Pool]
+	pool    poolPart
 
 	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
 	hq        *hqTrunk   // the trunk being probed; replaced only when the hq section changes
@@ -177,7 +184,13 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	}
 	s.pstn = nextPSTN(nil, cfg)
 	s.pstnNow.Store(s.pstn)
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from), locator{reg}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.pool.cur, err = nextPool(nil, cfg); err != nil {
+		ua.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.poolNow.Store(s.pool.cur)
+	reg.SetRedirect(s.redirect)
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from, s.signPool), poolLocator{locator{reg}, s}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -270,9 +283,11 @@ func (s *Server) Run(ctx context.Context) error {
 	s.probe.run(ctx, s.hq, s.log)
 	s.pstn.start(ctx, nil, s.probe.pinger(), s.log.With("part", "pstn-probe"))
 	s.up.run(ctx)
+	s.pool.start(ctx, s)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
+		s.pool.stop()
 		s.capture.stop()
 		s.up.close()
 		s.pstn.close()

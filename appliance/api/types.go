@@ -53,6 +53,9 @@ type Status struct {
 	// (call outcomes by the retry rule, and OPTIONS probes when
 	// pstn.options_interval_ms is set); empty without gateways.
 	PSTN []GatewayHealth `json:"pstn,omitempty"`
+	// Pool is the registrar pool (members, health, users homed here and
+	// served as backup); absent for one box.
+	Pool *Pool `json:"pool,omitempty"`
 	// CallsActive is the number of calls in progress.
 	CallsActive int `json:"calls_active"`
 	// Draining says new calls are refused (503) until DrainUntil while
@@ -113,6 +116,31 @@ type RegistrarStats struct {
 	AuthBlocked  uint64 `json:"auth_blocked"`
 	StormRefused uint64 `json:"storm_refused"`
 	Challenges   uint64 `json:"challenges"`
+	Redirected   uint64 `json:"redirected,omitempty"`  // 301s to the user's home member (pool)
+	HandedOver   uint64 `json:"handed_over,omitempty"` // bindings dropped on failback (pool)
+}
+
+// Pool is the registrar pool as this member sees it (status "pool").
+type Pool struct {
+	Self    string       `json:"self"`
+	Members []PoolMember `json:"members"`
+	// HomedHere counts the registered users whose primary is this box;
+	// ServedAsBackup those registered here whose primary is another
+	// member (down, or back but within its hold).
+	HomedHere      int `json:"homed_here"`
+	ServedAsBackup int `json:"served_as_backup"`
+}
+
+// PoolMember is one member's health, by OPTIONS.
+type PoolMember struct {
+	Name    string `json:"name"`
+	Target  string `json:"target"`
+	Self    bool   `json:"self,omitempty"`
+	Up      bool   `json:"up"`
+	Serving bool   `json:"serving"` // may be its users' home: up, and past the hold after a recovery
+	// Since is when its health last changed; Reason why.
+	Since  time.Time `json:"since,omitzero"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // Registration is one binding, GET /api/v1/registrations.

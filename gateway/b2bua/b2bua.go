@@ -33,6 +33,20 @@ type Locator interface {
 	Contacts(extension string) []Contact
 }
 
+// PoolLocator is an optional interface of the Locator: in a registrar
+// pool, the other members that may hold a binding of an extension that
+// has none here, in the extension's order. They are rung like contacts
+// (at once; the member holding the binding rings its phone, the others
+// answer 480), and their INVITEs are signed (Config.SignPool). A call that
+// came from a member (Decision.Rule RuleFromPool) is never sent on to
+// another: a member answers it from its own bindings.
+type PoolLocator interface {
+	PoolContacts(extension string) []Contact
+}
+
+// RuleFromPool is the Decision.Rule of a call another pool member sent.
+const RuleFromPool = "from-pool"
+
 // Router decides where a dialled number goes (a dialplan.Plan in the
 // current mode).
 type Router interface {
@@ -106,6 +120,9 @@ type Config struct {
 	LocalAddr string
 	// HQ is the HQ pool for route "hq"; nil = calls to HQ get 503.
 	HQ Trunk `json:"-"`
+	// SignPool signs an INVITE to another registrar pool member
+	// (PoolLocator) once its headers are set; nil = unsigned.
+	SignPool func(*sip.Request) `json:"-"`
 	// Media makes the Anchor of each bridge; nil = SDP passes through
 	// untouched (apart from the o= line after a transfer, see
 	// party.outSDP).

@@ -43,6 +43,7 @@ type target struct {
 	gateway   string  // the PSTN gateway to report outcomes for (Config.PSTNHealth); "" = none
 	hops      int     // redirects (3xx) followed to reach this target
 	contact   bool    // a registered contact (named by its URI in CDRs)
+	signed    bool    // another registrar pool member: Config.SignPool signs the INVITE
 	// laddr is the UDP listener facing dest (Config.LocalFor); nil = the
 	// call's default (Config.LocalAddr or the A leg's listener).
 	laddr *sip.Addr
@@ -180,6 +181,15 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 				tr = "UDP"
 			}
 			ts = append(ts, target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true})
+		}
+		if pl, ok := b.loc.(PoolLocator); ok && len(ts) == 0 && d.Rule != RuleFromPool {
+			for _, ct := range pl.PoolContacts(d.Target) {
+				var u sip.Uri
+				if err := sip.ParseUri(ct.URI, &u); err != nil {
+					continue
+				}
+				ts = append(ts, target{uri: u, user: d.Target, transport: cmp.Or(strings.ToUpper(ct.Transport), "UDP"), dest: ct.Addr, signed: true})
+			}
 		}
 		return ts, nil
 	case dialplan.RoutePSTN:
@@ -610,6 +620,9 @@ func (r *ringer) legRequest(t target) *sip.Request {
 		ct := sip.ContentTypeHeader(s.ctype)
 		req.AppendHeader(&ct)
 		req.SetBody(append([]byte(nil), s.body...))
+	}
+	if t.signed && r.set.cfg.SignPool != nil {
+		r.set.cfg.SignPool(req)
 	}
 	return req
 }

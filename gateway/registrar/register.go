@@ -42,11 +42,20 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 	if msr := msrHeaders(req, st.cfg.MSR); msr != nil {
 		return r.handleMSR(req, st, &h, msr)
 	}
+	// A registrar pool's member that is not the user's home redirects
+	// it there (redirect.go).
+	home := r.redirectFor(aor)
+	if home != "" && h.authz == "" && len(r.tbl.lookup(aor, r.now())) == 0 {
+		return r.moved(req, home)
+	}
 	if h.authz == "" {
 		return r.challenge(req, st, false, false)
 	}
 	if res := r.verify(req, st, h.authz, aor, false); res != nil {
 		return res
+	}
+	if home != "" {
+		return r.handOver(req, aor, home)
 	}
 	return r.update(req, st, &h, aor, local)
 }

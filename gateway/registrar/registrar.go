@@ -28,6 +28,10 @@ type Stats struct {
 	AuthBlocked  uint64 `json:"auth_blocked"`  // of those, answered 503 because their budget was spent
 	StormRefused uint64 `json:"storm_refused"` // 503s of the storm guard
 	Challenges   uint64 `json:"challenges"`
+	// Redirected counts 301s to the user's home in a registrar pool;
+	// HandedOver the bindings dropped on failback (SetRedirect).
+	Redirected uint64 `json:"redirected,omitempty"`
+	HandedOver uint64 `json:"handed_over,omitempty"`
 }
 
 // state is everything derived from one Config, swapped atomically so that a
@@ -55,9 +59,11 @@ type Registrar struct {
 
 	stats struct {
 		registered, unregistered, expired, authFailures, authBlocked, stormRefused, challenges atomic.Uint64
+		redirected, handedOver                                                                 atomic.Uint64
 	}
 
 	presence atomic.Pointer[func(aor string, present bool)]
+	redirect atomic.Pointer[func(aor string) (string, bool)]
 	msr      atomic.Pointer[func(MSRRegistration)]
 }
 
@@ -280,5 +286,7 @@ func (r *Registrar) Stats() Stats {
 		AuthBlocked:  r.stats.authBlocked.Load(),
 		StormRefused: r.stats.stormRefused.Load(),
 		Challenges:   r.stats.challenges.Load(),
+		Redirected:   r.stats.redirected.Load(),
+		HandedOver:   r.stats.handedOver.Load(),
 	}
 }
