@@ -35,14 +35,20 @@ var poolBoxes = []struct{ name, ns, ip string }{
 }
 
 type poolLAN struct {
-	tp   *netnstest.Topology
-	docs map[string]string // member name -> config file
-	data map[string]string // member name -> data dir
-	d    map[string]*daemon
+	regRate int // SIPp's registrations per second; 0 = 200
+	tp      *netnstest.Topology
+	docs    map[string]string // member name -> config file
+	data    map[string]string // member name -> data dir
+	d       map[string]*daemon
 }
 
-func newPoolLAN(t *testing.T) *poolLAN {
+func newPoolLAN(t *testing.T) *poolLAN { return newPoolOf(t, len(poolBoxes), poolUsers, true) }
+
+// newPoolOf is the LAN with the first n boxes, users users, and a pool
+// section when pooled (else each box is on its own).
+func newPoolOf(t *testing.T, n, users int, pooled bool, extra ...func(map[string]any)) *poolLAN {
 	t.Helper()
+	boxes := poolBoxes[:n]
 	tp := netnstest.New(t)
 	tp.IP("lan", "link", "add", "br0", "type", "bridge")
 	tp.Up("lan", "br0")
@@ -55,18 +61,24 @@ func newPoolLAN(t *testing.T) *poolLAN {
 		}
 		tp.Up(ns, "lan0")
 	}
-	for _, b := range poolBoxes {
+	for _, b := range boxes {
 		attach(b.ns, "p"+b.ns, b.ip+"/24")
 	}
 	attach("phone", "pphone", poolPhones+"/24", poolCaller+"/24", poolCallee+"/24")
 	l := &poolLAN{tp: tp, docs: map[string]string{}, data: map[string]string{}, d: map[string]*daemon{}}
 	var members []map[string]any
-	for _, b := range poolBoxes {
+	for _, b := range boxes {
 		members = append(members, map[string]any{"name": b.name, "target": "udp:" + b.ip + ":5060"})
 	}
-	for _, b := range poolBoxes {
-		doc := benchDoc(poolUsers, []string{"udp:" + b.ip + ":5060"}, func(m map[string]any) {
+	for _, b := range boxes {
+		doc := benchDoc(users, []string{"udp:" + b.ip + ":5060"}, func(m map[string]any) {
 			m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+			for _, f := range extra {
+				f(m)
+			}
+			if !pooled {
+				return
+			}
 			m["pool"] = map[string]any{"self": b.name, "members": members, "options_interval_ms": poolProbeMS,
 				"down_after": 2, "up_after": 2, "hold_s": poolHoldS, "secret": "shared-between-members"}
 		})
@@ -87,6 +99,13 @@ func (l *poolLAN) start(t *testing.T, name string) *daemon {
 	}
 	t.Fatalf("no member %s", name)
 	return nil
+}
+
+func (l *poolLAN) rate() int {
+	if l.regRate == 0 {
+		return 200
+	}
+	return l.regRate
 }
 
 func memberIP(name string) string {
@@ -136,7 +155,7 @@ func (l *poolLAN) registerVia(t *testing.T, member, ip string, users []string, e
 		t.Fatal(err)
 	}
 	args := append([]string{"-i", ip, "-p", "5060"}, extra...)
-	return sippIn(t, l.tp.NS("phone"), "reg_pool.xml", memberIP(member)+":5060", csv, len(users), 200, args...)
+	return sippIn(t, l.tp.NS("phone"), "reg_pool.xml", memberIP(member)+":5060", csv, len(users), l.rate(), args...)
 }
 
 // call places one call from user caller through member to callee.
@@ -351,4 +370,64 @@ func TestPoolInNamespaces(t *testing.T) {
 	if s := l.d["box-c"].status(); s.Pool.ServedAsBackup < 1 {
 		t.Fatalf("box-c in a partition does not serve box-a's user: %+v", s.Pool)
 	}
+}
+
+// TestPoolRegistrationRate compares the registration rate of one box with
+// that of a pool of two: the same phones, every REGISTER first sent to a
+// member chosen by the phone (half to each), SIPp as fast as the boxes
+// answer. Both boxes share this machine's cores with SIPp, so the figure
+// shows the cost of the 301s more than the capacity a second box adds.
+func TestPoolRegistrationRate(t *testing.T) {
+	needSIPp(t)
+	const users = 4000
+	var all []string
+	for i := range users {
+		all = append(all, userName(i))
+	}
+	run := func(name string, pooled bool, n int) {
+		// No storm guard: the figure is what the boxes answer, not the
+		// guard's 2000 new registrations/s per box.
+		l := newPoolOf(t, n, users, pooled, func(m map[string]any) {
+			m["sip"].(map[string]any)["registrar"] = map[string]any{"storm_rate": -1}
+		})
+		l.regRate = 20000 // above what the boxes answer: SIPp keeps at most 200 in flight (-l)
+		for _, b := range poolBoxes[:n] {
+			l.start(t, b.name)
+		}
+		if pooled {
+			for _, b := range poolBoxes[:n] {
+				l.d[b.name].waitFor(b.name+": members up", 10*time.Second, func(s api.Status) bool {
+					return s.Pool != nil && s.Pool.Members[0].Up && s.Pool.Members[1].Up
+				})
+			}
+		}
+		// Two SIPp instances (two phone addresses), half the phones each:
+		// to box-a and box-b in the pool, both to box-a alone.
+		start := time.Now()
+		errs := make(chan error, 2)
+		ips := []string{poolPhones, poolCaller}
+		for i := range 2 {
+			part := all[i*users/2 : (i+1)*users/2]
+			go func() {
+				out, err := l.registerVia(t, poolBoxes[i%n].name, ips[i], part, "-l", "200")
+				if err != nil {
+					err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+				}
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		el := time.Since(start)
+		figure(t, name+fmt.Sprintf(": %d registrations", users), el)
+		t.Logf("%s: %.0f registrations/s", name, float64(users)/el.Seconds())
+		for _, b := range poolBoxes[:n] {
+			l.d[b.name].stop()
+		}
+	}
+	run("one box", false, 1)
+	run("pool of 2", true, 2)
 }
