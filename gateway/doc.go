@@ -28,6 +28,9 @@
 //	                (b2bua.Config.Warning); SetMode empties the fast
 //	                path's answer cache when the mode changes
 //	upstream.go     upstream registration of local users at HQ
+//	pool.go         the registrar pool: members' OPTIONS probes, the
+//	                registrar's 301 hook, calls to members (signed) and
+//	                from them (trusted by address and signature), status
 //	route.go        explanations of routing decisions (outpostctl route)
 //	sanity.go       request checks before any handler (RFC 3261 §8.2, RFC 4475)
 //	capture.go      the listeners' trace tap (outpostctl trace) and the
@@ -54,6 +57,9 @@
 //	resolve/    RFC 3263 location of the HQ servers
 //	health/     target health and the failover rule
 //	upstream/   the upstream registration agent
+//	pool/       the registrar pool's decisions (home, failback, peers,
+//	            HMAC signatures between members)
+//	rendezvous/ rendezvous (HRW) hashing: a user's order over registrars
 //
 // Listeners are reconciled on Reconfigure: an unchanged listener keeps its
 // socket, a new one is bound before anything else changes (so a bad
