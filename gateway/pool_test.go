@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/pool"
+	"github.com/outpost/outpost/siptarget"
+)
+
+func testPoolServer(t *testing.T) *Server {
+	t.Helper()
+	p, err := pool.New(pool.Config{Self: "box-a", Domain: "bench.local", Secret: "shared-between-members", Members: []pool.Member{
+		{Name: "box-a", Target: siptarget.MustParse("udp:198.18.60.1:5060", "")},
+		{Name: "box-b", Target: siptarget.MustParse("udp:198.18.60.2:5060", "")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	s.poolNow.Store(p)
+	return s
+}
+
+// memberInvite is an INVITE from user 1001 to 1002 as another member sends it.
+func memberInvite(src string) *sip.Request {
+	req := inviteFrom("UDP", src)
+	req.AppendHeader(&sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "1001", Host: "198.18.60.2"}})
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: "1002", Host: "198.18.60.1"}})
+	callID := sip.CallIDHeader("pool-call-1")
+	req.AppendHeader(&callID)
+	return req
+}
+
+// A member's INVITE is trusted by its address and its signature, never by
+// the address alone, and a signature from elsewhere is nobody's.
+func TestFromPool(t *testing.T) {
+	s := testPoolServer(t)
+	signed := func(src, secret string, at time.Time) *sip.Request {
+		req := memberInvite(src)
+		req.AppendHeader(sip.NewHeader(pool.Header, pool.Sign(secret, "pool-call-1", "1001", "1002", at)))
+		return req
+	}
+	now := time.Now()
+	for _, c := range []struct {
+		name string
+		req  *sip.Request
+		want bool
+	}{
+		{"member, signed", signed("198.18.60.2:5060", "shared-between-members", now), true},
+		{"member, unsigned", memberInvite("198.18.60.2:5060"), false},
+		{"member, wrong secret", signed("198.18.60.2:5060", "not-the-pool-secret!", now), false},
+		{"member, stale signature", signed("198.18.60.2:5060", "shared-between-members", now.Add(-2*pool.Window)), false},
+		{"member's IP, other port", signed("198.18.60.2:40000", "shared-between-members", now), false},
+		{"a stranger with a valid signature", signed("198.18.60.9:5060", "shared-between-members", now), false},
+	} {
+		if got := s.fromPool(c.req); got != c.want {
+			t.Errorf("%s: fromPool = %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Signing and checking agree (the B2BUA signs with signPool).
+	req := memberInvite("198.18.60.2:5060")
+	s.signPool(req)
+	if !s.fromPool(req) {
+		t.Fatal("an INVITE signed by signPool is refused")
+	}
+}
+
+func TestPoolRedirectAndPeers(t *testing.T) {
+	s := testPoolServer(t)
+	p := s.poolNow.Load()
+	for _, ext := range []string{"1001", "1002", "1003", "1004"} {
+		uri, away := s.redirect(ext)
+		home := p.Order(ext)[0]
+		if away != (home.Name != "box-a") || away && uri != "sip:"+home.Target.HostPort() {
+			t.Errorf("%s (home %s): redirect = %q, %v", ext, home.Name, uri, away)
+		}
+		cs := poolLocator{s: s}.PoolContacts(ext)
+		if len(cs) != 1 || cs[0].Addr != "198.18.60.2:5060" || cs[0].URI != "sip:"+ext+"@198.18.60.2:5060" {
+			t.Errorf("%s: pool contacts = %+v", ext, cs)
+		}
+	}
+}
