@@ -156,6 +156,23 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 				fmt.Fprintf(w, "pstn gateway\t%s %s %s (%s since %s; %s)\n", g.Name, g.Target, targetState(g.TargetHealth), g.Reason,
 					g.LastChange.Local().Format(time.TimeOnly), probes)
 			}
+			if p := s.Pool; p != nil {
+				fmt.Fprintf(w, "pool	%s: %d users homed here, %d served as backup; %d redirected, %d handed over\n",
+					p.Self, p.HomedHere, p.ServedAsBackup, r.Redirected, r.HandedOver)
+				for _, m := range p.Members {
+					state := "self"
+					switch {
+					case m.Self:
+					case m.Serving:
+						state = "up (" + m.Reason + " since " + m.Since.Local().Format(time.TimeOnly) + ")"
+					case m.Up:
+						state = "up, in its hold (since " + m.Since.Local().Format(time.TimeOnly) + ")"
+					default:
+						state = "DOWN (" + m.Reason + " since " + m.Since.Local().Format(time.TimeOnly) + ")"
+					}
+					fmt.Fprintf(w, "pool member	%s %s %s\n", m.Name, m.Target, state)
+				}
+			}
 		})
 	case "registrations":
 		rs, err := c.cl.Registrations(ctx)
