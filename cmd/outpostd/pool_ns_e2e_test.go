@@ -79,8 +79,14 @@ func newPoolOf(t *testing.T, n, users int, pooled bool, extra ...func(map[string
 			if !pooled {
 				return
 			}
-			m["pool"] = map[string]any{"self": b.name, "members": members, "options_interval_ms": poolProbeMS,
-				"down_after": 2, "up_after": 2, "hold_s": poolHoldS, "secret": "shared-between-members"}
+			probeMS, downAfter := poolProbeMS, 2
+			if raceEnabled {
+				// A -race build on two shared cores answers OPTIONS late
+				// under the registration load: give the probes room.
+				probeMS, downAfter = 3*poolProbeMS, 3
+			}
+			m["pool"] = map[string]any{"self": b.name, "members": members, "options_interval_ms": probeMS,
+				"down_after": downAfter, "up_after": 2, "hold_s": poolHoldS, "secret": "shared-between-members"}
 		})
 		l.docs[b.name] = writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc)
 		l.data[b.name] = t.TempDir()
@@ -292,7 +298,11 @@ func TestPoolInNamespaces(t *testing.T) {
 	if !reachable {
 		t.Fatalf("%s (homed on dead box-b) not reachable through its backup %s within 15 s: %v", callee, backup, lastErr)
 	}
-	figure(t, "pool: member death to its user reachable again (probes 300 ms x 2, phone retry 1 s)", time.Since(killed))
+	probeMS, downAfter := poolProbeMS, 2
+	if raceEnabled {
+		probeMS, downAfter = 3*poolProbeMS, 3
+	}
+	figure(t, fmt.Sprintf("pool: member death to its user reachable again (probes %d ms x %d, phone retry 1 s)", probeMS, downAfter), time.Since(killed))
 	// The rest of b's phones re-register at their backups.
 	byBackup := map[string][]string{}
 	for _, u := range bUsers {
@@ -316,10 +326,12 @@ func TestPoolInNamespaces(t *testing.T) {
 	// (4) box-b comes back. After the hold, its users' refreshes at the
 	// backup are answered 301 and the backup lets the bindings go.
 	l.start(t, "box-b")
-	l.d[backup].waitFor(backup+": box-b serving again after the hold", time.Duration(poolHoldS+5)*time.Second, func(s api.Status) bool {
-		m, ok := memberOf(s, "box-b")
-		return ok && m.Up && m.Serving
-	})
+	for _, m := range []string{"box-a", "box-c"} { // each member's own probes and hold
+		l.d[m].waitFor(m+": box-b serving again after the hold", time.Duration(poolHoldS+5)*time.Second, func(s api.Status) bool {
+			mb, ok := memberOf(s, "box-b")
+			return ok && mb.Up && mb.Serving
+		})
+	}
 	for m, us := range byBackup {
 		if out, err := l.registerVia(t, m, poolPhones, us); err != nil {
 			t.Fatalf("failback of box-b's phones from %s: %v\n%s", m, err, tail(out, 3000))
