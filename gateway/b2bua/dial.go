@@ -29,9 +29,46 @@ var (
 	errLostRace    = errors.New("b2bua: another leg answered first")
 )
 
-// maxEventsPerLeg bounds the events one B leg sends: WaitAnswer gives up
-// after 11 responses, plus the final event.
+// maxEventsPerLeg sizes the event buffer per B leg. A leg may send any
+// number of provisional responses (waitAnswer); the dial loop reads them
+// while the leg rings, and a stopped leg's are dropped (runLeg), so the
+// buffer only absorbs bursts.
 const maxEventsPerLeg = 12
+
+// errProvisionalBatch ends one sipgo WaitAnswer call of waitAnswer.
+var errProvisionalBatch = errors.New("b2bua: provisional batch")
+
+// provisionalBatch is how many provisional responses one WaitAnswer call
+// takes: sipgo's gives up after 11 responses of any kind.
+const provisionalBatch = 8
+
+// waitAnswer is sess.WaitAnswer for any number of provisional responses
+// (RFC 3261 §13.2.2.1 sets no limit; an HQ ring group forking to many
+// phones sends a 180 or 183 per phone). sipgo's WaitAnswer returns an
+// error after 11 responses, without a CANCEL, and a later 2xx would then
+// never be ACKed. Its count is per call, so the wait goes on in a new
+// call after each batch; the transaction, its CANCEL on ctx's end and the
+// session's last response are the session's throughout. onResp sees
+// every response (it may be nil).
+func waitAnswer(ctx context.Context, sess *sipgo.DialogClientSession, onResp func(*sip.Response)) error {
+	for {
+		n := 0
+		err := sess.WaitAnswer(ctx, sipgo.AnswerOptions{OnResponse: func(res *sip.Response) error {
+			if onResp != nil {
+				onResp(res)
+			}
+			if res.IsProvisional() {
+				if n++; n >= provisionalBatch {
+					return errProvisionalBatch
+				}
+			}
+			return nil
+		}})
+		if !errors.Is(err, errProvisionalBatch) {
+			return err
+		}
+	}
+}
 
 // target is where one B leg goes.
 type target struct {
@@ -506,18 +543,18 @@ func (r *ringer) runLeg(l *leg) {
 		return
 	}
 	l.sess = sess
-	err = sess.WaitAnswer(l.ctx, sipgo.AnswerOptions{OnResponse: func(res *sip.Response) error {
+	err = waitAnswer(l.ctx, sess, func(res *sip.Response) {
 		// Store responded before loading stopped (stop does the reverse):
 		// one side or both see the other, so a stopped leg is cancelled.
 		l.responded.Store(true)
 		if l.stopped.Load() {
 			l.cancel(context.Canceled)
+			return // nobody relays a stopped leg's ringing
 		}
 		if res.IsProvisional() && res.StatusCode > 100 {
 			r.events <- legEvent{leg: l, prov: res}
 		}
-		return nil
-	}})
+	})
 	switch {
 	case err == nil:
 		if r.claim(l) {

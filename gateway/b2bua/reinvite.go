@@ -321,7 +321,15 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Terminate()
+	// A 2xx leaves the transaction to sipgo's Timer M (RFC 6026 §7.2:
+	// Accepted for 64*T1), which matches the 2xx retransmissions to it:
+	// terminated at once, they would find no transaction and go unACKed.
+	accepted := false
+	defer func() {
+		if !accepted {
+			tx.Terminate()
+		}
+	}()
 	done := ctx.Done()
 	var provisional bool
 	for {
@@ -333,12 +341,15 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 			}
 			if res.IsSuccess() {
 				p.refresh(res.Contact())
-				// Our ACK may be lost: re-send it on 2xx retransmissions.
+				// Our ACK may be lost: re-send it on each 2xx
+				// retransmission (RFC 3261 §13.2.2.4).
+				accepted = true
 				tx.OnRetransmission(func(r *sip.Response) {
 					p.mu.Lock()
 					ack := p.lastAck
 					p.mu.Unlock()
-					if ack != nil && r.IsSuccess() {
+					// lastAck may already answer a later re-INVITE.
+					if ack != nil && r.IsSuccess() && r.CSeq() != nil && ack.CSeq().SeqNo == r.CSeq().SeqNo {
 						_ = p.b.client.WriteRequest(ack.Clone(), sipgo.ClientRequestAddVia)
 					}
 				})

@@ -1,0 +1,104 @@
+package b2bua
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+)
+
+// ringMany sends n 180s (an HQ ring group forking to n phones), then
+// runs next.
+func ringMany(n int, next script) script {
+	return func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		for range n {
+			respondOrFail(p, d, 180, nil)
+		}
+		next(p, d, req)
+	}
+}
+
+// TestManyProvisionalsThenAnswer: a B leg that sends more provisional
+// responses than sipgo's WaitAnswer takes (11) is still waited for; its
+// 2xx is the call's answer and is ACKed.
+func TestManyProvisionalsThenAnswer(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", ringMany(14, answerNow))
+	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	rang := 0
+	oc := a.dial(ctx, e.box, "1002", func(r *sip.Response) {
+		if r.StatusCode == 180 {
+			rang++
+		}
+	})
+	if oc.err != nil || oc.final != 200 {
+		t.Fatalf("A got %d (%v), want 200", oc.final, oc.err)
+	}
+	if rang != 14 {
+		t.Errorf("A got %d 180s, want the callee's 14", rang)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.answered, "answer at B")
+	recv(t, b.acks, "ACK at B")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.byes, "BYE at B")
+	e.noCalls()
+}
+
+// TestManyProvisionalsThenRingTimeout: a B leg abandoned after many
+// provisional responses (the ring timeout here) gets its CANCEL.
+func TestManyProvisionalsThenRingTimeout(t *testing.T) {
+	e := newEnv(t, Config{RingTimeout: time.Second})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", ringMany(14, ringForever))
+	e.loc.set("1002", b.contact())
+	oc := a.dial(testCtx(t), e.box, "1002", nil)
+	if oc.final != 480 {
+		t.Errorf("A got %d (%v), want 480 after the ring timeout", oc.final, oc.err)
+	}
+	if cause := recv(t, b.cancelled, "CANCEL at B"); !errors.Is(cause, sip.ErrTransactionCanceled) {
+		t.Errorf("B ended with %v, want a CANCEL", cause)
+	}
+	e.noCalls()
+}
+
+// TestReinvite2xxRetransmissionReAcked: RFC 3261 §13.2.2.4 — the
+// callee retransmits its 2xx to a relayed re-INVITE (our ACK was lost);
+// each retransmission gets the ACK again, with the same CSeq.
+func TestReinvite2xxRetransmissionReAcked(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", answerNow)
+	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	oc, _ := e.call(ctx, a, b, "1002")
+
+	again := make(chan struct{})
+	b.mu.Lock()
+	b.resend2xx = again
+	b.mu.Unlock()
+	res := a.send(ctx, oc.sess, oc.boxOf(), sip.INVITE, mkSDP("a", 1, 2, 40000, "sendonly"), "")
+	if res == nil || res.StatusCode != 200 {
+		t.Fatalf("hold: %v", res)
+	}
+	re := recv(t, b.reinvites, "re-INVITE at B")
+	ack1 := recv(t, b.acks, "ACK of the re-INVITE at B")
+	close(again)
+	ack2 := recv(t, b.acks, "ACK of the retransmitted 2xx at B")
+	if ack1.CSeq().SeqNo != re.CSeq().SeqNo || ack2.CSeq().SeqNo != re.CSeq().SeqNo {
+		t.Errorf("ACK CSeqs %d, %d; want the re-INVITE's %d", ack1.CSeq().SeqNo, ack2.CSeq().SeqNo, re.CSeq().SeqNo)
+	}
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.byes, "BYE at B")
+	e.noCalls()
+}
