@@ -26,13 +26,25 @@ func ringMany(n int, next script) script {
 func TestManyProvisionalsThenAnswer(t *testing.T) {
 	e := newEnv(t, Config{})
 	a := newPhone(t, "1001", nil)
-	b := newPhone(t, "1002", ringMany(14, answerNow))
+	// B answers once A has seen every 180: the 2xx would otherwise
+	// overtake the last ones (sipgo handles each message on a goroutine
+	// of its own).
+	release := make(chan struct{})
+	b := newPhone(t, "1002", ringMany(14, func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		select {
+		case <-release:
+		case <-time.After(wait):
+		}
+		answerNow(p, d, req)
+	}))
 	e.loc.set("1002", b.contact())
 	ctx := testCtx(t)
 	rang := 0
 	oc := a.dial(ctx, e.box, "1002", func(r *sip.Response) {
 		if r.StatusCode == 180 {
-			rang++
+			if rang++; rang == 14 {
+				close(release)
+			}
 		}
 	})
 	if oc.err != nil || oc.final != 200 {
