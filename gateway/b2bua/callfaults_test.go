@@ -114,3 +114,41 @@ func TestReinvite2xxRetransmissionReAcked(t *testing.T) {
 	recv(t, b.byes, "BYE at B")
 	e.noCalls()
 }
+
+// TestSecondReinviteWhilePending: RFC 3261 §14.2 — a party's second
+// re-INVITE while its first is still unanswered gets 500 with
+// Retry-After; the first then completes (glare across both parties stays
+// 491: TestReinviteGlare).
+func TestSecondReinviteWhilePending(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", answerNow)
+	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	oc, _ := e.call(ctx, a, b, "1002")
+
+	release := make(chan struct{})
+	b.mu.Lock()
+	b.onReinvite = func(p *phone, req *sip.Request) (int, []byte) {
+		<-release
+		return answerMirror(p, req)
+	}
+	b.mu.Unlock()
+	done := make(chan *sip.Response, 1)
+	go func() { done <- a.send(ctx, oc.sess, oc.boxOf(), sip.INVITE, mkSDP("a", 1, 2, 40000, "sendonly"), "") }()
+	recv(t, b.reinvites, "re-INVITE at B")
+	res := a.send(ctx, oc.sess, oc.boxOf(), sip.INVITE, mkSDP("a", 1, 3, 40000, "sendrecv"), "")
+	if res == nil || res.StatusCode != 500 || header(res, "Retry-After") == "" {
+		t.Errorf("second re-INVITE: A got %v, want 500 with Retry-After", res)
+	}
+	close(release)
+	if res := recv(t, done, "A's first re-INVITE"); res == nil || res.StatusCode != 200 {
+		t.Errorf("first re-INVITE ended with %v", res)
+	}
+	recv(t, b.acks, "ACK of the re-INVITE at B")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.byes, "BYE at B")
+	e.noCalls()
+}
