@@ -88,6 +88,18 @@ type env struct {
 	b   *B2BUA
 	loc *fakeLocator
 	box string // host:port of the box's listener
+
+	ua      *sipgo.UserAgent
+	srv     *sipgo.Server
+	closing *atomic.Bool
+}
+
+// listen adds a UDP listener to the box and returns its host:port.
+func (e *env) listen() string {
+	e.t.Helper()
+	conn := listenUDP(e.t)
+	serve(e.t, e.ua, e.srv, conn, e.closing, nil)
+	return conn.LocalAddr().String()
 }
 
 func listenUDP(t *testing.T) net.PacketConn {
@@ -199,7 +211,7 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	srv.OnUpdate(b.OnUpdate)
 	srv.OnOptions(b.OnOptions)
 	serve(t, ua, srv, conn, closing, nil)
-	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String()}
+	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String(), ua: ua, srv: srv, closing: closing}
 	t.Logf("box at %s", e.box)
 	t.Cleanup(func() { e.noCalls() })
 	return e

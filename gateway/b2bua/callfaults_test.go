@@ -2,6 +2,7 @@ package b2bua
 
 import (
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -150,5 +151,39 @@ func TestSecondReinviteWhilePending(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, b.byes, "BYE at B")
+	e.noCalls()
+}
+
+// TestCallToPhoneLeavesFromItsListener: the INVITE to a registered phone
+// leaves from the listener its REGISTER arrived on (Contact.Local), not
+// from the one the caller used or one LocalFor picks: a phone behind NAT
+// only lets in what comes from the address it registered to.
+func TestCallToPhoneLeavesFromItsListener(t *testing.T) {
+	var other *sip.Addr
+	e := newEnv(t, Config{LocalFor: func(string) *sip.Addr { return other }})
+	second := e.listen()
+	host, port, _ := sip.ParseAddr(e.box)
+	other = &sip.Addr{IP: net.ParseIP(host), Port: port} // what load or routing would pick
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", answerNow)
+	ct := b.contact()
+	ct.Local = second
+	e.loc.set("1002", ct)
+	ctx := testCtx(t)
+	oc, _ := e.call(ctx, a, b, "1002")
+	inv := recv(t, b.invites, "INVITE at B")
+	if inv.Source() != second {
+		t.Errorf("INVITE to B came from %s, want its registration's listener %s", inv.Source(), second)
+	}
+	if got := inv.Contact().Address.HostPort(); got != second {
+		t.Errorf("INVITE to B has Contact %s, want %s", got, second)
+	}
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bye := recv(t, b.byes, "BYE at B")
+	if bye.Source() != second {
+		t.Errorf("BYE to B came from %s, want %s", bye.Source(), second)
+	}
 	e.noCalls()
 }

@@ -80,8 +80,10 @@ type target struct {
 	gateway   string  // the PSTN gateway to report outcomes for (Config.PSTNHealth); "" = none
 	hops      int     // redirects (3xx) followed to reach this target
 	contact   bool    // a registered contact (named by its URI in CDRs)
-	// laddr is the UDP listener facing dest (Config.LocalFor); nil = the
-	// call's default (Config.LocalAddr or the A leg's listener).
+	// laddr is the UDP listener the leg leaves from: a contact's
+	// registration listener (Contact.Local), else the one facing dest
+	// (Config.LocalFor); nil = the call's default (Config.LocalAddr or the
+	// A leg's listener).
 	laddr *sip.Addr
 }
 
@@ -194,7 +196,7 @@ func (b *B2BUA) targets(ctx context.Context, set *settings, d dialplan.Decision)
 	ts, err := b.targetsOf(ctx, set, d)
 	if f := set.cfg.LocalFor; f != nil {
 		for i := range ts {
-			if ts[i].dest != "" {
+			if ts[i].dest != "" && ts[i].laddr == nil {
 				ts[i].laddr = f(ts[i].dest)
 			}
 		}
@@ -216,7 +218,14 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 			if tr == "" {
 				tr = "UDP"
 			}
-			ts = append(ts, target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true})
+			t := target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true}
+			if tr == "UDP" && ct.Local != "" {
+				// The listener the phone registered to (its NAT binding).
+				if a, err := parseIPAddr(ct.Local); err == nil {
+					t.laddr = &a
+				}
+			}
+			ts = append(ts, t)
 		}
 		return ts, nil
 	case dialplan.RoutePSTN:
