@@ -3,6 +3,7 @@ package b2bua
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +186,63 @@ func TestCallToPhoneLeavesFromItsListener(t *testing.T) {
 	if bye.Source() != second {
 		t.Errorf("BYE to B came from %s, want %s", bye.Source(), second)
 	}
+	e.noCalls()
+}
+
+// TestLateOfferEarlyMedia: with a late offer (an INVITE without SDP) the
+// callee's SDP in a 183 is its offer; it is rewritten through the Anchor
+// like any other description before it reaches the caller.
+func TestLateOfferEarlyMedia(t *testing.T) {
+	m := &anchors{}
+	e := newEnv(t, Config{Media: m.media})
+	a := newPhone(t, "1001", nil)
+	release := make(chan struct{}) // A saw the 183
+	b := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		respondOrFail(p, d, 183, sdpB)
+		select {
+		case <-release:
+		case <-time.After(wait):
+		}
+		answerNow(p, d, req)
+	})
+	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	host, port, _ := sip.ParseAddr(e.box)
+	req := sip.NewRequest(sip.INVITE, sip.Uri{Scheme: "sip", User: "1002", Host: host, Port: port})
+	from := &sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "1001", Host: "127.0.0.1"}}
+	from.Params.Add("tag", sip.GenerateTagN(10))
+	req.AppendHeader(from)
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: "1002", Host: host}})
+	sess, err := a.dcc.WriteInvite(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var early []byte
+	if err := waitAnswer(ctx, sess, func(r *sip.Response) {
+		if r.StatusCode == 183 && early == nil {
+			early = r.Body()
+			close(release)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(early), "a=x-anchor:offer-B") {
+		t.Errorf("183 to A not rewritten by the Anchor:\n%s", early)
+	}
+	if !strings.Contains(string(sess.InviteResponse.Body()), "a=x-anchor:offer-B") {
+		t.Errorf("2xx to A not rewritten by the Anchor:\n%s", sess.InviteResponse.Body())
+	}
+	ack := sip.NewRequest(sip.ACK, *sess.InviteResponse.Contact().Address.Clone())
+	ack.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
+	ack.SetBody(sdpA)
+	if err := sess.WriteAck(ctx, ack); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.acks, "ACK at B")
+	recv(t, b.answered, "B confirmed")
+	if err := sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.byes, "BYE at B")
 	e.noCalls()
 }
