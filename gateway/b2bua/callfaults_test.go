@@ -246,3 +246,95 @@ func TestLateOfferEarlyMedia(t *testing.T) {
 	recv(t, b.byes, "BYE at B")
 	e.noCalls()
 }
+
+// rawUAS is a SIP endpoint on a bare UDP socket: it answers only what a
+// test tells it to (sipgo's server would send 100 Trying at once).
+type rawUAS struct {
+	t    *testing.T
+	conn net.PacketConn
+	addr string
+}
+
+func newRawUAS(t *testing.T) *rawUAS {
+	conn := listenUDP(t)
+	t.Cleanup(func() { _ = conn.Close() })
+	return &rawUAS{t: t, conn: conn, addr: conn.LocalAddr().String()}
+}
+
+// next reads the next request with method m, skipping others
+// (retransmissions).
+func (u *rawUAS) next(m sip.RequestMethod) (*sip.Request, net.Addr) {
+	u.t.Helper()
+	buf := make([]byte, 65536)
+	deadline := time.Now().Add(wait)
+	for {
+		_ = u.conn.SetReadDeadline(deadline)
+		n, from, err := u.conn.ReadFrom(buf)
+		if err != nil {
+			u.t.Fatalf("raw UAS: no %s: %v", m, err)
+		}
+		msg, err := sip.ParseMessage(append([]byte(nil), buf[:n]...))
+		if err != nil {
+			continue
+		}
+		if req, ok := msg.(*sip.Request); ok && req.Method == m {
+			return req, from
+		}
+	}
+}
+
+// respond answers req with code; toTag is the dialog's tag.
+func (u *rawUAS) respond(req *sip.Request, to net.Addr, code int, toTag string) {
+	u.t.Helper()
+	res := sip.NewResponseFromRequest(req, code, "", nil)
+	if h := res.To(); h != nil && toTag != "" {
+		h.Params = sip.NewParams()
+		h.Params.Add("tag", toTag)
+	}
+	if code >= 200 && code < 300 && req.Method == sip.INVITE {
+		res.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: "gw", Host: "127.0.0.1", Port: u.conn.LocalAddr().(*net.UDPAddr).Port}})
+		res.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
+		res.SetBody(sdpB)
+	}
+	if _, err := u.conn.WriteTo([]byte(res.String()), to); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
+// TestLateAnswerAfterAttemptTimeout: a gateway dropped for silence
+// (AttemptTimeout: not even 100 Trying) that answers anyway, once the
+// call went elsewhere, is ACKed and sent a BYE; one that starts ringing
+// gets a CANCEL.
+func TestLateAnswerAfterAttemptTimeout(t *testing.T) {
+	for _, answers := range []bool{true, false} {
+		t.Run(map[bool]string{true: "answers", false: "rings"}[answers], func(t *testing.T) {
+			gw1 := newRawUAS(t)
+			gw2 := newPhone(t, "gw2", reject(486))
+			e := newEnv(t, Config{
+				PSTNGateways:   pstn("udp:"+gw1.addr, "udp:"+gw2.addr),
+				AttemptTimeout: 300 * time.Millisecond,
+			})
+			a := newPhone(t, "1001", nil)
+			oc := a.dial(testCtx(t), e.box, "90441234567", nil)
+			if oc.final != 486 {
+				t.Errorf("A got %d (%v), want gateway 2's 486", oc.final, oc.err)
+			}
+			inv, from := gw1.next(sip.INVITE)
+			if answers {
+				gw1.respond(inv, from, 200, "late")
+				ack, _ := gw1.next(sip.ACK)
+				if ack.CSeq().SeqNo != inv.CSeq().SeqNo {
+					t.Errorf("ACK CSeq %d, want %d", ack.CSeq().SeqNo, inv.CSeq().SeqNo)
+				}
+				bye, from := gw1.next(sip.BYE)
+				gw1.respond(bye, from, 200, "")
+			} else {
+				gw1.respond(inv, from, 180, "late")
+				cancel, from := gw1.next(sip.CANCEL)
+				gw1.respond(cancel, from, 200, "")
+				gw1.respond(inv, from, 487, "late")
+			}
+			e.noCalls()
+		})
+	}
+}

@@ -102,9 +102,11 @@ type leg struct {
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer
 	responded atomic.Bool // any response, 100 included, was received
-	timedOut  atomic.Bool // AttemptTimeout fired before any response
 	stopped   atomic.Bool // stop was called
-	sess      *sipgo.DialogClientSession
+	// settled: the leg's final event is sent (by runLeg, or by the attempt
+	// timer for a silent target, which then lingers for a late answer).
+	settled atomic.Bool
+	sess    *sipgo.DialogClientSession
 }
 
 // localAddr is the listener the leg's requests leave from.
@@ -312,6 +314,7 @@ func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResu
 		res.last, res.tried = ts[next], true
 		next++
 		pending++
+		b.inflight.Add(1) // runLeg may outlive dial (a silent target lingers)
 		go r.runLeg(l)
 	}
 	if sequential {
@@ -501,11 +504,23 @@ func (r *ringer) report(ev legEvent) {
 func (r *ringer) newLeg(t target) *leg {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &leg{t: t, ctx: ctx, cancel: cancel}
-	l.timer = time.AfterFunc(r.set.cfg.AttemptTimeout, func() {
-		if !l.responded.Load() {
-			l.timedOut.Store(true)
-			l.cancel(sipgo.WaitAnswerForceCancelErr)
+	timeout := r.set.cfg.AttemptTimeout
+	l.timer = time.AfterFunc(timeout, func() {
+		// Silent for AttemptTimeout (not even 100 Trying): the leg fails
+		// now, so the next target is tried, but its transaction lingers
+		// for another AttemptTimeout: a late first response still gets
+		// its CANCEL (after a provisional) or ACK and BYE (a 2xx), instead
+		// of meeting a terminated transaction and going unanswered.
+		if l.responded.Load() || !l.settled.CompareAndSwap(false, true) {
+			return
 		}
+		r.events <- legEvent{leg: l, err: fmt.Errorf("b2bua: no response from %s within %v: %w", t.uri.String(), timeout, context.DeadlineExceeded)}
+		l.stop()
+		time.AfterFunc(timeout, func() {
+			if !l.responded.Load() {
+				l.cancel(sipgo.WaitAnswerForceCancelErr) // no CANCEL before a response (RFC 3261 §9.1)
+			}
+		})
 	})
 	r.mu.Lock()
 	r.legs = append(r.legs, l)
@@ -540,15 +555,20 @@ func (r *ringer) claim(l *leg) bool {
 // runLeg sends one B-leg INVITE and reports to r.events: any provisional
 // responses, then exactly one final event.
 func (r *ringer) runLeg(l *leg) {
+	defer r.b.inflight.Add(-1)
 	ev := legEvent{leg: l}
+	send := false // the final event is this goroutine's to send
 	defer func() {
 		l.timer.Stop()
 		l.cancel(nil)
-		r.events <- ev
+		if send {
+			r.events <- ev
+		}
 	}()
 	sess, err := r.dua.WriteInvite(l.ctx, r.legRequest(l.t))
 	if err != nil {
 		ev.err = err
+		send = l.settled.CompareAndSwap(false, true)
 		return
 	}
 	l.sess = sess
@@ -564,6 +584,14 @@ func (r *ringer) runLeg(l *leg) {
 			r.events <- legEvent{leg: l, prov: res}
 		}
 	})
+	if !l.settled.CompareAndSwap(false, true) {
+		// The attempt timer reported the leg failed; it answered late.
+		if err == nil || sess.InviteResponse != nil && sess.InviteResponse.IsSuccess() {
+			r.discard(l)
+		}
+		return
+	}
+	send = true
 	switch {
 	case err == nil:
 		if r.claim(l) {
@@ -580,8 +608,6 @@ func (r *ringer) runLeg(l *leg) {
 		// The 2xx crossed our CANCEL: the dialog exists, end it.
 		ev.err = err
 		r.discard(l)
-	case l.timedOut.Load():
-		ev.err = fmt.Errorf("b2bua: no response from %s within %v: %w", l.t.uri.String(), r.set.cfg.AttemptTimeout, context.DeadlineExceeded)
 	default:
 		ev.err = err
 	}
