@@ -338,3 +338,60 @@ func TestLateAnswerAfterAttemptTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionIntervalTooSmall: a callee (an SBC in front of a gateway)
+// that refuses the INVITE with 422 and Min-SE (RFC 4028 §7.4) is called
+// again with Session-Expires and Min-SE at that value; the call goes up.
+func TestSessionIntervalTooSmall(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		if req.GetHeader("Session-Expires") == nil {
+			if err := d.Respond(422, "Session Interval Too Small", nil, sip.NewHeader("Min-SE", "1800")); err != nil {
+				p.t.Errorf("422: %v", err)
+			}
+			return
+		}
+		answerNow(p, d, req)
+	})
+	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	oc, _ := e.call(ctx, a, b, "1002")
+	recv(t, b.invites, "first INVITE at B")
+	again := recv(t, b.invites, "INVITE after the 422 at B")
+	if se, min := header(again, "Session-Expires"), header(again, "Min-SE"); se != "1800" || min != "1800" {
+		t.Errorf("retry has Session-Expires %q, Min-SE %q; want 1800, 1800", se, min)
+	}
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.byes, "BYE at B")
+	e.noCalls()
+}
+
+func TestRetryMinSE(t *testing.T) {
+	res := func(code int, minSE string) error {
+		r := sip.NewResponse(code, "")
+		if minSE != "" {
+			r.AppendHeader(sip.NewHeader("Min-SE", minSE))
+		}
+		return &sipgo.ErrDialogResponse{Res: r}
+	}
+	for _, tc := range []struct {
+		err   error
+		tried int
+		want  int
+	}{
+		{res(422, "1800"), 0, 1800},
+		{res(422, " 600 ;x=y"), 0, 600},
+		{res(422, "1800"), 1800, 0}, // already tried: no loop
+		{res(422, ""), 0, 0},
+		{res(422, "30"), 0, 0}, // below RFC 4028's 90 s floor
+		{res(486, "1800"), 0, 0},
+		{errors.New("timeout"), 0, 0},
+	} {
+		if got := retryMinSE(tc.err, tc.tried); got != tc.want {
+			t.Errorf("retryMinSE(%v, %d) = %d, want %d", tc.err, tc.tried, got, tc.want)
+		}
+	}
+}

@@ -565,25 +565,44 @@ func (r *ringer) runLeg(l *leg) {
 			r.events <- ev
 		}
 	}()
-	sess, err := r.dua.WriteInvite(l.ctx, r.legRequest(l.t))
-	if err != nil {
-		ev.err = err
-		send = l.settled.CompareAndSwap(false, true)
-		return
+	var sess *sipgo.DialogClientSession
+	var err error
+	minSE := 0 // the Min-SE a 422 asked for (RFC 4028 §7.4); 0 = none
+	for attempt := 0; ; attempt++ {
+		req := r.legRequest(l.t)
+		if minSE > 0 {
+			// No Supported: timer: the callee refreshes (RFC 4028 §9),
+			// and its refreshes are answered here (onReinvite, onUpdate).
+			v := strconv.Itoa(minSE)
+			req.AppendHeader(sip.NewHeader("Session-Expires", v))
+			req.AppendHeader(sip.NewHeader("Min-SE", v))
+		}
+		sess, err = r.dua.WriteInvite(l.ctx, req)
+		if err != nil {
+			ev.err = err
+			send = l.settled.CompareAndSwap(false, true)
+			return
+		}
+		l.sess = sess
+		err = waitAnswer(l.ctx, sess, func(res *sip.Response) {
+			// Store responded before loading stopped (stop does the
+			// reverse): one side or both see the other, so a stopped leg
+			// is cancelled.
+			l.responded.Store(true)
+			if l.stopped.Load() {
+				l.cancel(context.Canceled)
+				return // nobody relays a stopped leg's ringing
+			}
+			if res.IsProvisional() && res.StatusCode > 100 {
+				r.events <- legEvent{leg: l, prov: res}
+			}
+		})
+		n := retryMinSE(err, minSE)
+		if n == 0 || attempt >= maxSessionRetries || l.stopped.Load() || l.ctx.Err() != nil {
+			break
+		}
+		minSE = n
 	}
-	l.sess = sess
-	err = waitAnswer(l.ctx, sess, func(res *sip.Response) {
-		// Store responded before loading stopped (stop does the reverse):
-		// one side or both see the other, so a stopped leg is cancelled.
-		l.responded.Store(true)
-		if l.stopped.Load() {
-			l.cancel(context.Canceled)
-			return // nobody relays a stopped leg's ringing
-		}
-		if res.IsProvisional() && res.StatusCode > 100 {
-			r.events <- legEvent{leg: l, prov: res}
-		}
-	})
 	if !l.settled.CompareAndSwap(false, true) {
 		// The attempt timer reported the leg failed; it answered late.
 		if err == nil || sess.InviteResponse != nil && sess.InviteResponse.IsSuccess() {
@@ -611,6 +630,29 @@ func (r *ringer) runLeg(l *leg) {
 	default:
 		ev.err = err
 	}
+}
+
+// maxSessionRetries bounds the 422 retries of one target.
+const maxSessionRetries = 2
+
+// retryMinSE reads a 422 Session Interval Too Small (RFC 4028 §7.4): the
+// Min-SE to retry with, or 0 when err is not one worth retrying (no
+// usable Min-SE, not above the one already tried, or beyond a day).
+func retryMinSE(err error, tried int) int {
+	var de *sipgo.ErrDialogResponse
+	if !errors.As(err, &de) || de.Res == nil || de.Res.StatusCode != 422 {
+		return 0
+	}
+	h := de.Res.GetHeader("Min-SE")
+	if h == nil {
+		return 0
+	}
+	v, _, _ := strings.Cut(h.Value(), ";")
+	n, perr := strconv.Atoi(strings.TrimSpace(v))
+	if perr != nil || n <= tried || n < 90 || n > 86400 {
+		return 0
+	}
+	return n
 }
 
 // discard ACKs and BYEs a B leg that answered but is not wanted.
