@@ -3,7 +3,8 @@
 // parts that handle them. One file per concept at the root:
 //
 //	server.go       Config, New, Run, Close; REGISTER, OPTIONS and 405
-//	                answers; the mode new calls are routed in (SetMode);
+//	                answers (481 to a stray CANCEL or a PRACK); the mode
+//	                new calls are routed in (SetMode);
 //	                the loggers of sipgo, the fast path and the registrar,
 //	                each a siplog.Limiter, and their drop counters
 //	reconfigure.go  Prepare/Commit/Abort: a push checked whole, then applied

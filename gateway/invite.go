@@ -206,7 +206,11 @@ func (l locator) Contacts(ext string) []b2bua.Contact {
 		if err := sip.ParseUri(contactURI(b.Contact), &u); err != nil {
 			continue
 		}
-		out = append(out, b2bua.Contact{URI: u.String(), Transport: transport, Addr: addr})
+		c := b2bua.Contact{URI: u.String(), Transport: transport, Addr: addr}
+		if lt, la, ok := strings.Cut(b.Local, ":"); ok && lt == transport {
+			c.Local = la // calls leave from the listener it registered to
+		}
+		out = append(out, c)
 	}
 	return out
 }

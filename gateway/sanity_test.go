@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -24,6 +26,10 @@ func TestCheckRequest(t *testing.T) {
 		{"bad date", base + "Date: Fri, 01 Jan 2010 16:00:00 EST\r\n", 400, ""},
 		{"good date", base + "Date: Fri, 01 Jan 2010 16:00:00 GMT\r\n", 0, ""},
 		{"require", base + "Require: foo, bar\r\n", 420, "foo, bar"},
+		// RFC 3262: no reliable provisional responses here. Supported:
+		// 100rel is fine (they are not sent), Require: 100rel is not.
+		{"require 100rel", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Require: 100rel\r\n", 420, "Unsupported: 100rel"},
+		{"supported 100rel", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Supported: 100rel, timer\r\n", 0, ""},
 		{"invite unknown body", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Content-Type: application/unknown\r\nContent-Length: 3\r\n\r\nabc", 415, "application/sdp"},
 		{"invite sdp", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Content-Type: application/sdp\r\nContent-Length: 3\r\n\r\nv=0", 0, ""},
 		{"invite accept no sdp", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Accept: text/nobodyknowsthis\r\n", 406, ""},
@@ -65,6 +71,24 @@ func TestCheckRequestUnknownAuthScheme(t *testing.T) {
 		}
 		if got := req.GetHeader("Authorization") != nil; got != kept {
 			t.Errorf("%s: Authorization kept = %v", scheme, got)
+		}
+	}
+}
+
+// A CANCEL matching no INVITE transaction gets 481 (RFC 3261 §9.2), and so
+// does a PRACK: the box never sends reliable provisional responses, so no
+// PRACK matches one (RFC 3262 §3). Neither is 405: both are methods the
+// box knows.
+func TestStrayCancelAndPrack(t *testing.T) {
+	s := startServer(t, testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"}))
+	p := newPhone(t, s.Listeners()[0])
+	port := p.conn.LocalAddr().(*net.UDPAddr).Port
+	for _, m := range []string{"CANCEL", "PRACK"} {
+		p.send(fmt.Sprintf("%s sip:1002@%s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%s;rport\r\nMax-Forwards: 70\r\n"+
+			"From: <sip:1001@%s>;tag=s1\r\nTo: <sip:1002@%s>\r\nCall-ID: stray-%s\r\nCSeq: 1 %s\r\nContent-Length: 0\r\n\r\n",
+			m, realm, port, m, realm, realm, m, m))
+		if res := p.read(); !strings.HasPrefix(res, "SIP/2.0 481") {
+			t.Errorf("stray %s answered %q, want 481", m, strings.SplitN(res, "\r\n", 2)[0])
 		}
 	}
 }

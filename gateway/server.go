@@ -431,6 +431,14 @@ func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {
 	if s.refused(req, tx) {
 		return
 	}
+	switch req.Method {
+	case sip.CANCEL, sip.PRACK:
+		// A CANCEL that sipgo matched to no INVITE transaction (RFC 3261
+		// §9.2), or a PRACK: the box sends no reliable provisional
+		// responses, so none matches (RFC 3262 §3).
+		s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist", nil))
+		return
+	}
 	res := sip.NewResponseFromRequest(req, sip.StatusMethodNotAllowed, "Method Not Allowed", nil)
 	res.AppendHeader(sip.NewHeader("Allow", allow))
 	s.respond(tx, res)

@@ -38,10 +38,44 @@ func TestLocalCallWithSIPp(t *testing.T) {
 	d.stop()
 }
 
+// TestCallManyProvisionalsWithSIPp: the callee rings with 12 180s (an HQ
+// ring group forking to many phones: more than sipgo's WaitAnswer takes)
+// before it answers; the call goes up, every 180 reaches the caller, and
+// the callee's 200 is ACKed.
+func TestCallManyProvisionalsWithSIPp(t *testing.T) {
+	needSIPp(t)
+	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	udp := d.listener("udp")
+
+	answered := answeringPhoneWith(t, udp, "user0001", "pw0001", "uas_ring_many.xml")
+	caller := filepath.Join(t.TempDir(), "caller.csv")
+	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := sipp(t, "uac_call_ringmany.xml", udp, caller, 1, 1)
+	if err != nil {
+		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
+	}
+	answered()
+	if calls, err := d.api.Calls(t.Context()); err != nil || len(calls) != 0 {
+		t.Fatalf("calls after hang-up: %v %+v", err, calls)
+	}
+	d.stop()
+}
+
 // answeringPhone registers user from a SIPp run bound to a fresh port, then
 // starts a SIPp that answers one call on that port. The returned function
 // waits for that call to have completed successfully.
 func answeringPhone(t *testing.T, registrar, user, password string) func() {
+	t.Helper()
+	return answeringPhoneWith(t, registrar, user, password, "uas_answer.xml")
+}
+
+// answeringPhoneWith is answeringPhone with the callee's scenario.
+func answeringPhoneWith(t *testing.T, registrar, user, password, scenario string) func() {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -56,7 +90,7 @@ func answeringPhone(t *testing.T, registrar, user, password string) func() {
 	if out, err := sipp(t, "reg_auth.xml", registrar, csv, 1, 10, "-p", port); err != nil {
 		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
 	}
-	return answerOne(t, "127.0.0.1", port)
+	return runUAS(t, scenario, "127.0.0.1", port, "-aa")
 }
 
 // answerOne starts a SIPp on ip:port that answers one call; the returned

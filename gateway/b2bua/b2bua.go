@@ -26,6 +26,11 @@ type Contact struct {
 	URI       string // "sip:1002@198.18.0.20:5062": the Request-URI of the B leg
 	Transport string // "udp" or "tcp"; "" = udp
 	Addr      string // "198.18.0.20:5062": where the REGISTER came from (NAT); requests go there
+	// Local is the box's UDP listener ("ip:port") the REGISTER arrived on:
+	// calls to the contact leave from it (a NAT lets in only what comes
+	// from the address the phone registered to). "" = unknown: LocalFor,
+	// LocalAddr or the A leg's listener, as for other targets.
+	Local string
 }
 
 // Locator gives the registrar's live bindings of an extension.
@@ -598,7 +603,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		// The media faces the B side where the first target is (forks to
 		// contacts on several interfaces share the first one's).
 		bSide := addrOf(laddr, contact)
-		if set.cfg.LocalFor != nil {
+		if set.cfg.LocalFor != nil || d.Route == dialplan.RouteLocal {
 			if ts, err := b.targets(c.ring, set, d); err == nil && len(ts) > 0 {
 				c.early = ts // run rings these: no second lookup
 				if ts[0].laddr != nil {

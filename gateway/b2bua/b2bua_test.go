@@ -88,6 +88,18 @@ type env struct {
 	b   *B2BUA
 	loc *fakeLocator
 	box string // host:port of the box's listener
+
+	ua      *sipgo.UserAgent
+	srv     *sipgo.Server
+	closing *atomic.Bool
+}
+
+// listen adds a UDP listener to the box and returns its host:port.
+func (e *env) listen() string {
+	e.t.Helper()
+	conn := listenUDP(e.t)
+	serve(e.t, e.ua, e.srv, conn, e.closing, nil)
+	return conn.LocalAddr().String()
 }
 
 func listenUDP(t *testing.T) net.PacketConn {
@@ -199,7 +211,7 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	srv.OnUpdate(b.OnUpdate)
 	srv.OnOptions(b.OnOptions)
 	serve(t, ua, srv, conn, closing, nil)
-	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String()}
+	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String(), ua: ua, srv: srv, closing: closing}
 	t.Logf("box at %s", e.box)
 	t.Cleanup(func() { e.noCalls() })
 	return e
@@ -271,6 +283,10 @@ type phone struct {
 	script script
 	// onReinvite answers an in-dialog INVITE or UPDATE (nil = answerMirror).
 	onReinvite func(p *phone, req *sip.Request) (int, []byte)
+	// resend2xx, when set, makes the phone send its next 2xx to a
+	// re-INVITE again once the channel closes (a retransmission after a
+	// lost ACK); it is used once.
+	resend2xx chan struct{}
 	// optionsCode answers in-dialog OPTIONS; 0 = no answer at all.
 	optionsCode atomic.Int32
 	busy        atomic.Int64 // INVITE handlers running (serve waits for 0)
@@ -417,6 +433,23 @@ func (p *phone) answerInDialog(req *sip.Request, tx sip.ServerTransaction) {
 	if err := tx.Respond(res); err != nil {
 		p.t.Errorf("%s: answer %s: %v", p.user, req.Method, err)
 	}
+	p.mu.Lock()
+	again := p.resend2xx
+	if code < 300 && req.Method == sip.INVITE {
+		p.resend2xx = nil
+	} else {
+		again = nil
+	}
+	p.mu.Unlock()
+	if again != nil {
+		select {
+		case <-again:
+			if err := tx.Respond(res); err != nil {
+				p.t.Errorf("%s: retransmit 2xx: %v", p.user, err)
+			}
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (p *phone) contact() Contact {
@@ -529,13 +562,15 @@ func (p *phone) dialWith(ctx context.Context, box, number string, hdrs []sip.Hea
 		return oc
 	}
 	oc.sess = sess
-	oc.err = sess.WaitAnswer(ctx, sipgo.AnswerOptions{OnResponse: func(r *sip.Response) error {
-		oc.codes <- r.StatusCode
+	oc.err = waitAnswer(ctx, sess, func(r *sip.Response) {
+		select {
+		case oc.codes <- r.StatusCode:
+		default:
+		}
 		if onResp != nil {
 			onResp(r)
 		}
-		return nil
-	}})
+	})
 	var de *sipgo.ErrDialogResponse
 	switch {
 	case oc.err == nil:

@@ -339,11 +339,18 @@ func contentTypeOf(m interface{ ContentType() *sip.ContentTypeHeader }) string {
 }
 
 // relayProvisional sends a B leg's 18x to the A leg (its SDP, early media,
-// through the Anchor as an answer).
+// through the Anchor: as an answer, or with a late offer, an INVITE
+// without SDP, as the callee's offer, which its 2xx repeats).
 func (c *call) relayProvisional(r *sip.Response) {
 	body := r.Body()
-	if an := c.media(); len(body) > 0 && an != nil && len(c.offer) > 0 {
-		out, err := an.Answer(LegB, body)
+	if an := c.media(); len(body) > 0 && an != nil {
+		var out []byte
+		var err error
+		if len(c.offer) > 0 {
+			out, err = an.Answer(LegB, body)
+		} else {
+			out, err = an.Offer(LegB, body)
+		}
 		if err != nil {
 			c.b.log.Debug("b2bua: early media not bridged", "call", c.info.ID, "err", err)
 			body = nil

@@ -29,9 +29,46 @@ var (
 	errLostRace    = errors.New("b2bua: another leg answered first")
 )
 
-// maxEventsPerLeg bounds the events one B leg sends: WaitAnswer gives up
-// after 11 responses, plus the final event.
+// maxEventsPerLeg sizes the event buffer per B leg. A leg may send any
+// number of provisional responses (waitAnswer); the dial loop reads them
+// while the leg rings, and a stopped leg's are dropped (runLeg), so the
+// buffer only absorbs bursts.
 const maxEventsPerLeg = 12
+
+// errProvisionalBatch ends one sipgo WaitAnswer call of waitAnswer.
+var errProvisionalBatch = errors.New("b2bua: provisional batch")
+
+// provisionalBatch is how many provisional responses one WaitAnswer call
+// takes: sipgo's gives up after 11 responses of any kind.
+const provisionalBatch = 8
+
+// waitAnswer is sess.WaitAnswer for any number of provisional responses
+// (RFC 3261 §13.2.2.1 sets no limit; an HQ ring group forking to many
+// phones sends a 180 or 183 per phone). sipgo's WaitAnswer returns an
+// error after 11 responses, without a CANCEL, and a later 2xx would then
+// never be ACKed. Its count is per call, so the wait goes on in a new
+// call after each batch; the transaction, its CANCEL on ctx's end and the
+// session's last response are the session's throughout. onResp sees
+// every response (it may be nil).
+func waitAnswer(ctx context.Context, sess *sipgo.DialogClientSession, onResp func(*sip.Response)) error {
+	for {
+		n := 0
+		err := sess.WaitAnswer(ctx, sipgo.AnswerOptions{OnResponse: func(res *sip.Response) error {
+			if onResp != nil {
+				onResp(res)
+			}
+			if res.IsProvisional() {
+				if n++; n >= provisionalBatch {
+					return errProvisionalBatch
+				}
+			}
+			return nil
+		}})
+		if !errors.Is(err, errProvisionalBatch) {
+			return err
+		}
+	}
+}
 
 // target is where one B leg goes.
 type target struct {
@@ -44,8 +81,10 @@ type target struct {
 	hops      int     // redirects (3xx) followed to reach this target
 	contact   bool    // a registered contact (named by its URI in CDRs)
 	signed    bool    // another registrar pool member: Config.SignPool signs the INVITE
-	// laddr is the UDP listener facing dest (Config.LocalFor); nil = the
-	// call's default (Config.LocalAddr or the A leg's listener).
+	// laddr is the UDP listener the leg leaves from: a contact's
+	// registration listener (Contact.Local), else the one facing dest
+	// (Config.LocalFor); nil = the call's default (Config.LocalAddr or the
+	// A leg's listener).
 	laddr *sip.Addr
 }
 
@@ -64,9 +103,11 @@ type leg struct {
 	cancel    context.CancelCauseFunc
 	timer     *time.Timer
 	responded atomic.Bool // any response, 100 included, was received
-	timedOut  atomic.Bool // AttemptTimeout fired before any response
 	stopped   atomic.Bool // stop was called
-	sess      *sipgo.DialogClientSession
+	// settled: the leg's final event is sent (by runLeg, or by the attempt
+	// timer for a silent target, which then lingers for a late answer).
+	settled atomic.Bool
+	sess    *sipgo.DialogClientSession
 }
 
 // localAddr is the listener the leg's requests leave from.
@@ -158,7 +199,7 @@ func (b *B2BUA) targets(ctx context.Context, set *settings, d dialplan.Decision)
 	ts, err := b.targetsOf(ctx, set, d)
 	if f := set.cfg.LocalFor; f != nil {
 		for i := range ts {
-			if ts[i].dest != "" {
+			if ts[i].dest != "" && ts[i].laddr == nil {
 				ts[i].laddr = f(ts[i].dest)
 			}
 		}
@@ -180,7 +221,14 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 			if tr == "" {
 				tr = "UDP"
 			}
-			ts = append(ts, target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true})
+			t := target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true}
+			if tr == "UDP" && ct.Local != "" {
+				// The listener the phone registered to (its NAT binding).
+				if a, err := parseIPAddr(ct.Local); err == nil {
+					t.laddr = &a
+				}
+			}
+			ts = append(ts, t)
 		}
 		if pl, ok := b.loc.(PoolLocator); ok && len(ts) == 0 && d.Rule != RuleFromPool {
 			for _, ct := range pl.PoolContacts(d.Target) {
@@ -276,6 +324,7 @@ func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResu
 		res.last, res.tried = ts[next], true
 		next++
 		pending++
+		b.inflight.Add(1) // runLeg may outlive dial (a silent target lingers)
 		go r.runLeg(l)
 	}
 	if sequential {
@@ -465,11 +514,23 @@ func (r *ringer) report(ev legEvent) {
 func (r *ringer) newLeg(t target) *leg {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &leg{t: t, ctx: ctx, cancel: cancel}
-	l.timer = time.AfterFunc(r.set.cfg.AttemptTimeout, func() {
-		if !l.responded.Load() {
-			l.timedOut.Store(true)
-			l.cancel(sipgo.WaitAnswerForceCancelErr)
+	timeout := r.set.cfg.AttemptTimeout
+	l.timer = time.AfterFunc(timeout, func() {
+		// Silent for AttemptTimeout (not even 100 Trying): the leg fails
+		// now, so the next target is tried, but its transaction lingers
+		// for another AttemptTimeout: a late first response still gets
+		// its CANCEL (after a provisional) or ACK and BYE (a 2xx), instead
+		// of meeting a terminated transaction and going unanswered.
+		if l.responded.Load() || !l.settled.CompareAndSwap(false, true) {
+			return
 		}
+		r.events <- legEvent{leg: l, err: fmt.Errorf("b2bua: no response from %s within %v: %w", t.uri.String(), timeout, context.DeadlineExceeded)}
+		l.stop()
+		time.AfterFunc(timeout, func() {
+			if !l.responded.Load() {
+				l.cancel(sipgo.WaitAnswerForceCancelErr) // no CANCEL before a response (RFC 3261 §9.1)
+			}
+		})
 	})
 	r.mu.Lock()
 	r.legs = append(r.legs, l)
@@ -504,30 +565,62 @@ func (r *ringer) claim(l *leg) bool {
 // runLeg sends one B-leg INVITE and reports to r.events: any provisional
 // responses, then exactly one final event.
 func (r *ringer) runLeg(l *leg) {
+	defer r.b.inflight.Add(-1)
 	ev := legEvent{leg: l}
+	send := false // the final event is this goroutine's to send
 	defer func() {
 		l.timer.Stop()
 		l.cancel(nil)
-		r.events <- ev
+		if send {
+			r.events <- ev
+		}
 	}()
-	sess, err := r.dua.WriteInvite(l.ctx, r.legRequest(l.t))
-	if err != nil {
-		ev.err = err
+	var sess *sipgo.DialogClientSession
+	var err error
+	minSE := 0 // the Min-SE a 422 asked for (RFC 4028 §7.4); 0 = none
+	for attempt := 0; ; attempt++ {
+		req := r.legRequest(l.t)
+		if minSE > 0 {
+			// No Supported: timer: the callee refreshes (RFC 4028 §9),
+			// and its refreshes are answered here (onReinvite, onUpdate).
+			v := strconv.Itoa(minSE)
+			req.AppendHeader(sip.NewHeader("Session-Expires", v))
+			req.AppendHeader(sip.NewHeader("Min-SE", v))
+		}
+		sess, err = r.dua.WriteInvite(l.ctx, req)
+		if err != nil {
+			ev.err = err
+			send = l.settled.CompareAndSwap(false, true)
+			return
+		}
+		l.sess = sess
+		err = waitAnswer(l.ctx, sess, func(res *sip.Response) {
+			// Store responded before loading stopped (stop does the
+			// reverse): one side or both see the other, so a stopped leg
+			// is cancelled.
+			l.responded.Store(true)
+			if l.stopped.Load() {
+				l.cancel(context.Canceled)
+				return // nobody relays a stopped leg's ringing
+			}
+			if res.IsProvisional() && res.StatusCode > 100 {
+				r.events <- legEvent{leg: l, prov: res}
+			}
+		})
+		n := retryMinSE(err, minSE)
+		if n == 0 || attempt >= maxSessionRetries || l.stopped.Load() || l.ctx.Err() != nil {
+			break
+		}
+		minSE = n
+	}
+	if !l.settled.CompareAndSwap(false, true) {
+		// The attempt timer reported the leg failed; it answered late.
+		if err == nil || sess.InviteResponse != nil && sess.InviteResponse.IsSuccess() {
+			r.discard(l)
+		}
 		return
 	}
-	l.sess = sess
-	err = sess.WaitAnswer(l.ctx, sipgo.AnswerOptions{OnResponse: func(res *sip.Response) error {
-		// Store responded before loading stopped (stop does the reverse):
-		// one side or both see the other, so a stopped leg is cancelled.
-		l.responded.Store(true)
-		if l.stopped.Load() {
-			l.cancel(context.Canceled)
-		}
-		if res.IsProvisional() && res.StatusCode > 100 {
-			r.events <- legEvent{leg: l, prov: res}
-		}
-		return nil
-	}})
+	send = true
 	switch {
 	case err == nil:
 		if r.claim(l) {
@@ -544,11 +637,32 @@ func (r *ringer) runLeg(l *leg) {
 		// The 2xx crossed our CANCEL: the dialog exists, end it.
 		ev.err = err
 		r.discard(l)
-	case l.timedOut.Load():
-		ev.err = fmt.Errorf("b2bua: no response from %s within %v: %w", l.t.uri.String(), r.set.cfg.AttemptTimeout, context.DeadlineExceeded)
 	default:
 		ev.err = err
 	}
+}
+
+// maxSessionRetries bounds the 422 retries of one target.
+const maxSessionRetries = 2
+
+// retryMinSE reads a 422 Session Interval Too Small (RFC 4028 §7.4): the
+// Min-SE to retry with, or 0 when err is not one worth retrying (no
+// usable Min-SE, not above the one already tried, or beyond a day).
+func retryMinSE(err error, tried int) int {
+	var de *sipgo.ErrDialogResponse
+	if !errors.As(err, &de) || de.Res == nil || de.Res.StatusCode != 422 {
+		return 0
+	}
+	h := de.Res.GetHeader("Min-SE")
+	if h == nil {
+		return 0
+	}
+	v, _, _ := strings.Cut(h.Value(), ";")
+	n, perr := strconv.Atoi(strings.TrimSpace(v))
+	if perr != nil || n <= tried || n < 90 || n > 86400 {
+		return 0
+	}
+	return n
 }
 
 // discard ACKs and BYEs a B leg that answered but is not wanted.

@@ -24,7 +24,9 @@
 //   - Route "local": the callee's live contacts come from the Locator (none
 //     gives 480). Every contact is called at once (forking) with the A
 //     leg's SDP and Content-Type; 180/183 (with SDP) are relayed to the A
-//     leg; the first 2xx wins, is relayed to the A leg and the other forks
+//     leg, any number of them (sipgo's WaitAnswer stops after 11
+//     responses; waitAnswer resumes it, so an HQ ring group forking to
+//     many phones keeps ringing and its 2xx is answered); the first 2xx wins, is relayed to the A leg and the other forks
 //     are CANCELled. If every fork fails the A leg gets the best final
 //     response (a 6xx at once; else 486 before other 3xx-4xx, before 480,
 //     5xx, 408; 480 when no fork answered at all).
@@ -77,7 +79,17 @@
 //     that answers after the call already has a winner (or was abandoned)
 //     is ACKed and sent a BYE. A B leg stopped before it said anything is
 //     CANCELled on its first response (RFC 3261 §9.1 forbids CANCEL before
-//     one) and dropped if none comes within Config.AttemptTimeout.
+//     one). A target silent for Config.AttemptTimeout (not even 100)
+//     fails then, but its transaction lingers for another AttemptTimeout:
+//     a late provisional gets its CANCEL, a late 2xx ACK and BYE.
+//   - Early media with a late offer (an INVITE without SDP): the callee's
+//     SDP in an 18x is its offer and goes through the Anchor as one (its
+//     2xx repeats it), never to the caller untouched.
+//   - RFC 4028: a B leg refused with 422 and Min-SE is called again with
+//     Session-Expires and Min-SE at that value (at most twice). The box
+//     does not say Supported: timer, so the callee, when it keeps a
+//     timer, is the refresher (RFC 4028 §9); its refreshes (a re-INVITE
+//     repeating its SDP, an UPDATE without body) are answered here.
 //
 // Answered calls:
 //
@@ -88,8 +100,13 @@
 //     or, for an offerless re-INVITE, carries the answer on). A re-INVITE
 //     repeating the sender's last SDP byte for byte (a session refresh) is
 //     answered here with what the sender last got. One offer/answer
-//     exchange at a time per call: another gets 491; an unknown dialog 481,
-//     a lower CSeq 500, a non-SDP body 488. The other party's refusal is
+//     exchange at a time per call: a party's second offer while its first
+//     is unanswered gets 500 with Retry-After (RFC 3261 §14.2, RFC 3311
+//     §5.2), an offer crossing one we sent it (the other party's, a
+//     transfer's) 491; an unknown dialog 481, a lower CSeq 500, a non-SDP
+//     body 488. Our ACK to the other party's 2xx is sent again for each
+//     retransmission of that 2xx (RFC 3261 §13.2.2.4: the transaction is
+//     left to sipgo's Timer M); sipgo does the same for initial INVITEs. The other party's refusal is
 //     relayed; its 481, 408 or silence ends the call (Dead). A CANCEL of
 //     the sender's re-INVITE CANCELs ours.
 //   - UPDATE (RFC 3311) with an offer is relayed the same way; without a
@@ -135,10 +152,9 @@
 //     without bound.
 //   - Dead calls: every Config.KeepAlive both parties get an in-dialog
 //     OPTIONS; 408, 481 or no answer ends the call (BYE to both, Dead).
-//     RFC 4028 session timers were not done: as a B2BUA they mean
-//     independent timers and refreshes per leg and 422 retries in the
-//     forking code, and phones without timer support still need a probe,
-//     which OPTIONS gives with any UA. In-dialog OPTIONS to us get 200 for
+//     RFC 4028 session timers are not run by the box (see set-up for the
+//     422 retry): phones without timer support still need a probe, which
+//     OPTIONS gives with any UA. In-dialog OPTIONS to us get 200 for
 //     a live dialog and 481 otherwise (over UDP only once the gateway's
 //     stateless OPTIONS fast path lets in-dialog OPTIONS through).
 //   - CDR: Config.OnEnd gets one CDR per call (a bridge made by a transfer
@@ -151,8 +167,11 @@
 // goroutine, and is ended by whichever handler or timer ends it (end runs
 // once). Every goroutine is counted in inflight and ends with its call.
 //
-// Socket choice: B-leg UDP requests are pinned (sip.Request.Laddr) to
-// Config.LocalAddr, or to the listener the A-leg INVITE arrived on;
+// Socket choice: B-leg UDP requests to a registered phone are pinned
+// (sip.Request.Laddr) to the listener its REGISTER arrived on
+// (Contact.Local: a NAT lets in only what comes from there); other B legs
+// to Config.LocalFor's choice, Config.LocalAddr, or the listener the
+// A-leg INVITE arrived on;
 // requests to the caller leave from the listener its INVITE arrived on.
 // Requests go to the binding's source address (NAT) and in-dialog
 // requests to the source of the party's INVITE or 2xx, unless a route set
@@ -167,14 +186,24 @@
 //   - 300 and 305 redirects (counted as 480), and redirect targets over
 //     TLS or to tel:/sips: URIs (skipped); redirect targets are called
 //     wherever the Contact says (no policy limits them to known peers);
-//   - INFO, PRACK (100rel), early-dialog UPDATE, offerless INVITE with
-//     Replaces; a transfer target does not get voicemail forwarding;
+//   - INFO, early-dialog UPDATE, offerless INVITE with Replaces; a
+//     transfer target does not get voicemail forwarding;
+//   - 100rel (RFC 3262): no reliable provisional responses are sent or
+//     asked for; the gateway answers Require: 100rel with 420 and a PRACK
+//     with 481, and Supported: 100rel is simply not used. A callee's
+//     reliable 18x (Require: 100rel, which it should not send unasked) is
+//     relayed but not PRACKed;
+//   - session timers as a refresher: the box never says Supported: timer,
+//     keeps no Session-Expires of its own, does not relay the caller's
+//     Session-Expires to B legs nor a callee's to the caller, and does
+//     not refuse a short Session-Expires with 422 (a UAS without timer
+//     support ignores it, RFC 4028 §9);
 //   - Refer-Sub: false (RFC 4488) and REFERs to other methods than INVITE;
 //   - after a transfer, the transferee's answer to the re-INVITE carrying
 //     the new party's session is not passed on (the new party already has
 //     the transferee's last SDP);
 //   - a drain/Close that ends active calls on shutdown or reconfiguration;
 //   - TCP legs are untested (only UDP requests are pinned to a listener);
-//     a target dropped after AttemptTimeout that answers later anyway is
-//     not ACKed (sipgo has already ended that transaction).
+//     a target silent for twice AttemptTimeout that answers later anyway
+//     is not ACKed (its transaction is ended by then).
 package b2bua

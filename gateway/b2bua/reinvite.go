@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -47,8 +49,11 @@ func (ex *exchange) ackOnce(req *sip.Request) {
 }
 
 // begin makes ex the bridge's exchange; otherwise it returns the status
-// to refuse the request with: 481 when the call or the party is gone, 491
-// while another exchange or a transfer runs or the answer is not ACKed yet.
+// to refuse the request with: 481 when the call or the party is gone; 500
+// (with Retry-After, see refuseExchange) when the sender's own earlier
+// offer is still unanswered (RFC 3261 §14.2, RFC 3311 §5.2); 491 while an
+// offer we sent it is pending (the other party's exchange, a transfer's)
+// or the answer is not ACKed yet.
 // An exchange whose 2xx is out and only waits for its ACK no longer
 // blocks: the sender may well have ACKed already (sipgo hands each
 // message to its own goroutine, so a new request can overtake that ACK).
@@ -63,11 +68,24 @@ func (c *call) begin(ex *exchange) int {
 		c.ex = nil
 	}
 	c.settle()
+	if old := c.ex; old != nil && ex.from != nil && old.from == ex.from && !old.answered.Load() {
+		return 500
+	}
 	if !c.confirmed || c.ex != nil || c.xfer != nil {
 		return 491
 	}
 	c.ex = ex
 	return 0
+}
+
+// refuseExchange answers a re-INVITE or UPDATE that begin refused; a 500
+// carries Retry-After, a random 0-10 s (RFC 3261 §14.2).
+func refuseExchange(tx sip.ServerTransaction, req *sip.Request, code int) {
+	if code != 500 {
+		respond(tx, req, code, "")
+		return
+	}
+	_ = respondBody(tx, req, 500, "Server Internal Error", nil, "", sip.NewHeader("Retry-After", strconv.Itoa(rand.IntN(11))))
 }
 
 // settle sets aside an exchange that only waits for its ACK, so that it
@@ -156,7 +174,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 	ex := newExchange(p, req)
 	ex.late = len(body) == 0
 	if code := c.begin(ex); code != 0 {
-		respond(tx, req, code, "")
+		refuseExchange(tx, req, code)
 		return
 	}
 	defer c.finishExchange(ex)
@@ -321,7 +339,15 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Terminate()
+	// A 2xx leaves the transaction to sipgo's Timer M (RFC 6026 §7.2:
+	// Accepted for 64*T1), which matches the 2xx retransmissions to it:
+	// terminated at once, they would find no transaction and go unACKed.
+	accepted := false
+	defer func() {
+		if !accepted {
+			tx.Terminate()
+		}
+	}()
 	done := ctx.Done()
 	var provisional bool
 	for {
@@ -333,12 +359,15 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 			}
 			if res.IsSuccess() {
 				p.refresh(res.Contact())
-				// Our ACK may be lost: re-send it on 2xx retransmissions.
+				// Our ACK may be lost: re-send it on each 2xx
+				// retransmission (RFC 3261 §13.2.2.4).
+				accepted = true
 				tx.OnRetransmission(func(r *sip.Response) {
 					p.mu.Lock()
 					ack := p.lastAck
 					p.mu.Unlock()
-					if ack != nil && r.IsSuccess() {
+					// lastAck may already answer a later re-INVITE.
+					if ack != nil && r.IsSuccess() && r.CSeq() != nil && ack.CSeq().SeqNo == r.CSeq().SeqNo {
 						_ = p.b.client.WriteRequest(ack.Clone(), sipgo.ClientRequestAddVia)
 					}
 				})
@@ -416,7 +445,7 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	ex := newExchange(p, req)
 	if code := c.begin(ex); code != 0 {
-		respond(tx, req, code, "")
+		refuseExchange(tx, req, code)
 		return
 	}
 	defer c.finishExchange(ex)

@@ -37,7 +37,8 @@
 //     lets it send and the other leg's SDP lets it receive, so sendonly,
 //     recvonly, inactive and c=0.0.0.0 (RFC 2543) hold stop exactly the
 //     directions they name, and a later sendrecv resumes them. RTCP keeps
-//     flowing on hold.
+//     flowing on hold. A c=0.0.0.0 hold keeps the leg's last signalled
+//     address for latching, so the holder's music on hold is taken.
 //   - Symmetric RTP (RFC 4961) with latching limited by policy:
 //     LatchSignalled accepts only the signalled address and port;
 //     LatchFirstPackets follows the source of the first N packets (or

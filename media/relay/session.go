@@ -77,6 +77,10 @@ type negotiated struct {
 	// the SDP the box sent it (RFC 3264 §5.1).
 	recvCodec, recvTE sdprewrite.Codec
 	gen               uint64
+	// sig is where the leg receives, and the source latching expects: its
+	// SDP's address, or on an RFC 2543 hold (c=0.0.0.0) the one it
+	// signalled last, so that its music on hold is still taken.
+	sig sigAddrs
 }
 
 // pendingOffer is the last offer, kept for its answers (early media and
@@ -403,7 +407,11 @@ func findSame(list []sdprewrite.Codec, c sdprewrite.Codec) (sdprewrite.Codec, bo
 func (s *Session) commit(l Leg, n *negotiated) {
 	prev := s.neg[l]
 	sig := signalled(n.media)
-	if prev == nil || signalled(prev.media) != sig {
+	if n.media.Hold && prev != nil {
+		sig = prev.sig // RFC 2543 hold: "do not send to me", not "I moved"
+	}
+	n.sig = sig
+	if prev == nil || prev.sig != sig {
 		s.gen++
 		n.gen = s.gen
 		// Until a packet says otherwise, send to where the leg said.
@@ -471,7 +479,7 @@ func (s *Session) publish(l Leg) {
 		t[from.te.PT&0x7F] = ptRule{out: to.te.PT, op: opPass}
 		t[from.recvTE.PT&0x7F] = ptRule{out: to.te.PT, op: opPass}
 	}
-	sig := signalled(from.media)
+	sig := from.sig
 	rate := from.codec.Rate
 	if rate <= 0 {
 		rate = 8000
