@@ -221,6 +221,26 @@ func isG711(c sdprewrite.Codec) bool { return c.Is("PCMU") || c.Is("PCMA") }
 
 func isTE(c sdprewrite.Codec) bool { return c.Is("telephone-event") }
 
+// SetSRTP changes leg l's SRTP policy ("" = Config.SRTP) for the offers
+// and answers that follow; SRTP already in force on the leg stays until
+// the next offer/answer. The appliance calls it once the call's route is
+// known, before the first offer.
+func (s *Session) SetSRTP(l Leg, p SRTPPolicy) error {
+	if l != A && l != B {
+		return s.errorf("leg %d", l)
+	}
+	if p == "" {
+		p = s.r.Config().SRTP
+	}
+	if err := p.check(); err != nil {
+		return s.errorf("leg %s: %w", legName(l), err)
+	}
+	s.mu.Lock()
+	s.srtpPol[l] = p
+	s.mu.Unlock()
+	return nil
+}
+
 // effectiveDir folds RFC 2543 hold (c=0.0.0.0: "do not send to me") into
 // the direction.
 func effectiveDir(m sdprewrite.Media) sdprewrite.Direction {
