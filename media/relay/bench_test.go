@@ -211,6 +211,11 @@ func BenchmarkForwardSRTPSend(b *testing.B) {
 // TestForwardSRTPDoesNotAllocate: encrypting and decrypting in place in
 // the forwarding path allocates nothing, for every suite.
 func TestForwardSRTPDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		// pion/srtp takes its keystream buffer from a sync.Pool, which the
+		// race detector empties at random: allocations then vary.
+		t.Skip("allocation count is meaningless under -race (sync.Pool)")
+	}
 	for _, suite := range sdprewrite.Suites {
 		fa, fb, pa, pb := srtpLoop(t, suite)
 		pkt := pa.packet(0, make([]byte, 160))
