@@ -33,8 +33,17 @@ type mediaPart struct {
 // transcoding, statistics). Without it, only calls whose two legs face
 // different local addresses (different interfaces/VLANs, or a PSTN gateway
 // on its own segment); the phones of one VLAN then talk directly.
+//
+// SRTP is the policy of leg A (the caller's side) and of leg B when the
+// call's route has no entry in SRTPRoutes (media.srtp_routes, by dial-plan
+// route: the leg the call is routed to, e.g. "hq" for the HQ trunk). The
+// relay applies it per leg (relay.SessionConfig.SRTP); the route reaches
+// the anchor through SetRoute, which the B2BUA calls before the first
+// offer. Keys are never logged (relay, sdprewrite).
 type anchorPolicy struct {
-	Always bool
+	Always     bool
+	SRTP       relay.SRTPPolicy            `json:",omitempty"`
+	SRTPRoutes map[string]relay.SRTPPolicy `json:",omitempty"`
 }
 
 func newMediaPart(next *partConfigs, ports func() []int, log *slog.Logger) (*mediaPart, error) {
@@ -76,21 +85,35 @@ func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(rea
 	if !m.policy.Load().Always && legA == legB {
 		return nil, nil // one segment: direct media
 	}
-	s, err := m.r.NewSession(relay.SessionConfig{ID: callID, LocalA: legA, LocalB: legB, OnInactive: onDead})
+	pol := m.policy.Load()
+	s, err := m.r.NewSession(relay.SessionConfig{ID: callID, LocalA: legA, LocalB: legB, OnInactive: onDead,
+		SRTP: [2]relay.SRTPPolicy{pol.SRTP, pol.SRTP}})
 	if err != nil {
 		return nil, fmt.Errorf("media relay: %w", err)
 	}
 	m.mu.Lock()
 	m.live[callID] = s
 	m.mu.Unlock()
-	return &anchor{m: m, id: callID, s: s}, nil
+	return &anchor{m: m, id: callID, s: s, routes: pol.SRTPRoutes}, nil
 }
 
 // anchor adapts a relay session to b2bua.Anchor.
 type anchor struct {
-	m  *mediaPart
-	id string
-	s  *relay.Session
+	m      *mediaPart
+	id     string
+	s      *relay.Session
+	routes map[string]relay.SRTPPolicy // the policy's media.srtp_routes when the call was anchored
+}
+
+// SetRoute is called by the B2BUA with the call's dial-plan route before
+// the first offer: leg B, the one the call is routed to, takes the route's
+// SRTP policy from media.srtp_routes.
+func (a *anchor) SetRoute(route string) {
+	if p, ok := a.routes[route]; ok {
+		if err := a.s.SetSRTP(relay.B, p); err != nil {
+			a.m.log.Warn("media relay: SRTP policy of route", "call", a.id, "route", route, "err", err)
+		}
+	}
 }
 
 func (a *anchor) Offer(from b2bua.Leg, sdp []byte) ([]byte, error) {

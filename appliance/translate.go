@@ -64,7 +64,7 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 	return &partConfigs{
 		Gateway:    g,
 		Relay:      relayConfig(d),
-		Anchor:     anchorPolicy{Always: d.Media.Relay},
+		Anchor:     anchorPolicyOf(d),
 		MSR:        msrConfig(d),
 		Selection:  selectionPolicy(d),
 		Local:      localResources{MSR: cmp.Or(d.MSR.Name, d.Site.Name), Zone: d.Site.Zone, Site: d.Site.Site},
@@ -232,7 +232,29 @@ func dialplanConfig(d *config.Document) dialplan.Config {
 
 func relayConfig(d *config.Document) relay.Config {
 	return relay.Config{PortMin: d.Media.EffectivePortMin(), PortMax: d.Media.EffectivePortMax(),
-		Codecs: d.Media.EffectiveCodecs(), InactivityTimeout: d.Media.EffectiveInactivity()}
+		Codecs: d.Media.EffectiveCodecs(), InactivityTimeout: d.Media.EffectiveInactivity(),
+		SRTP: relay.SRTPPolicy(d.Media.EffectiveSRTP())}
+}
+
+// anchorPolicyOf is which calls are anchored and each route's SRTP
+// policy (media.srtp, media.srtp_routes). SRTP other than off anchors
+// every call: only a call through the relay can be decrypted or
+// encrypted, and the route is known only once the call is anchored.
+func anchorPolicyOf(d *config.Document) anchorPolicy {
+	p := anchorPolicy{Always: d.Media.Relay, SRTP: relay.SRTPPolicy(d.Media.EffectiveSRTP())}
+	for _, route := range []string{"local", "hq", "pstn"} {
+		pol := relay.SRTPPolicy(d.Media.SRTPFor(route))
+		if pol != relay.SRTPOff {
+			p.Always = true
+		}
+		if _, ok := d.Media.SRTPRoutes[route]; ok {
+			if p.SRTPRoutes == nil {
+				p.SRTPRoutes = map[string]relay.SRTPPolicy{}
+			}
+			p.SRTPRoutes[route] = pol
+		}
+	}
+	return p
 }
 
 func msrConfig(d *config.Document) msr.Config {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	_ "embed"
 	"net/netip"
 	"time"
@@ -216,6 +217,32 @@ type Media struct {
 	// InactivityS ends a call whose relayed, not-held media has been silent
 	// this long (a phone that lost power sends no BYE); 0 = 30.
 	InactivityS int `json:"inactivity_s,omitempty"`
+	// SRTP is the SDES-SRTP (RFC 4568) policy of every relayed leg: "off"
+	// (default: plain RTP only), "offer" (offer RTP/SAVP with the box's
+	// keys, accept RTP) or "require" (no SRTP, no call: 488).
+	SRTP string `json:"srtp,omitempty"`
+	// SRTPRoutes overrides SRTP for the leg a call is routed to, by the
+	// dial plan's route: "local", "hq", "pstn".
+	SRTPRoutes map[string]string `json:"srtp_routes,omitempty"`
+}
+
+// SRTP policies of media.srtp and media.srtp_routes.
+const (
+	SRTPOff     = "off"
+	SRTPOffer   = "offer"
+	SRTPRequire = "require"
+)
+
+// EffectiveSRTP is media.srtp, default "off".
+func (m Media) EffectiveSRTP() string { return cmp.Or(m.SRTP, SRTPOff) }
+
+// SRTPFor is the policy of a leg the dial plan routed with route: its
+// media.srtp_routes entry, else media.srtp.
+func (m Media) SRTPFor(route string) string {
+	if p, ok := m.SRTPRoutes[route]; ok && p != "" {
+		return p
+	}
+	return m.EffectiveSRTP()
 }
 
 // MSR is the per-interface media-server registration towards HQ (DESIGN.md §1).

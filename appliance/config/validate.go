@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"path"
@@ -545,6 +546,25 @@ func (v *validator) media() {
 	}
 	if len(m.Codecs) > 0 && !audio && !bad {
 		v.add("media.codecs", "at least one audio codec required (PCMU, PCMA or G722)")
+	}
+	srtpPolicy := func(p, val string) {
+		switch val {
+		case SRTPOff, SRTPOffer, SRTPRequire:
+		default:
+			v.add(p, "unknown SRTP policy %q (want off, offer or require)", val)
+		}
+	}
+	if m.SRTP != "" {
+		srtpPolicy("media.srtp", m.SRTP)
+	}
+	for _, route := range slices.Sorted(maps.Keys(m.SRTPRoutes)) {
+		p := key("media.srtp_routes", route)
+		switch route {
+		case "local", "hq", "pstn":
+			srtpPolicy(p, m.SRTPRoutes[route])
+		default:
+			v.add(p, "unknown route %q (want local, hq or pstn)", route)
+		}
 	}
 }
 

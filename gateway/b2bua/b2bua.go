@@ -614,6 +614,9 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		an, err := set.cfg.Media(c.info.ID, addrOf(arrived, contact), bSide, c.onMediaDead)
 		if err == nil {
 			c.anchor = an
+			if rs, ok := an.(interface{ SetRoute(route string) }); ok {
+				rs.SetRoute(string(d.Route)) // per-route media policy (the appliance's media.srtp_routes)
+			}
 			if len(body) > 0 && an != nil {
 				body, err = an.Offer(LegA, body)
 			}

@@ -11,6 +11,10 @@ func (s *Session) Stats() [2]LegStats {
 		out[l] = LegStats{
 			Packets: st.Packets, Bytes: st.Bytes, Expected: st.Expected, Lost: st.Lost, Jitter: st.Jitter,
 			Relayed: io.relayed.Load(), RTCP: io.rtcp.Load(), Refused: io.refused.Load(), Dropped: io.dropped.Load(),
+			SRTPAuthFailures: io.authErr.Load(),
+		}
+		if c := io.rx.Load(); c != nil {
+			out[l].SRTP = c.suite
 		}
 		if p := io.pair.Load(); p != nil {
 			out[l].Port = p.port

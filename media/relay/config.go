@@ -64,6 +64,10 @@ type Config struct {
 	// default (see the package doc and bench/RESULTS.relay.md for why).
 	// Applies to sessions created afterwards.
 	Batch int
+	// SRTP is the SDES-SRTP policy of every leg whose SessionConfig.SRTP
+	// entry is empty (default SRTPOff). Applies to sessions created
+	// afterwards.
+	SRTP SRTPPolicy
 }
 
 // Check returns c with its zero fields filled in, or what is wrong with it:
@@ -105,6 +109,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Batch < 0 || c.Batch > 1024 {
 		return c, fmt.Errorf("media/relay: batch size %d (want 0..1024)", c.Batch)
+	}
+	if c.SRTP == "" {
+		c.SRTP = SRTPOff
+	}
+	if err := c.SRTP.check(); err != nil {
+		return c, err
 	}
 	if c.SocketBuffer <= 0 {
 		c.SocketBuffer = DefaultSocketBuffer

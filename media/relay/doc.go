@@ -68,6 +68,26 @@
 //     (16 buffers per socket); it only pays once readers fall behind
 //     (beyond ~50k packets/s on this 2-core box). The default stays one
 //     packet per system call.
+//   - SRTP (SDES, RFC 4568), per leg and independent of the other leg:
+//     each leg has a policy (SessionConfig.SRTP, else Config.SRTP): off
+//     (plain RTP only; an RTP/SAVP offer is 488), offer (the box offers
+//     RTP/SAVP with its a=crypto lines and accepts a plain answer; it
+//     accepts plain and SRTP offers) or require (no usable a=crypto in the
+//     leg's offer or answer is 488). Keys are per hop: the box never passes
+//     a leg's a=crypto on, it writes its own (crypto/rand, one per suite:
+//     AES_CM_128_HMAC_SHA1_80, AES_CM_128_HMAC_SHA1_32, AEAD_AES_128_GCM,
+//     tags 1-3), so a plain phone can talk to an HQ that requires SRTP
+//     and G.711 transcoding still works between the legs. The forwarder
+//     authenticates and decrypts a leg's packets (github.com/pion/srtp/v3,
+//     64-packet replay window) before anything else reads them, so an
+//     unauthenticated packet neither is relayed nor steers latching; it is
+//     counted in LegStats.SRTPAuthFailures (a replay in Dropped). The
+//     packet is then encrypted in place for the other leg into the read
+//     buffer's spare capacity (srtpSlack): no allocation per packet
+//     (TestForwardSRTPDoesNotAllocate; pion allocates once per SSRC and
+//     on refused packets only). RTCP is SRTCP on an SRTP leg. Keys live in
+//     the session only: String/LogValue of sdprewrite.Crypto redact them,
+//     errors name suites and lengths, logs the suite and tag.
 //   - Inactivity: Run looks at every session each 100 ms; an established,
 //     not-held session whose leg's accepted-packet counter has not moved
 //     for InactivityTimeout gets OnInactive once (on its own goroutine).
@@ -78,7 +98,7 @@
 //
 // # Not done here
 //
-// SRTP (RTP/SAVP offers are refused), ICE, rtcp-mux (removed from the
+// DTLS-SRTP and SDES with MKI or several keys, ICE, rtcp-mux (removed from the
 // SDP, so the legs use separate RTCP ports), codecs other than G.711
 // transcoding, video and second audio streams (disabled with port 0),
 // late offers (INVITE without SDP), jitter buffering, and choosing the

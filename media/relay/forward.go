@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"sync"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/outpost/outpost/media/g711"
 	"github.com/outpost/outpost/media/rtpstats"
+	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
+	"github.com/pion/srtp/v3"
 )
 
 // What to do with one RTP payload type arriving from a leg.
@@ -182,7 +186,9 @@ type legIO struct {
 	pair     atomic.Pointer[pair]           // the box's sockets facing this leg
 	peerRTP  atomic.Pointer[netip.AddrPort] // where the box sends this leg's RTP
 	peerRTCP atomic.Pointer[netip.AddrPort]
-	ssrc     atomic.Pointer[ssrcMap] // RTP rewrite toward the other leg, for RTCP
+	ssrc     atomic.Pointer[ssrcMap]   // RTP rewrite toward the other leg, for RTCP
+	rx       atomic.Pointer[cryptoCtx] // SRTP: decrypts what the leg sends; nil = plain
+	tx       atomic.Pointer[cryptoCtx] // SRTP: encrypts what the box sends the leg; nil = plain
 
 	rtpLatch, rtcpLatch latch
 	rw                  rewriter
@@ -195,6 +201,7 @@ type legIO struct {
 	refused atomic.Uint64 // packets from a source the latching policy refused
 	dropped atomic.Uint64 // accepted but not relayed (hold, no destination yet, not RTP)
 	rtcp    atomic.Uint64 // RTCP packets relayed
+	authErr atomic.Uint64 // SRTP/SRTCP packets that did not authenticate
 }
 
 // forwarder is one leg's view of the session for the hot path.
@@ -202,26 +209,58 @@ type forwarder struct {
 	in, out *legIO
 	policy  Latching
 	latchN  int
+	// Headers pion/srtp parses into, reused so that no packet allocates;
+	// hdr belongs to the RTP reader, rtcpHdr to the RTCP reader.
+	hdr     rtp.Header
+	rtcpHdr rtcp.Header
+}
+
+// unprotect counts a packet SRTP refused: a replay (RFC 3711 §3.3.2) is
+// dropped like a duplicate, anything else did not authenticate.
+func (in *legIO) unprotect(err error) {
+	if errors.Is(err, srtp.ErrFailedToVerifyAuthTag) {
+		in.authErr.Add(1)
+		return
+	}
+	var dup interface{ Unwrap() error }
+	if errors.As(err, &dup) && dup.Unwrap() != nil && dup.Unwrap().Error() == "duplicated packet" {
+		in.dropped.Add(1)
+		return
+	}
+	in.authErr.Add(1) // truncated or malformed: not authenticated either
 }
 
 // rtp handles one RTP packet p from src that arrived on in's RTP socket
-// at nowNs. It rewrites p in place and returns the socket and address to
-// send it from/to, or ok false to drop it. It never allocates.
-func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (conn *net.UDPConn, dst netip.AddrPort, ok bool) {
+// at nowNs. It rewrites p in place and returns the packet to send (p, or
+// p re-encrypted in place and extended by the auth tag into p's spare
+// capacity, srtpSlack) and the socket and address to send it from/to, or
+// ok false to drop it. It never allocates.
+func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (out []byte, conn *net.UDPConn, dst netip.AddrPort, ok bool) {
 	in := f.in
 	c := in.conf.Load()
 	if c == nil {
 		in.dropped.Add(1)
-		return nil, dst, false
+		return nil, nil, dst, false
+	}
+	// SRTP from the leg: authenticate and decrypt in place before
+	// anything else reads the packet, so that an unauthenticated packet
+	// can neither be relayed nor steer latching.
+	if rx := in.rx.Load(); rx != nil {
+		dec, err := rx.rtp.DecryptRTP(p, p, &f.hdr)
+		if err != nil {
+			in.unprotect(err)
+			return nil, nil, dst, false
+		}
+		p = dec
 	}
 	if !in.rtpLatch.accept(src, c.gen, c.signalled, f.policy, f.latchN, &in.peerRTP) {
 		in.refused.Add(1)
-		return nil, dst, false
+		return nil, nil, dst, false
 	}
 	start, end, valid := rtpPayload(p)
 	if !valid {
 		in.dropped.Add(1)
-		return nil, dst, false
+		return nil, nil, dst, false
 	}
 	in.statsMu.Lock()
 	in.stats.Update(binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), nowNs, len(p))
@@ -229,13 +268,13 @@ func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (conn *net.UD
 	in.rtpIn.Add(1)
 	if !c.relay {
 		in.dropped.Add(1)
-		return nil, dst, false
+		return nil, nil, dst, false
 	}
 	peer, pr := f.out.peerRTP.Load(), f.out.pair.Load()
 	rule := c.table[p[1]&0x7F]
 	if peer == nil || !peer.IsValid() || pr == nil || rule.op == opDrop {
 		in.dropped.Add(1)
-		return nil, dst, false
+		return nil, nil, dst, false
 	}
 	in.rw.apply(p)
 	p[1] = p[1]&0x80 | rule.out
@@ -245,30 +284,59 @@ func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (conn *net.UD
 	case opAlawToUlaw:
 		g711.AlawToUlawInPlace(p[start:end])
 	}
+	// SRTP to the other leg: encrypt in place with the box's key.
+	if tx := f.out.tx.Load(); tx != nil {
+		enc, err := tx.rtp.EncryptRTP(p, p, &f.hdr)
+		if err != nil { // e.g. 2^48 packets under one key (RFC 3711 §9.2)
+			in.dropped.Add(1)
+			return nil, nil, dst, false
+		}
+		p = enc
+	}
 	in.relayed.Add(1)
-	return pr.rtp, *peer, true
+	return p, pr.rtp, *peer, true
 }
 
 // rtcp handles one RTCP packet: latching as for RTP, then the sender
 // SSRC (and SR timestamp) of SR/RR packets follows the RTP rewrite.
 // RTCP is relayed on hold too (receiver reports keep flowing).
-func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (conn *net.UDPConn, dst netip.AddrPort, ok bool) {
+func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (out []byte, conn *net.UDPConn, dst netip.AddrPort, ok bool) {
 	in := f.in
 	c := in.conf.Load()
-	if c == nil || !in.rtcpLatch.accept(src, c.gen, c.signalledRTCP, f.policy, f.latchN, &in.peerRTCP) {
+	if c == nil {
 		in.refused.Add(1)
-		return nil, dst, false
+		return nil, nil, dst, false
+	}
+	if rx := in.rx.Load(); rx != nil { // SRTCP (RFC 3711 §3.4)
+		dec, err := rx.rtcp.DecryptRTCP(p, p, &f.rtcpHdr)
+		if err != nil {
+			in.unprotect(err)
+			return nil, nil, dst, false
+		}
+		p = dec
+	}
+	if !in.rtcpLatch.accept(src, c.gen, c.signalledRTCP, f.policy, f.latchN, &in.peerRTCP) {
+		in.refused.Add(1)
+		return nil, nil, dst, false
 	}
 	peer, pr := f.out.peerRTCP.Load(), f.out.pair.Load()
 	if peer == nil || !peer.IsValid() || pr == nil || len(p) < 8 || p[0]>>6 != 2 {
 		in.dropped.Add(1)
-		return nil, dst, false
+		return nil, nil, dst, false
 	}
 	if m := in.ssrc.Load(); m != nil && (m.in != m.out || m.tsOff != 0) {
 		patchRTCP(p, m)
 	}
+	if tx := f.out.tx.Load(); tx != nil {
+		enc, err := tx.rtcp.EncryptRTCP(p, p, &f.rtcpHdr)
+		if err != nil {
+			in.dropped.Add(1)
+			return nil, nil, dst, false
+		}
+		p = enc
+	}
 	in.rtcp.Add(1)
-	return pr.rtcp, *peer, true
+	return p, pr.rtcp, *peer, true
 }
 
 // patchRTCP walks a compound RTCP packet (RFC 3550 §6.1) and rewrites the

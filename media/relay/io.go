@@ -15,7 +15,7 @@ const maxPacket = 2048
 func (s *Session) readRTP(l Leg, p *pair) {
 	defer s.wg.Done()
 	f := &s.fwd[l]
-	buf := make([]byte, maxPacket)
+	buf := make([]byte, maxPacket, maxPacket+srtpSlack)
 	for {
 		n, src, err := p.rtp.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -24,8 +24,8 @@ func (s *Session) readRTP(l Leg, p *pair) {
 			}
 			continue // e.g. a truncated datagram; the socket is fine
 		}
-		if conn, dst, ok := f.rtp(buf[:n], src, s.r.nowNs()); ok {
-			_, _ = conn.WriteToUDPAddrPort(buf[:n], dst) // UDP: a failed send is a lost packet
+		if out, conn, dst, ok := f.rtp(buf[:n], src, s.r.nowNs()); ok {
+			_, _ = conn.WriteToUDPAddrPort(out, dst) // UDP: a failed send is a lost packet
 		}
 	}
 }
@@ -34,7 +34,7 @@ func (s *Session) readRTP(l Leg, p *pair) {
 func (s *Session) readRTCP(l Leg, p *pair) {
 	defer s.wg.Done()
 	f := &s.fwd[l]
-	buf := make([]byte, maxPacket)
+	buf := make([]byte, maxPacket, maxPacket+srtpSlack)
 	for {
 		n, src, err := p.rtcp.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -43,8 +43,8 @@ func (s *Session) readRTCP(l Leg, p *pair) {
 			}
 			continue
 		}
-		if conn, dst, ok := f.rtcpPacket(buf[:n], src); ok {
-			_, _ = conn.WriteToUDPAddrPort(buf[:n], dst)
+		if out, conn, dst, ok := f.rtcpPacket(buf[:n], src); ok {
+			_, _ = conn.WriteToUDPAddrPort(out, dst)
 		}
 	}
 }

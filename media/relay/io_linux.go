@@ -33,7 +33,7 @@ func newMmsg(n, size int) *mmsg {
 	m := &mmsg{hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n), names: make([]unix.RawSockaddrInet6, n), bufs: make([][]byte, n)}
 	for i := range n {
 		if size > 0 {
-			m.bufs[i] = make([]byte, size)
+			m.bufs[i] = make([]byte, size, size+srtpSlack) // room to encrypt in place
 		}
 		m.hdrs[i].Hdr.Iov = &m.iovs[i]
 		m.hdrs[i].Hdr.SetIovlen(1)
@@ -151,9 +151,9 @@ func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
 			var dst netip.AddrPort
 			var ok bool
 			if rtcp {
-				c, dst, ok = f.rtcpPacket(p, in.source(i))
+				p, c, dst, ok = f.rtcpPacket(p, in.source(i))
 			} else {
-				c, dst, ok = f.rtp(p, in.source(i), now)
+				p, c, dst, ok = f.rtp(p, in.source(i), now)
 			}
 			if !ok {
 				continue

@@ -175,6 +175,9 @@ type Stats struct {
 	RTCP       [2]uint64 // RTCP packets relayed
 	Refused    uint64    // packets refused by the latching policy
 	Dropped    uint64    // packets accepted but not relayed (hold, no peer yet, not RTP)
+	// SRTPAuthFailures counts SRTP/SRTCP packets dropped because they did
+	// not authenticate.
+	SRTPAuthFailures uint64
 }
 
 func (s *Stats) add(ls [2]LegStats) {
@@ -186,6 +189,7 @@ func (s *Stats) add(ls [2]LegStats) {
 		s.RTCP[i] += l.RTCP
 		s.Refused += l.Refused
 		s.Dropped += l.Dropped
+		s.SRTPAuthFailures += l.SRTPAuthFailures
 	}
 }
 

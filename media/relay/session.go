@@ -51,6 +51,9 @@ type SessionConfig struct {
 	// established session that is not on hold receives no RTP from a leg
 	// for Config.InactivityTimeout. It may call Close.
 	OnInactive func(reason string)
+	// SRTP is each leg's SRTP policy (indexed by Leg); an empty entry
+	// takes Config.SRTP. The appliance sets it per route and interface.
+	SRTP [2]SRTPPolicy
 }
 
 // LegStats are the receive statistics of one leg (media from that leg).
@@ -63,8 +66,13 @@ type LegStats struct {
 	Relayed  uint64  // RTP packets sent on to the other leg
 	RTCP     uint64  // RTCP packets relayed
 	Refused  uint64  // packets refused by the latching policy
-	Dropped  uint64  // accepted but not relayed (hold, no peer yet, not RTP)
+	Dropped  uint64  // accepted but not relayed (hold, no peer yet, not RTP, SRTP replay)
 	Port     int     // the box's RTP port facing the leg (0 = none allocated)
+	// SRTP is the leg's SDES suite ("" = plain RTP); SRTPAuthFailures
+	// counts SRTP/SRTCP packets from the leg dropped because they did not
+	// authenticate (tampered, truncated, wrong key).
+	SRTP             string
+	SRTPAuthFailures uint64
 }
 
 // negotiated is what one offer/answer settled for a leg.
@@ -91,6 +99,11 @@ type pendingOffer struct {
 	dir    sdprewrite.Direction
 	native []sdprewrite.Codec // offerer's codecs that are allowed, preference order
 	sent   []sdprewrite.Codec // what the box offered to the other leg
+	// SDES: the offerer's a=crypto the box accepts (nil = plain on the
+	// offerer's leg) and the box's lines offered to the other leg (nil =
+	// plain offered).
+	crypto     *sdprewrite.Crypto
+	sentCrypto []sdprewrite.Crypto
 }
 
 // sentSDP is the o= state of the SDP the box sends on one leg.
@@ -111,6 +124,7 @@ type Session struct {
 	latchN     int
 	timeout    time.Duration
 	batch      int
+	srtpPol    [2]SRTPPolicy
 
 	io  [2]legIO
 	fwd [2]forwarder
@@ -123,7 +137,9 @@ type Session struct {
 	offer    *pendingOffer
 	sent     [2]sentSDP
 	gen      uint64
-	teOut    [2]uint8 // telephone-event PT used toward each leg, 0 = none yet
+	teOut    [2]uint8               // telephone-event PT used toward each leg, 0 = none yet
+	own      [2][]sdprewrite.Crypto // the box's SDES keys toward each leg (ownKeys)
+	srtpNeg  [2]*legSRTP            // SRTP in force per leg, nil = plain
 	inactive struct {
 		fired     bool
 		rebase    bool
@@ -146,6 +162,15 @@ func (r *Relay) NewSession(sc SessionConfig) (*Session, error) {
 	s := &Session{
 		r: r, id: sc.ID, local: [2]netip.Addr{sc.LocalA.Unmap(), sc.LocalB.Unmap()}, onInactive: sc.OnInactive,
 		codecs: cfg.Codecs, policy: cfg.Latching, latchN: cfg.LatchPackets, timeout: cfg.InactivityTimeout, batch: cfg.Batch,
+	}
+	for l := range 2 {
+		s.srtpPol[l] = sc.SRTP[l]
+		if s.srtpPol[l] == "" {
+			s.srtpPol[l] = cfg.SRTP
+		}
+		if err := s.srtpPol[l].check(); err != nil {
+			return nil, r.errorf("session %s: leg %s: %w", sc.ID, legName(l), err)
+		}
 	}
 	for l := range 2 {
 		s.io[l].rw.pub = &s.io[l].ssrc
@@ -200,6 +225,26 @@ func isG711(c sdprewrite.Codec) bool { return c.Is("PCMU") || c.Is("PCMA") }
 
 func isTE(c sdprewrite.Codec) bool { return c.Is("telephone-event") }
 
+// SetSRTP changes leg l's SRTP policy ("" = Config.SRTP) for the offers
+// and answers that follow; SRTP already in force on the leg stays until
+// the next offer/answer. The appliance calls it once the call's route is
+// known, before the first offer.
+func (s *Session) SetSRTP(l Leg, p SRTPPolicy) error {
+	if l != A && l != B {
+		return s.errorf("leg %d", l)
+	}
+	if p == "" {
+		p = s.r.Config().SRTP
+	}
+	if err := p.check(); err != nil {
+		return s.errorf("leg %s: %w", legName(l), err)
+	}
+	s.mu.Lock()
+	s.srtpPol[l] = p
+	s.mu.Unlock()
+	return nil
+}
+
 // effectiveDir folds RFC 2543 hold (c=0.0.0.0: "do not send to me") into
 // the direction.
 func effectiveDir(m sdprewrite.Media) sdprewrite.Direction {
@@ -218,9 +263,9 @@ func parseAudio(sdp []byte) (*sdprewrite.SDP, error) {
 		return nil, errors.New("audio stream rejected (port 0)")
 	}
 	switch p.Audio.Proto {
-	case "RTP/AVP", "RTP/AVPF":
+	case "RTP/AVP", "RTP/AVPF", "RTP/SAVP", "RTP/SAVPF":
 	default:
-		return nil, fmt.Errorf("transport %q not relayed (only RTP/AVP)", p.Audio.Proto)
+		return nil, fmt.Errorf("transport %q not relayed (only RTP/AVP and RTP/SAVP)", p.Audio.Proto)
 	}
 	return p, nil
 }
@@ -245,6 +290,20 @@ func (s *Session) Offer(from Leg, sdp []byte) ([]byte, error) {
 		return nil, s.errorf("offer: %w", ErrClosed)
 	}
 	to := Other(from)
+	// SDES on the offerer's leg: its first usable a=crypto (the offerer's
+	// preference), unless the leg's policy is off.
+	var fromCrypto *sdprewrite.Crypto
+	if s.srtpPol[from] != SRTPOff && len(p.Audio.Crypto) > 0 {
+		c := p.Audio.Crypto[0]
+		fromCrypto = &c
+	}
+	switch {
+	case fromCrypto == nil && sdprewrite.IsSecure(p.Audio.Proto):
+		return nil, s.errorf("offer from leg %s: %w: %s without a usable a=crypto (%d lines, SRTP %s)",
+			legName(from), ErrNotAcceptable, p.Audio.Proto, p.Audio.CryptoLines, s.srtpPol[from])
+	case fromCrypto == nil && s.srtpPol[from] == SRTPRequire:
+		return nil, s.errorf("offer from leg %s: %w: SRTP required, offer has no usable a=crypto", legName(from), ErrNotAcceptable)
+	}
 	native := sdprewrite.Intersect(p.Audio.Codecs, s.codecs)
 	var audio []sdprewrite.Codec
 	var te *sdprewrite.Codec
@@ -290,9 +349,13 @@ func (s *Session) Offer(from Leg, sdp []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	var sentCrypto []sdprewrite.Crypto
+	if s.srtpPol[to] != SRTPOff {
+		sentCrypto = s.ownKeys(to)
+	}
 	dir := effectiveDir(p.Audio)
-	body := s.write(to, p, pr.port, out, dir)
-	s.offer = &pendingOffer{from: from, media: p.Audio, dir: dir, native: native, sent: out}
+	body := s.write(to, p, pr.port, out, dir, sdprewrite.Profile(p.Audio.Proto, sentCrypto != nil), sentCrypto)
+	s.offer = &pendingOffer{from: from, media: p.Audio, dir: dir, native: native, sent: out, crypto: fromCrypto, sentCrypto: sentCrypto}
 	return body, nil
 }
 
@@ -352,6 +415,29 @@ func (s *Session) Answer(from Leg, sdp []byte) ([]byte, error) {
 			return nil, s.errorf("answer from leg %s: %w: cannot bridge %s", legName(from), ErrNotAcceptable, ansCodec.Name)
 		}
 	}
+	// SDES on the answerer's leg: its a=crypto must accept one of the
+	// box's lines; without one the leg stays plain, unless it must not.
+	var ansSRTP, offSRTP *legSRTP
+	if o.sentCrypto != nil {
+		if a, own, ok := answerCrypto(p.Audio.Crypto, o.sentCrypto); ok {
+			ansSRTP = &legSRTP{suite: a.Suite, tag: a.Tag, rxKey: a.Key, txKey: own.Key}
+		}
+	}
+	switch {
+	case ansSRTP == nil && sdprewrite.IsSecure(p.Audio.Proto):
+		return nil, s.errorf("answer from leg %s: %w: %s without an a=crypto accepting the offer's", legName(from), ErrNotAcceptable, p.Audio.Proto)
+	case ansSRTP == nil && s.srtpPol[from] == SRTPRequire:
+		return nil, s.errorf("answer from leg %s: %w: SRTP required, answer has no usable a=crypto", legName(from), ErrNotAcceptable)
+	}
+	// SDES on the offerer's leg: accept its chosen line with the box's
+	// key for that suite, under the offer's tag (RFC 4568 §7.1.2).
+	var replyCrypto []sdprewrite.Crypto
+	if c := o.crypto; c != nil {
+		k := s.ownKey(off, c.Suite)
+		k.Tag = c.Tag
+		replyCrypto = []sdprewrite.Crypto{k}
+		offSRTP = &legSRTP{suite: c.Suite, tag: c.Tag, rxKey: c.Key, txKey: k.Key}
+	}
 	offTE, offHasTE := sdprewrite.Find(o.native, "telephone-event")
 	haveTE = haveTE && offHasTE
 	pr, err := s.ensurePair(off)
@@ -372,6 +458,12 @@ func (s *Session) Answer(from Leg, sdp []byte) ([]byte, error) {
 		s.teOut[from] = sentTE.PT
 		s.teOut[off] = offTE.PT
 	}
+	if err := s.commitSRTP(off, offSRTP); err != nil {
+		return nil, err
+	}
+	if err := s.commitSRTP(from, ansSRTP); err != nil {
+		return nil, err
+	}
 	s.commit(off, negOff)
 	s.commit(from, negAns)
 
@@ -381,7 +473,8 @@ func (s *Session) Answer(from Leg, sdp []byte) ([]byte, error) {
 	}
 	// The answer's direction goes to the offerer as written (RFC 3264
 	// §6.1 already made it the reverse of the offer's).
-	return s.write(off, p, pr.port, reply, ansDir), nil
+	// The answer keeps the offer's profile (RFC 3264 §6).
+	return s.write(off, p, pr.port, reply, ansDir, o.media.Proto, replyCrypto), nil
 }
 
 // findSame returns the codec of list with c's name (and, for several of

@@ -30,6 +30,14 @@
 //     sender's transport and would be wrong once the box is in the path —
 //     ICE candidates and credentials, a=rtcp-mux, a=ssrc, a=rtcp-fb — are
 //     removed. The written SDP always uses CRLF and ends with one.
+//   - SDES (RFC 4568): a=crypto lines of the audio section are read into
+//     Media.Crypto when the box can key them (the suites of Suites, one
+//     inline key, optional lifetime; no MKI, no several keys, no session
+//     parameters: such lines are counted in Media.CryptoLines and
+//     otherwise ignored). Keys are per hop, so Rewrite always removes the
+//     sender's a=crypto lines and writes Params.Crypto, with the m= line's
+//     profile from Params.Proto (RTP/SAVP or RTP/AVP). Crypto's String and
+//     LogValue redact the key; only Line, used for SDP bodies, writes it.
 //   - c=IN IP4 0.0.0.0 (RFC 2543 hold) is reported as such (Media.Hold);
 //     the relay turns it into a direction.
 //   - The o= line is the caller's: RFC 3264 §8 wants the same session id

@@ -14,6 +14,12 @@ type Params struct {
 	Port      int        // the box's RTP port for the audio m=; 0 rejects the stream
 	Codecs    []Codec    // the audio formats, in order
 	Direction Direction  // written at media level
+	// Proto is the audio m= line's transport ("RTP/SAVP", "RTP/AVP");
+	// "" keeps the sender's.
+	Proto string
+	// Crypto are the a=crypto lines written into the audio section (the
+	// sender's are always removed: keys are per hop).
+	Crypto []Crypto
 }
 
 // dropped reports whether an attribute of the audio section (or, with
@@ -28,7 +34,7 @@ func dropped(name string, session bool) bool {
 	switch name {
 	case "candidate", "end-of-candidates", "remote-candidates", "rtcp-mux", "rtcp-rsize":
 		return true
-	case "rtpmap", "fmtp", "rtcp", "ssrc", "ssrc-group", "rtcp-fb", "msid":
+	case "rtpmap", "fmtp", "rtcp", "ssrc", "ssrc-group", "rtcp-fb", "msid", "crypto":
 		return !session
 	case "group":
 		return session // BUNDLE groups mids the box does not bundle
@@ -137,6 +143,9 @@ func (s *SDP) audioMLine(p Params) string {
 	b.WriteString(strconv.Itoa(p.Port))
 	b.WriteByte(' ')
 	proto := s.Audio.Proto
+	if p.Proto != "" {
+		proto = p.Proto
+	}
 	if proto == "" {
 		proto = "RTP/AVP"
 	}
@@ -165,6 +174,9 @@ func (s *SDP) writeAudioTail(line func(string), p Params) {
 		if c.Fmtp != "" {
 			line("a=fmtp:" + strconv.Itoa(int(c.PT)) + " " + c.Fmtp)
 		}
+	}
+	for _, c := range p.Crypto {
+		line("a=crypto:" + c.Line())
 	}
 	if s.Audio.RTCPPort != 0 && p.Port != 0 {
 		a := p.Addr.Unmap()

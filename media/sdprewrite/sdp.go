@@ -123,6 +123,12 @@ type Media struct {
 	Codecs    []Codec    // in m= order
 	Ptime     int        // a=ptime in ms, 0 when absent
 	Direction Direction  // media level, else session level, else sendrecv
+	// Crypto are the usable a=crypto attributes (RFC 4568) of the
+	// section, in order; CryptoLines counts every a=crypto line, usable or
+	// not (see ParseCrypto), so a caller can tell "no SDES offered" from
+	// "none the box can key".
+	Crypto      []Crypto
+	CryptoLines int
 }
 
 // SDP is a parsed session description. It keeps its lines for Rewrite,
@@ -252,6 +258,11 @@ func ParseAny(b []byte) (*SDP, error) {
 				}
 			case "rtcp":
 				s.Audio.RTCPPort, s.Audio.RTCPAddr = parseRTCP(val)
+			case "crypto":
+				s.Audio.CryptoLines++
+				if c, err := ParseCrypto(val); err == nil && !hasTag(s.Audio.Crypto, c.Tag) {
+					s.Audio.Crypto = append(s.Audio.Crypto, c)
+				}
 			}
 		}
 	}
@@ -387,4 +398,13 @@ func parseRTCP(v string) (int, netip.Addr) {
 		addr, _ = netip.ParseAddr(f[3])
 	}
 	return port, addr
+}
+
+func hasTag(list []Crypto, tag int) bool {
+	for _, c := range list {
+		if c.Tag == tag {
+			return true
+		}
+	}
+	return false
 }
