@@ -66,6 +66,7 @@ func (c *capturePart) stop() {
 func (s *Server) listenOptions(cfg Config) listen.Options {
 	o := cfg.listenOptions()
 	o.Tap = &s.capture.tap
+	o.TLS = s.tlsConf
 	return o
 }
 

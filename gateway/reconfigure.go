@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/outpost/outpost/gateway/dialplan"
@@ -33,6 +34,7 @@ type Change struct {
 	hep      *trace.Exporter  // the new HEP exporter, when the capture section changed
 	hepNew   bool
 	pool     *pool.Pool // the registrar pool (the running one when its section did not change)
+	tlsCert  *tls.Certificate
 }
 
 // Prepare does every fallible step of applying cfg: compiling the dial
@@ -48,6 +50,9 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	s.mu.Unlock()
 	c := &Change{s: s, cfg: cfg, running: running}
 	var err error
+	if c.tlsCert, err = cfg.TLS.parse(cfg.Listen); err != nil {
+		return nil, err
+	}
 	if c.hepNew = cfg.Capture != s.cfg.Load().Capture; c.hepNew {
 		if c.hep, err = s.newExporter(cfg.Capture); err != nil {
 			return nil, err
@@ -90,6 +95,7 @@ func (c *Change) Commit() {
 	defer s.mu.Unlock()
 	c.b2b()
 	c.reg.Commit()
+	s.tlsCert.Store(c.tlsCert)
 	for k, l := range s.listeners {
 		if c.next[k] == nil {
 			l.Close()

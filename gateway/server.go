@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +74,9 @@ type Config struct {
 	// Pool, when set, makes the box one member of a registrar pool
 	// (pool.go); nil = one box.
 	Pool *pool.Config
+	// TLS is the box's certificate on tls listeners (tls.go); required
+	// when Listen has one.
+	TLS TLSCert
 }
 
 // PSTNGateway is one local PSTN gateway.
@@ -116,6 +120,10 @@ type Server struct {
 	// poolNow is the registrar pool (pool.go); nil = one box. pool owns it.
 	poolNow atomic.Pointer[pool.Pool]
 	pool    poolPart
+	// tlsCert is the certificate tls listeners present (tls.go); tlsConf
+	// is their configuration, which reads it at every handshake.
+	tlsCert atomic.Pointer[tls.Certificate]
+	tlsConf *tls.Config
 
 	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
 	hq        *hqTrunk   // the trunk being probed; replaced only when the hq section changes
@@ -138,6 +146,12 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 
 	s := &Server{log: log, listeners: listen.Set{}, admitted: newAdmittedCalls()}
 	s.cfg.Store(&cfg)
+	s.tlsConf = listen.ServerTLS(s.certificate)
+	cert, err := cfg.TLS.parse(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	s.tlsCert.Store(cert)
 	// Whatever a packet can make a part log, once per packet, goes
 	// through a siplog.Limiter: counted, summarised once per 10 s, its
 	// text truncated and escaped (a garbage flood must not flood the log).
@@ -257,9 +271,16 @@ func (s *Server) serverName() string {
 func (s *Server) serve(l *listen.Socket) {
 	s.serving.Go(func() {
 		var err error
-		if l.PacketConn != nil {
+		switch {
+		case l.PacketConn != nil:
 			err = s.srv.ServeUDP(l.PacketConn)
-		} else {
+		case l.TLS:
+			// Same as ServeTCP but the messages' transport is TLS:
+			// responses, and requests to the peer's address (a phone
+			// registered here), go back on the connection (sipgo's
+			// pool is keyed by the peer's address).
+			err = s.srv.ServeTLS(l.Listener)
+		default:
 			err = s.srv.ServeTCP(l.Listener)
 		}
 		if err != nil && !errors.Is(err, net.ErrClosed) {

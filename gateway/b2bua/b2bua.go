@@ -549,6 +549,10 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		respondWarn(set, tx, req, 500, "Server Internal Error")
 		return
 	}
+	if set.contact == nil && laddr == nil {
+		// Our Contact is the TCP or TLS listener the call arrived on.
+		contact = streamContact(contact, req.Transport(), req.Recipient.Scheme)
+	}
 	dua := &sipgo.DialogUA{
 		Client:         b.client,
 		ContactHDR:     sip.ContactHeader{Address: contact},

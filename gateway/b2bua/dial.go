@@ -86,6 +86,9 @@ type target struct {
 	// (Config.LocalFor); nil = the call's default (Config.LocalAddr or the
 	// A leg's listener).
 	laddr *sip.Addr
+	// stream: laddr is the TCP or TLS listener a contact registered on,
+	// which our Contact names with its transport (streamContact).
+	stream bool
 }
 
 // name is the target as a CDR names it.
@@ -121,9 +124,34 @@ func (l *leg) localAddr(def *sip.Addr) *sip.Addr {
 // contact is our Contact URI in the leg's dialog.
 func (l *leg) contact(def sip.Uri) sip.Uri {
 	if a := l.t.laddr; a != nil {
-		return sip.Uri{Scheme: "sip", Host: a.IP.String(), Port: a.Port}
+		return l.t.contactAt(a)
 	}
 	return def
+}
+
+// contactAt is our Contact at listener a on the leg to t: over TCP or TLS
+// to the listener a contact registered on, with its transport (and sips:
+// for a sips: contact, RFC 3261 §8.1.1.8), so the phone's requests in the
+// dialog come back over it.
+func (t target) contactAt(a *sip.Addr) sip.Uri {
+	u := sip.Uri{Scheme: "sip", Host: a.IP.String(), Port: a.Port}
+	if t.stream {
+		u = streamContact(u, t.transport, t.uri.Scheme)
+	}
+	return u
+}
+
+// streamContact adds transport tcp or tls to u (sips: instead when
+// scheme is sips).
+func streamContact(u sip.Uri, transport, scheme string) sip.Uri {
+	switch tr := strings.ToLower(transport); {
+	case tr == "tls" && strings.EqualFold(scheme, "sips"):
+		u.Scheme = "sips"
+	case tr == "tcp" || tr == "tls":
+		u.UriParams = sip.NewParams()
+		u.UriParams.Add("transport", tr)
+	}
+	return u
 }
 
 // stop ends the leg while it has no final response. A CANCEL may only
@@ -222,10 +250,15 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 				tr = "UDP"
 			}
 			t := target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true}
-			if tr == "UDP" && ct.Local != "" {
+			if ct.Local != "" {
 				// The listener the phone registered to (its NAT binding).
+				// Over TCP or TLS the INVITE goes on the connection it
+				// registered on (sipgo's pool holds it by the phone's
+				// address, ct.Addr): laddr only names the listener in
+				// our Contact.
 				if a, err := parseIPAddr(ct.Local); err == nil {
 					t.laddr = &a
+					t.stream = tr == "TCP" || tr == "TLS"
 				}
 			}
 			ts = append(ts, t)
@@ -709,7 +742,7 @@ func (r *ringer) legRequest(t target) *sip.Request {
 	contact := s.contact
 	if t.laddr != nil {
 		setLaddr(req, t.transport, t.laddr)
-		contact = sip.Uri{Scheme: "sip", Host: t.laddr.IP.String(), Port: t.laddr.Port}
+		contact = t.contactAt(t.laddr)
 	} else {
 		setLaddr(req, t.transport, s.laddr)
 	}

@@ -2,6 +2,7 @@ package listen
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -14,7 +15,7 @@ import (
 
 // Spec is one SIP listening socket as configured.
 type Spec struct {
-	Transport string // "udp" or "tcp"
+	Transport string // "udp", "tcp" or "tls"
 	Addr      string // "127.0.0.1:5060"; port 0 = any free port
 }
 
@@ -41,14 +42,28 @@ type Options struct {
 	// Tap, when set, sees every message the sockets read and write
 	// (trace.WrapPacketConn, trace.WrapConn); off costs an atomic load.
 	Tap *trace.Tap
+	// TLS is the server configuration of tls sockets (the box's
+	// certificate, TLS 1.2 or later: see ServerTLS); required to bind one.
+	TLS *tls.Config
+}
+
+// ServerTLS is the TLS configuration of tls listeners: TLS 1.2 or later,
+// the certificate getCert returns for each handshake (so a new
+// certificate applies to the next connection without rebinding).
+func ServerTLS(getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCert}
 }
 
 // Socket is one bound listener: exactly one of PacketConn (udp) and
-// Listener (tcp) is set.
+// Listener (tcp, tls) is set.
 type Socket struct {
 	Bound      string // the bound address, e.g. "udp:127.0.0.1:40211"
 	PacketConn net.PacketConn
 	Listener   net.Listener
+	// TLS: Listener hands out TLS server connections (plain text to the
+	// reader: the limits, the message deadline and the trace tap see SIP,
+	// not ciphertext); serve it with sipgo's ServeTLS.
+	TLS bool
 }
 
 // Close closes the socket.
@@ -83,7 +98,16 @@ func Bind(sp Spec, o Options) (*Socket, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
 		}
-		return &Socket{Listener: newLimitedListener(ln, o.TCPIdle, o.TCPMessageTimeout, o.Tap), Bound: "tcp:" + ln.Addr().String()}, nil
+		return &Socket{Listener: newLimitedListener(ln, o.TCPIdle, o.TCPMessageTimeout, o.Tap, nil), Bound: "tcp:" + ln.Addr().String()}, nil
+	case "tls":
+		if o.TLS == nil {
+			return nil, fmt.Errorf("gateway: listen %s: no TLS certificate", sp)
+		}
+		ln, err := lc.Listen(context.Background(), "tcp", sp.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: listen %s: %w", sp, err)
+		}
+		return &Socket{Listener: newLimitedListener(ln, o.TCPIdle, o.TCPMessageTimeout, o.Tap, o.TLS), Bound: "tls:" + ln.Addr().String(), TLS: true}, nil
 	default:
 		return nil, fmt.Errorf("gateway: listen %s: unsupported transport %q", sp, sp.Transport)
 	}

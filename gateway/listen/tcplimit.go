@@ -2,6 +2,7 @@ package listen
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net"
 	"net/netip"
 	"strconv"
@@ -33,17 +34,18 @@ type limitedListener struct {
 	idle time.Duration // silence allowed between messages; 0 = any
 	msg  time.Duration // time allowed for one message (timedConn)
 	tap  *trace.Tap    // nil = connections are not traced
+	tls  *tls.Config   // nil = plain TCP; else each connection is a TLS server
 
 	mu    sync.Mutex
 	total int
 	perIP map[string]int // by sourceKey
 }
 
-func newLimitedListener(ln net.Listener, idle, msg time.Duration, tap *trace.Tap) *limitedListener {
+func newLimitedListener(ln net.Listener, idle, msg time.Duration, tap *trace.Tap, tc *tls.Config) *limitedListener {
 	if msg <= 0 {
 		msg = DefaultTCPMessageTimeout
 	}
-	return &limitedListener{Listener: ln, idle: idle, msg: msg, tap: tap, perIP: map[string]int{}}
+	return &limitedListener{Listener: ln, idle: idle, msg: msg, tap: tap, tls: tc, perIP: map[string]int{}}
 }
 
 func (l *limitedListener) Accept() (net.Conn, error) {
@@ -63,6 +65,12 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 		if !ok {
 			c.Close()
 			continue
+		}
+		if l.tls != nil {
+			// The handshake runs on the first read, under the first
+			// message's deadline: a peer that never completes it is
+			// closed like one that never completes a message.
+			c = tls.Server(c, l.tls)
 		}
 		tc := &timedConn{Conn: c, l: l, key: key, since: time.Now()}
 		if l.tap != nil {
