@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,10 +44,13 @@ const (
 
 // App is a running appliance.
 type App struct {
-	opts     Options
-	log      *slog.Logger
-	st       *store.Store
-	gw       *gateway.Server
+	opts Options
+	log  *slog.Logger
+	st   *store.Store
+	gw   *gateway.Server
+	// boxTLS is the box's own SIP TLS certificate (boxcert.go), presented
+	// when the document has no sip.tls.
+	boxTLS   gateway.TLSCert
 	mgmt     *mgmt
 	status   *statusPart     // the local read-only status page
 	net      *netcfg.Watcher // the kernel's links, addresses and routes
@@ -125,6 +129,10 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 		return nil, err
 	}
 	doc := a.running().doc
+	host, _ := os.Hostname()
+	if a.boxTLS, err = boxCertificate(opts.DataDir, cmp.Or(host, "outpost")); err != nil {
+		return nil, fmt.Errorf("appliance: %w", err)
+	}
 	a.net = netcfg.NewWatcher(a.netSrc, netcfg.Config{}, log.With("part", "netcfg"))
 	a.net0 = a.firstSnapshot(ctx)
 	first, err := translate(doc, environment{Build: opts.Version, Mode: mode.Normal, Net: a.net0})

@@ -57,6 +57,7 @@ func (a *App) Status(context.Context) api.Status {
 		PSTN:          a.pstnHealth(),
 		CallsActive:   len(a.gw.Calls()),
 	}
+	st.SIPTLS = a.sipTLSStatus(doc)
 	st.Pool = a.poolStatus()
 	st.StatusPage, st.StatusPageError = a.status.Addr(), a.status.Failure()
 	st.Upstream, st.UpstreamFailed = a.upstreamStatus()

@@ -32,6 +32,9 @@ func (p gatewayPart) prepare(ctx context.Context, next *partConfigs) (change, er
 func (a *App) wire(cfg gateway.Config) gateway.Config {
 	cfg.Calls.OnEnd = a.recordCDR
 	cfg.Calls.Media = a.media.anchor
+	if cfg.TLS.CertPEM == "" {
+		cfg.TLS = a.boxTLS
+	}
 	return cfg
 }
 

@@ -110,7 +110,8 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 		return gateway.Config{}, config.Errors{{Path: "sip.listen", Message: err.Error()}}
 	}
 	cfg := gateway.Config{ServerName: "outpost/" + build, Listen: listeners(ls, st),
-		ChallengeRate: d.SIP.Registrar.EffectiveChallengeRate()}
+		ChallengeRate: d.SIP.Registrar.EffectiveChallengeRate(),
+		TLS:           gateway.TLSCert{CertPEM: d.SIP.TLS.CertPEM, KeyPEM: d.SIP.TLS.KeyPEM}}
 	algs := d.SIP.DigestAlgorithms()
 	reg := registrar.Config{
 		Realm:           d.SIP.EffectiveRealm(d.Site),

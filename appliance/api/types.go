@@ -33,6 +33,9 @@ type Status struct {
 	DataDir       string           `json:"data_dir"`
 	Listeners     []string         `json:"listeners"`
 	Management    string           `json:"management,omitempty"` // HTTPS (mutual TLS) address, if enabled
+	// SIPTLS is the certificate the tls: SIP listeners present: the
+	// document's sip.tls, or the box's own (made at first boot).
+	SIPTLS *Certificate `json:"sip_tls,omitempty"`
 	// StatusPage is the bound address of the local status page, if
 	// enabled; StatusPageError says why status.listen is not served.
 	StatusPage      string         `json:"status_page,omitempty"`
@@ -332,4 +335,15 @@ type MediaResource struct {
 	Active      bool      `json:"active"`
 	Expires     time.Time `json:"expires,omitzero"`
 	Local       bool      `json:"local"`
+}
+
+// Certificate describes a certificate the box presents.
+type Certificate struct {
+	Source   string    `json:"source"` // "document" (sip.tls) or "box" (self-signed, made at first boot)
+	Subject  string    `json:"subject"`
+	Issuer   string    `json:"issuer"`
+	NotAfter time.Time `json:"not_after"`
+	// SHA256 is the fingerprint of the DER certificate, colon-separated
+	// upper-case hex (what a phone pins or an administrator compares).
+	SHA256 string `json:"sha256"`
 }

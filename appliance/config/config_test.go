@@ -20,7 +20,7 @@ func TestParseListen(t *testing.T) {
 		{in: "tcp:[::1]:5060", want: Listen{Transport: "tcp", Host: "::1", Port: 5060}},
 		{in: "udp:127.0.0.1:0", want: Listen{Transport: "udp", Host: "127.0.0.1", Port: 0}},
 		{in: "udp:10.0.0.1", want: Listen{Transport: "udp", Host: "10.0.0.1", Port: 5060}},
-		{in: "tls:[2001:db8::1]", want: Listen{Transport: "tls", Host: "2001:db8::1", Port: 5060}},
+		{in: "tls:[2001:db8::1]", want: Listen{Transport: "tls", Host: "2001:db8::1", Port: 5061}},
 		{in: "tls:[fe80::1%lan0]:5061", want: Listen{Transport: "tls", Host: "fe80::1%lan0", Port: 5061}},
 		{in: "udp:1.2.3:99999", err: `bad listen spec "udp:1.2.3:99999": port out of range`},
 		{in: "udp:1.2.3.4:99999999999999999999", err: `bad listen spec "udp:1.2.3.4:99999999999999999999": port out of range`},

@@ -36,7 +36,8 @@
 // (H(extension:realm:password), for MD5 and SHA-256) computed with the
 // effective realm (sip.realm, else site.domain). Redact produces the copy
 // that is printed, logged or served by the API: user passwords and HA1s are
-// gone, and hq.auth_password, msr.password and management.key_pem read
+// gone, and hq.auth_password, msr.password, management.key_pem and
+// sip.tls.key_pem read
 // "<redacted>" (the Redacted constant).
 //
 // A document sent back with "<redacted>" in a secret keeps the stored value:

@@ -64,6 +64,17 @@ type SIP struct {
 	// service". SurvivableWarningOff drops the header altogether.
 	SurvivableWarning    string `json:"survivable_warning,omitempty"`
 	SurvivableWarningOff bool   `json:"survivable_warning_off,omitempty"`
+	// TLS is the certificate the tls: listeners present to phones.
+	TLS SIPTLS `json:"tls,omitzero"`
+}
+
+// SIPTLS is the certificate (chain, leaf first) and private key of the
+// tls: listeners, in PEM. Both empty = the box's own self-signed
+// certificate, made at first boot and kept in the data directory
+// (outpostctl status shows its fingerprint for the phones to pin).
+type SIPTLS struct {
+	CertPEM string `json:"cert_pem,omitempty"`
+	KeyPEM  string `json:"key_pem,omitempty"` // secret
 }
 
 // Registrar tunes the local registrar's protections. Zero = default.

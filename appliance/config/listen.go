@@ -8,8 +8,12 @@ import (
 	"strings"
 )
 
-// DefaultSIPPort is the port of a listen spec that names none.
-const DefaultSIPPort = 5060
+// DefaultSIPPort is the port of a udp or tcp listen spec that names none;
+// DefaultSIPSPort that of a tls one (RFC 3261 §19.1.2).
+const (
+	DefaultSIPPort  = 5060
+	DefaultSIPSPort = 5061
+)
 
 // Listen is one parsed sip.listen spec.
 type Listen struct {
@@ -37,7 +41,7 @@ func (l Listen) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.P
 // ParseListen parses "TRANSPORT:HOST[:PORT]": transport udp, tcp or tls; HOST
 // an IP literal (IPv6 in brackets), an interface name, or "*" for every
 // interface but loopback; PORT 0..65535, 0 meaning ephemeral, 5060 when
-// omitted. Examples: "udp:0.0.0.0:5060", "tcp:[::1]:5060",
+// omitted (5061 for tls). Examples: "udp:0.0.0.0:5060", "tcp:[::1]:5060",
 // "udp:127.0.0.1:0", "udp:10.0.0.1", "udp:wan0:5060", "tcp:*".
 func ParseListen(s string) (Listen, error) {
 	bad := func(format string, args ...any) (Listen, error) {
@@ -82,6 +86,9 @@ func ParseListen(s string) (Listen, error) {
 		return bad("IPv6 address must be in brackets, e.g. %s:[::1]:5060", transport)
 	}
 	p := DefaultSIPPort
+	if transport == "tls" {
+		p = DefaultSIPSPort
+	}
 	if port != "" {
 		n, err := strconv.Atoi(port)
 		if err != nil || port[0] == '+' || port[0] == '-' {

@@ -41,7 +41,7 @@ func HA1(alg, username, realm, password string) string {
 // are prev's values and the realm changed: they would no longer verify.
 //
 // Other secrets (hq.auth_password, msr.password, management.key_pem,
-// capture.password, pool.secret) are
+// sip.tls.key_pem, capture.password, pool.secret) are
 // stored as given, except that Redacted keeps prev's value (an error when
 // prev has none), and so does "" when the rest of its section is set.
 func (d *Document) Seal(prev *Document) error {
@@ -90,9 +90,10 @@ func (d *Document) Seal(prev *Document) error {
 		u.Password = ""
 	}
 
-	var prevHQ, prevMSR, prevMgmt, prevCapture, prevPool string
+	var prevHQ, prevMSR, prevMgmt, prevCapture, prevPool, prevTLS string
 	if prev != nil {
 		prevHQ, prevMSR, prevMgmt, prevCapture = prev.HQ.AuthPassword, prev.MSR.Password, prev.Management.KeyPEM, prev.Capture.Password
+		prevTLS = prev.SIP.TLS.KeyPEM
 		if prev.Pool != nil {
 			prevPool = prev.Pool.Secret
 		}
@@ -106,6 +107,7 @@ func (d *Document) Seal(prev *Document) error {
 	mg := n.Management
 	mg.KeyPEM = ""
 	keepSecret(&errs, "management.key_pem", &n.Management.KeyPEM, prevMgmt, !isEmpty(mg))
+	keepSecret(&errs, "sip.tls.key_pem", &n.SIP.TLS.KeyPEM, prevTLS, n.SIP.TLS.CertPEM != "")
 	cp := n.Capture
 	cp.Password = ""
 	keepSecret(&errs, "capture.password", &n.Capture.Password, prevCapture, !isEmpty(cp))
@@ -138,8 +140,8 @@ func keepSecret(errs *Errors, path string, v *string, prev string, sectionSet bo
 
 // Redact returns a deep copy safe to print or send: users carry no password
 // and no HA1 (Password is Redacted where a credential exists), and
-// hq.auth_password, msr.password, management.key_pem, capture.password
-// and pool.secret are Redacted when
+// hq.auth_password, msr.password, management.key_pem, sip.tls.key_pem,
+// capture.password and pool.secret are Redacted when
 // set. Certificates are public and kept.
 func (d *Document) Redact() *Document {
 	r := d.Clone()
@@ -156,6 +158,7 @@ func (d *Document) Redact() *Document {
 	redact(&r.HQ.AuthPassword)
 	redact(&r.MSR.Password)
 	redact(&r.Management.KeyPEM)
+	redact(&r.SIP.TLS.KeyPEM)
 	redact(&r.Capture.Password)
 	if r.Pool != nil {
 		redact(&r.Pool.Secret)

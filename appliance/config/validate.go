@@ -106,6 +106,7 @@ func (v *validator) sip() {
 	if len(s.Listen) == 0 {
 		v.add("sip.listen", "at least one listen spec required")
 	}
+	v.certPair("sip.tls", s.TLS.CertPEM, s.TLS.KeyPEM)
 	for i, spec := range s.Listen {
 		p := index("sip.listen", i)
 		l, err := ParseListen(spec)
@@ -684,33 +685,7 @@ func (v *validator) management() {
 			v.add("management.listen", "bad listen address %q: %s", m.Listen, msg)
 		}
 	}
-	certOK, keyOK := false, false
-	if m.CertPEM != "" {
-		if msg := certsProblem(m.CertPEM); msg != "" {
-			v.add("management.cert_pem", "%s", msg)
-		} else {
-			certOK = true
-		}
-	}
-	switch {
-	case m.KeyPEM == Redacted:
-	case m.KeyPEM != "":
-		if msg := keyProblem(m.KeyPEM); msg != "" {
-			v.add("management.key_pem", "%s", msg)
-		} else {
-			keyOK = true
-		}
-	}
-	switch {
-	case m.CertPEM != "" && m.KeyPEM == "":
-		v.add("management.key_pem", "required when cert_pem is set")
-	case m.CertPEM == "" && m.KeyPEM != "":
-		v.add("management.cert_pem", "required when key_pem is set")
-	case certOK && keyOK:
-		if msg := pairProblem(m.CertPEM, m.KeyPEM); msg != "" {
-			v.add("management.key_pem", "%s", msg)
-		}
-	}
+	v.certPair("management", m.CertPEM, m.KeyPEM)
 	if m.ClientCAPEM != "" {
 		if msg := certsProblem(m.ClientCAPEM); msg != "" {
 			v.add("management.client_ca_pem", "%s", msg)
@@ -749,6 +724,39 @@ const maxClientEntry = 256
 // clientList checks a management access list: each entry must be text
 // that problem accepts, and no two entries may be the same once keyed
 // (revoked serials compare normalised).
+// certPair checks a section's cert_pem and key_pem: both or neither, each
+// well-formed, the key the certificate's (a Redacted key, kept from the
+// stored document by Seal, is not checked here).
+func (v *validator) certPair(section, certPEM, keyPEM string) {
+	certOK, keyOK := false, false
+	if certPEM != "" {
+		if msg := certsProblem(certPEM); msg != "" {
+			v.add(section+".cert_pem", "%s", msg)
+		} else {
+			certOK = true
+		}
+	}
+	switch {
+	case keyPEM == Redacted:
+	case keyPEM != "":
+		if msg := keyProblem(keyPEM); msg != "" {
+			v.add(section+".key_pem", "%s", msg)
+		} else {
+			keyOK = true
+		}
+	}
+	switch {
+	case certPEM != "" && keyPEM == "":
+		v.add(section+".key_pem", "required when cert_pem is set")
+	case certPEM == "" && keyPEM != "":
+		v.add(section+".cert_pem", "required when key_pem is set")
+	case certOK && keyOK:
+		if msg := pairProblem(certPEM, keyPEM); msg != "" {
+			v.add(section+".key_pem", "%s", msg)
+		}
+	}
+}
+
 func (v *validator) clientList(p string, list []string, problem func(string) string, keyOf func(string) string) {
 	seen := map[string]int{}
 	for i, s := range list {

@@ -132,6 +132,10 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			for _, l := range s.Listeners {
 				fmt.Fprintf(w, "sip\t%s\n", l)
 			}
+			if c := s.SIPTLS; c != nil {
+				fmt.Fprintf(w, "sip tls\t%s certificate %s, expires %s\n", c.Source, c.Subject, c.NotAfter.Format(time.DateOnly))
+				fmt.Fprintf(w, "sip tls sha256\t%s\n", c.SHA256)
+			}
 			fmt.Fprintf(w, "registrations\t%d users, %d contacts\n", s.AORs, s.Bindings)
 			r := s.Registrar
 			fmt.Fprintf(w, "registrar\tregistered %d, unregistered %d, expired %d, challenges %d\n", r.Registered, r.Unregistered, r.Expired, r.Challenges)
