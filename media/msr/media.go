@@ -83,7 +83,6 @@ type mediaServer struct {
 	cid    string                // the contact id
 	conns  map[string]*connection
 	byDlg  map[dlgKey]*connection
-	wg     sync.WaitGroup // BYEs of our own
 }
 
 type dlgKey struct{ callID, localTag, remoteTag string }

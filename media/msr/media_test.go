@@ -49,7 +49,6 @@ type mediaRig struct {
 	r      *relay.Relay
 	client *sipgo.Client
 	local  netip.AddrPort // the agent's SIP socket
-	seq    atomic.Uint32
 }
 
 func newMediaRig(t *testing.T, inactivity time.Duration) *mediaRig {
