@@ -152,7 +152,7 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })
 	a.gw.SetLocalChooser((&localChooser{a: a, rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x07057))}).choose)
-	if a.msr, err = newMSRPart(first, a.net, a.netState, a.gw.Registrar(), log.With("part", "msr")); err != nil {
+	if a.msr, err = newMSRPart(first, a.net, a.netState, a.gw.Registrar(), msrMedia{a.media.r}, log.With("part", "msr")); err != nil {
 		return nil, partFailed("msr", err)
 	}
 	if a.admin, err = listenUnix(filepath.Join(opts.DataDir, SocketFile)); err != nil {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/media/msr"
+	"github.com/outpost/outpost/media/relay"
 	"github.com/outpost/outpost/media/selection"
 	"github.com/outpost/outpost/netcfg"
 )
@@ -30,11 +32,11 @@ type msrPart struct {
 // newMSRPart builds the agent on the netcfg watcher's events (a fresh
 // subscription replays the whole state first, so the agent starts from an
 // empty one) and connects the registrar's MSR REGISTERs to the table.
-func newMSRPart(next *partConfigs, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, log *slog.Logger) (*msrPart, error) {
+func newMSRPart(next *partConfigs, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, media msr.Media, log *slog.Logger) (*msrPart, error) {
 	p := &msrPart{table: selection.NewTable(next.Selection, time.Now), log: log, net: net}
 	p.prefix.Store(next.MSR.HeaderPrefix)
 	ch, unsub := w.Subscribe(64)
-	agent, err := msr.New(next.MSR, ch, netcfg.State{}, log)
+	agent, err := msr.New(next.MSR, ch, netcfg.State{}, log, msr.WithMedia(media))
 	if err != nil {
 		unsub()
 		return nil, err
@@ -154,3 +156,35 @@ func (a *App) MediaResources(context.Context) api.MediaResources {
 	}
 	return out
 }
+
+// msrMedia gives the MSR agent its media connections on the relay's port
+// range and codecs (media.codecs): one relay.Endpoint per connection.
+type msrMedia struct{ r *relay.Relay }
+
+func (m msrMedia) Open(id string, local netip.Addr, offer []byte, onInactive func(string)) ([]byte, msr.MediaConn, error) {
+	e, answer, err := m.r.OpenEndpoint(relay.EndpointConfig{ID: id, Local: local, OnInactive: onInactive}, offer)
+	if err != nil {
+		return nil, nil, err
+	}
+	return answer, msrConn{e}, nil
+}
+
+// msrConn adapts a relay.Endpoint to msr.MediaConn.
+type msrConn struct{ e *relay.Endpoint }
+
+func (c msrConn) Update(offer []byte) ([]byte, error) { return c.e.Update(offer) }
+
+func (c msrConn) ForwardTo(to msr.MediaConn) {
+	if t, ok := to.(msrConn); ok {
+		c.e.ForwardTo(t.e)
+		return
+	}
+	c.e.ForwardTo(nil)
+}
+
+func (c msrConn) Counts() (uint64, uint64) {
+	st := c.e.Stats()
+	return st.Received, st.Forwarded
+}
+
+func (c msrConn) Close() { c.e.Close() }

@@ -27,6 +27,7 @@ type options struct {
 	resolver Resolver
 	sockets  Sockets
 	load     LoadFunc
+	media    Media
 }
 
 // WithResolver replaces net.DefaultResolver for server names.
@@ -60,6 +61,7 @@ type Agent struct {
 	ctl      *controlServer
 	ctlError string
 	ctlSeen  ControlStatus // counters of listeners already closed
+	ms       *mediaServer  // media connections (nil without WithMedia)
 }
 
 type reconfReq struct {
@@ -96,6 +98,9 @@ func New(cfg Config, events <-chan []netcfg.Event, initial netcfg.State, log *sl
 	a.opt = options{resolver: defaultResolver, sockets: &net.ListenConfig{}}
 	for _, o := range opts {
 		o(&a.opt)
+	}
+	if a.opt.media != nil {
+		a.ms = newMediaServer(a.opt.media, log)
 	}
 	if a.opt.load == nil {
 		a.opt.load = newCPULoad(nil).Load

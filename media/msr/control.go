@@ -103,6 +103,8 @@ type controlServer struct {
 	// anew or the configuration changes; accept only loads it, so no lock
 	// of the loop's (or the resolver's) can hold up accepting.
 	allow atomic.Pointer[controlAllow]
+	// ms serves the msc-mixer package (nil: no package, CONTROL is 420).
+	ms *mediaServer
 	// refusals is touched by the accept goroutine only.
 	refusals logLimit
 
@@ -223,7 +225,7 @@ func (l *logLimit) allow(a netip.Addr, now time.Time) bool {
 	return true
 }
 
-func listenControl(ctx context.Context, socks Sockets, addr netip.AddrPort, p controlParams, allow *controlAllow, log *slog.Logger) (*controlServer, error) {
+func listenControl(ctx context.Context, socks Sockets, addr netip.AddrPort, p controlParams, allow *controlAllow, ms *mediaServer, log *slog.Logger) (*controlServer, error) {
 	ln, err := socks.Listen(ctx, "tcp", addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("media/msr: control channel listen %v: %w", addr, err)
@@ -234,7 +236,7 @@ func listenControl(ctx context.Context, socks Sockets, addr netip.AddrPort, p co
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &controlServer{ln: ln, addr: addr, p: p, log: log, conns: map[*ctlConn]struct{}{}, perSource: map[netip.Addr]int{}}
+	s := &controlServer{ln: ln, addr: addr, p: p, log: log, ms: ms, conns: map[*ctlConn]struct{}{}, perSource: map[netip.Addr]int{}}
 	s.allow.Store(allow)
 	s.wg.Add(1)
 	go func() {
@@ -409,13 +411,54 @@ func (s *controlServer) serve(cc *ctlConn) {
 		if f.Method == "" {
 			continue // a response: we send no requests, but it is traffic
 		}
-		res := s.handle(cc, f)
+		var res *Frame
+		if f.Method == "CONTROL" {
+			res = s.control(cc, f)
+		} else {
+			res = s.handle(cc, f)
+		}
 		_ = cc.c.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := cc.c.Write(res.Marshal()); err != nil {
 			reason = "write: " + err.Error()
 			return
 		}
 	}
+}
+
+// control answers a CONTROL request (RFC 6230 §9.3): 403 before SYNC,
+// 400 without Control-Package, 420 for a package that is not served or
+// was not asked for in SYNC, else 200 with the package's response body
+// (errors of the package travel inside it, RFC 6505 §4.6).
+func (s *controlServer) control(cc *ctlConn, f *Frame) *Frame {
+	res := &Frame{TransID: f.TransID}
+	s.mu.Lock()
+	cc.st.Requests++
+	synced, pkgs := cc.st.Synced, cc.st.Packages
+	s.mu.Unlock()
+	if !synced {
+		res.Status = 403
+		return res
+	}
+	pkg, ok := f.Get("Control-Package")
+	switch {
+	case !ok || pkg == "":
+		res.Status = 400
+		return res
+	case s.ms == nil || pkg != mixerPackage || len(pkgs) > 0 && !slices.Contains(pkgs, pkg):
+		res.Status = 420
+		if s.ms != nil {
+			res.Header = []Field{{"Supported", mixerPackage}}
+		}
+		return res
+	}
+	if ct, ok := f.Get("Content-Type"); ok && !strings.EqualFold(strings.TrimSpace(strings.Split(ct, ";")[0]), mixerContentType) {
+		res.Status = 400
+		return res
+	}
+	res.Status = 200
+	res.Header = []Field{{"Content-Type", mixerContentType}}
+	res.Body = s.ms.mixer(f.Body)
+	return res
 }
 
 // handle answers one request.
@@ -457,9 +500,28 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 				}
 			}
 		}
+		res.Header = []Field{{"Keep-Alive", strconv.Itoa(int(ka / time.Second))}}
+		if s.ms != nil {
+			// RFC 6230 §6.1: Packages says which of the asked packages
+			// are in force, Supported what the server could offer; none
+			// of the asked ones supported is 422.
+			var ok []string
+			for _, p := range pkgs {
+				if p == mixerPackage {
+					ok = append(ok, p)
+				}
+			}
+			res.Header = append(res.Header, Field{"Supported", mixerPackage})
+			if len(pkgs) > 0 && len(ok) == 0 {
+				res.Status = 422
+				return res
+			}
+			if len(ok) > 0 {
+				res.Header = append(res.Header, Field{"Packages", strings.Join(ok, ",")})
+			}
+		}
 		cc.st.Synced, cc.st.DialogID, cc.st.KeepAlive, cc.st.Packages = true, dialog, ka, pkgs
 		res.Status = 200
-		res.Header = []Field{{"Keep-Alive", strconv.Itoa(int(ka / time.Second))}}
 	case "K-ALIVE":
 		res.Status = 200
 	case "CONTROL":

@@ -31,7 +31,7 @@ func startControlAllow(t *testing.T, keepAlive time.Duration, allow *controlAllo
 	for _, o := range opts {
 		o(&p)
 	}
-	s, err := listenControl(t.Context(), &net.ListenConfig{}, netip.MustParseAddrPort("127.0.0.1:0"), p, allow, log)
+	s, err := listenControl(t.Context(), &net.ListenConfig{}, netip.MustParseAddrPort("127.0.0.1:0"), p, allow, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

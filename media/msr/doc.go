@@ -74,8 +74,43 @@
 // "CFW <trans-id> <method>" + headers + Content-Length body (ReadFrame,
 // fuzzed); SYNC (needs Dialog-ID) and K-ALIVE are answered 200; a channel
 // silent for its keep-alive interval, or with broken framing, is closed.
-// No control package (msc-ivr, msc-mixer) is implemented: CONTROL gets
-// 420.
+//
+// # Media (WithMedia)
+//
+// The SIP socket also serves INVITE, ACK, BYE (and CANCEL: 481, INVITEs
+// are answered at once). An INVITE whose Request-URI user is
+// {iface};{contact-id} of an announced interface opens a media connection:
+// Media.Open binds RTP/RTCP on that interface's address and answers the
+// offer (the appliance passes media/relay's Endpoint: media.codecs
+// intersected, 488 when nothing matches, plain RTP only); 404 for an
+// unknown UA, 488 for an INVITE without an offer (late offer unsupported).
+// A re-INVITE updates the remote side (481 for an unknown dialog); BYE,
+// and the media's inactivity callback (the MSR then sends its own BYE),
+// close it and free the ports. The connection id is the dialog's
+// local-tag:remote-tag (RFC 6230), the tags accepted in either order.
+// No 2xx retransmission beyond sipgo's, no PRACK, UPDATE or Session-Timer.
+//
+// SYNC answers Supported: msc-mixer/1.0 and, in Packages, which of the
+// asked packages are in force (422 when none). CONTROL (403 before SYNC,
+// 400 without Control-Package, 420 with Supported for any package but
+// msc-mixer/1.0 or one not asked for in SYNC) is answered 200 with the
+// RFC 6505 package response, parsed with encoding/xml (fuzzed):
+//
+//   - join id1 id2 [stream media="audio" direction]: bridges the two
+//     connections (any interfaces; µ-law/A-law transcoded); direction is
+//     seen from id1 (sendonly = id1 → id2). 408 already joined to each
+//     other, 411 one of them joined elsewhere (no mixing of more than
+//     two), 412 unknown connection, 406 an id without ':' (a conference).
+//   - modifyjoin: changes the direction (409 not joined).
+//   - unjoin: stops both ways (409 not joined).
+//   - audit: auditresponse with <capabilities/> and the joins as
+//     <joinaudit> (mixerid: 406).
+//   - 400 bad XML, namespace, version or attribute; 422 other elements
+//     and non-audio streams.
+//
+// Not supported: conferences (createconference, modifyconference,
+// destroyconference), REPORT and 202 (every answer is final), <event>
+// notifications and subscriptions, per-stream unjoin, video, msc-ivr.
 //
 // The channel is the softswitch's alone. A connection is accepted only
 // from an address the servers currently resolve to (the last good answer
@@ -92,7 +127,8 @@
 // # What it does not do
 //
 // No SIP over TCP/TLS to the servers (UDP only); no RFC 3263 SRV/NAPTR
-// lookup of the servers (A/AAAA through the Resolver); no media, no
-// control packages; it never changes the kernel's configuration. It
-// imports netcfg and media/selection only.
+// lookup of the servers (A/AAAA through the Resolver); media only through
+// the Media the appliance passes; it never changes the kernel's
+// configuration. It imports netcfg and media/selection only (tests also
+// media/relay and media/sdprewrite).
 package msr

@@ -52,6 +52,9 @@ func (l *loop) run(ctx context.Context) {
 		hardStop()
 		l.closeTransport()
 		l.closeControl()
+		if l.a.ms != nil {
+			l.a.ms.closeAll()
+		}
 		l.a.mu.Lock()
 		l.a.svc.Problem = "stopped"
 		l.a.mu.Unlock()
@@ -163,6 +166,13 @@ func (l *loop) sender() sender {
 func (l *loop) reconcile(ctx context.Context, strict bool) error {
 	cfg := l.cfg
 	svc, svcOK, ifs := announced(l.st, cfg)
+	if ms := l.a.ms; ms != nil {
+		if cfg.Enabled && svcOK {
+			ms.setIfaces(ifs, cfg.ContactID)
+		} else {
+			ms.setIfaces(nil, cfg.ContactID)
+		}
+	}
 	status := ServiceStatus{Enabled: cfg.Enabled, Name: cfg.Name, Interface: cfg.ServiceInterface}
 	for _, s := range l.servers {
 		ss := ServerStatus{Name: s.name}
@@ -207,7 +217,7 @@ func (l *loop) reconcile(ctx context.Context, strict bool) error {
 	// Sockets first: a failure leaves the bindings as they are.
 	var oldTr *transport
 	if l.tr == nil || l.tr.laddr.Addr() != svc.Addr || (cfg.LocalPort != 0 && int(l.tr.laddr.Port()) != cfg.LocalPort) {
-		tr, err := newTransport(ctx, l.a.opt.sockets, svc.Addr, cfg.LocalPort, l.a.log)
+		tr, err := newTransport(ctx, l.a.opt.sockets, svc.Addr, cfg.LocalPort, l.a.ms, l.a.log)
 		if err != nil {
 			l.a.log.Warn("media/msr: cannot bind the SIP socket, retrying", "err", err, "after", rebindRetry)
 			status.Problem = err.Error()
@@ -377,7 +387,7 @@ func (l *loop) ensureControl(ctx context.Context, addr netip.Addr) error {
 	if bind == -1 {
 		bind = 0
 	}
-	ctl, err := listenControl(ctx, l.a.opt.sockets, netip.AddrPortFrom(addr, uint16(bind)), defaultControlParams(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout), allow, l.a.log)
+	ctl, err := listenControl(ctx, l.a.opt.sockets, netip.AddrPortFrom(addr, uint16(bind)), defaultControlParams(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout), allow, l.a.ms, l.a.log)
 	if err != nil {
 		if l.ctl != nil {
 			l.ctl.setAllow(allow) // the old listener, kept meanwhile, follows the servers too

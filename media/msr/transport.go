@@ -80,7 +80,7 @@ type transport struct {
 	users   sync.WaitGroup // sends in flight
 }
 
-func newTransport(ctx context.Context, socks Sockets, ip netip.Addr, port int, log *slog.Logger) (*transport, error) {
+func newTransport(ctx context.Context, socks Sockets, ip netip.Addr, port int, ms *mediaServer, log *slog.Logger) (*transport, error) {
 	conn, err := socks.ListenPacket(ctx, "udp", netip.AddrPortFrom(ip, uint16(port)).String())
 	if err != nil {
 		return nil, fmt.Errorf("media/msr: bind SIP socket on %v: %w", ip, err)
@@ -126,6 +126,9 @@ func newTransport(ctx context.Context, socks Sockets, ip netip.Addr, port int, l
 		_ = tx.Respond(sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil))
 	})
 	t := &transport{laddr: laddr, conn: conn, ua: ua, client: client, srv: srv, log: log}
+	if ms != nil {
+		ms.install(t)
+	}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()

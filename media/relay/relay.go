@@ -47,9 +47,11 @@ type Relay struct {
 	mu       sync.Mutex
 	cfg      Config
 	sessions map[*Session]struct{}
-	running  bool
-	closed   bool
-	done     Stats // counters of closed sessions
+	// endpoints are the media server connections (OpenEndpoint).
+	endpoints map[*Endpoint]struct{}
+	running   bool
+	closed    bool
+	done      Stats // counters of closed sessions
 }
 
 // New returns a Relay for cfg (zero fields = defaults). Sessions can be
@@ -144,6 +146,7 @@ func (r *Relay) scan(now time.Time) {
 			}
 		}
 	}
+	r.scanEndpoints(now)
 }
 
 func (r *Relay) shutdown() {
@@ -156,6 +159,9 @@ func (r *Relay) shutdown() {
 	r.mu.Unlock()
 	for _, s := range list {
 		s.Close()
+	}
+	for _, e := range r.endpointList() {
+		e.Close()
 	}
 	r.wg.Wait()
 }
