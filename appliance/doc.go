@@ -6,13 +6,15 @@
 //
 // # Files
 //
-//	appliance.go   App, New (build every part, bind its sockets), Run (start, then stop in order)
+//	appliance.go   App, New (build every part, bind its sockets), Run (start, drain, stop in order)
 //	apply.go       the document to start on; Apply and Rollback
 //	parts.go       the part interface: prepare, then commit or abort
-//	part_*.go      the parts: gateway (SIP), media (RTP relay), msr, mgmt (HTTPS API), status (the local page), mode
+//	part_*.go      the parts: gateway (SIP), media (RTP relay), msr, mgmt (HTTPS API), status (page), mode
 //	translate.go   the only translation from the stored document to each part's Config
-//	backend.go     the API's reads (status, registrations, calls, config, route); interfaces.go, cdr.go, metrics.go;
-//	               trace.go (live SIP messages from the gateway's trace tap)
+//	httpslot.go    the one HTTP server of the management and status parts, swapped on a push
+//	drain.go       refusing new calls while calls in progress finish (stop, reboot, outpostctl drain)
+//	boxcert.go     the box's own SIP TLS certificate, made at first boot when the document has none
+//	backend.go     the API's reads (status, registrations, calls, config, route); interfaces.go, cdr.go, metrics*.go, trace.go
 //	localchoice.go which of the box's addresses faces a peer when several could (media resource selection)
 //
 // # Applying a document
