@@ -349,20 +349,27 @@ func networkProblem(s string) string {
 	return ""
 }
 
+// uniqueName checks the name of element i of the list at JSON path list
+// (p is the element's path): present, well-formed, and not a repeat of an
+// earlier one (seen maps names to their index).
+func (v *validator) uniqueName(p, list, what, name string, i int, seen map[string]int) {
+	switch j, dup := seen[name]; {
+	case name == "":
+		v.add(field(p, "name"), "required")
+	case !nameRe.MatchString(name):
+		v.add(field(p, "name"), "bad name %q: want letters, digits, '_', '.', '-'", name)
+	case dup:
+		v.add(field(p, "name"), "duplicate %s %q (also %s[%d])", what, name, list, j)
+	default:
+		seen[name] = i
+	}
+}
+
 func (v *validator) pstn() {
 	names := make(map[string]int)
 	for i, g := range v.d.PSTN.Gateways {
 		p := index("pstn.gateways", i)
-		switch j, dup := names[g.Name]; {
-		case g.Name == "":
-			v.add(field(p, "name"), "required")
-		case !nameRe.MatchString(g.Name):
-			v.add(field(p, "name"), "bad name %q: want letters, digits, '_', '.', '-'", g.Name)
-		case dup:
-			v.add(field(p, "name"), "duplicate gateway name %q (also pstn.gateways[%d])", g.Name, j)
-		default:
-			names[g.Name] = i
-		}
+		v.uniqueName(p, "pstn.gateways", "gateway name", g.Name, i, names)
 		if g.Target == "" {
 			v.add(field(p, "target"), "required")
 		} else if _, err := siptarget.Parse(g.Target, transportOr(g.Transport)); err != nil {
@@ -883,16 +890,7 @@ func (v *validator) pool() {
 	targets := map[string]int{}
 	for i, m := range p.Members {
 		mp := index("pool.members", i)
-		switch j, dup := names[m.Name]; {
-		case m.Name == "":
-			v.add(field(mp, "name"), "required")
-		case !nameRe.MatchString(m.Name):
-			v.add(field(mp, "name"), "bad name %q: want letters, digits, '_', '.', '-'", m.Name)
-		case dup:
-			v.add(field(mp, "name"), "duplicate member %q (also pool.members[%d])", m.Name, j)
-		default:
-			names[m.Name] = i
-		}
+		v.uniqueName(mp, "pool.members", "member", m.Name, i, names)
 		if m.Target == "" {
 			v.add(field(mp, "target"), "required")
 			continue
