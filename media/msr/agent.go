@@ -37,7 +37,8 @@ func WithResolver(r Resolver) Option { return func(o *options) { o.resolver = r 
 // control listener.
 func WithSockets(s Sockets) Option { return func(o *options) { o.sockets = s } }
 
-// WithLoad replaces the /proc/stat CPU load announced in {prefix}Load.
+// WithLoad replaces the /proc/stat CPU load announced in {prefix}Load (the
+// appliance passes NewLoad: CPU and relay packet rate).
 func WithLoad(f LoadFunc) Option { return func(o *options) { o.load = f } }
 
 // Agent announces the box's interfaces to the softswitch as MSR UAs and

@@ -34,8 +34,10 @@
 // (the control listener). The prefix is Config.HeaderPrefix. The URI is
 // {interface-name};{msr-contact-id}@{msr-name}; the announced form
 // interface-name(MEDIA-IP) is the display name. {prefix}Load is the
-// box's CPU load since the previous REGISTER (/proc/stat deltas), read by
-// media/selection on the receiving side; {prefix}Zone and {prefix}Site
+// box's load since the previous REGISTER pass, read by media/selection on
+// the receiving side: the CPU (/proc/stat deltas) or, with NewLoad (the
+// appliance's choice), the larger of that and the relay's RTP packets/s
+// against a capacity (msr.capacity_pps, default DefaultCapacityPPS); {prefix}Zone and {prefix}Site
 // are added when configured. The Request-URI is the MSR name's domain
 // (RFC 3261 §10.2: the domain of the AOR); the destination is each
 // resolved server address. Digest challenges (401/407) are answered once

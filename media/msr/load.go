@@ -4,15 +4,85 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // LoadFunc returns the box's load in percent (0–100), announced in every
 // REGISTER as {prefix}Load for media resource selection.
 type LoadFunc func() int
+
+// DefaultCapacityPPS is the relay packet rate taken as 100 % load when
+// the appliance does not name one (msr.capacity_pps): media/relay kept
+// 50 000 RTP packets/s without loss on half a core of the benchmark box
+// (bench/RESULTS.md, "Media relay"), and it sends one packet per packet
+// received, so past that rate the box is full whatever the CPU says.
+const DefaultCapacityPPS = 50000
+
+// NewLoad returns the LoadFunc the appliance gives WithLoad: the larger of
+// the CPU load (/proc/stat deltas, as without WithLoad) and the relay's
+// packet rate against capacityPPS (≤ 0 = DefaultCapacityPPS), both over
+// the interval since the previous call — one REGISTER pass. packets is a
+// monotonic count of the RTP packets the relay accepted (relay.Stats's
+// TotalPackets); nil means CPU only. Safe for concurrent use.
+func NewLoad(packets func() uint64, capacityPPS int) LoadFunc {
+	return newBoxLoad(newCPULoad(nil).Load, packets, capacityPPS, time.Now).Load
+}
+
+// boxLoad is NewLoad's state: the packet count and time of the previous
+// call.
+type boxLoad struct {
+	cpu      LoadFunc
+	packets  func() uint64
+	capacity float64
+	now      func() time.Time
+
+	mu    sync.Mutex
+	lastN uint64
+	lastT time.Time
+}
+
+func newBoxLoad(cpu LoadFunc, packets func() uint64, capacityPPS int, now func() time.Time) *boxLoad {
+	if capacityPPS <= 0 {
+		capacityPPS = DefaultCapacityPPS
+	}
+	b := &boxLoad{cpu: cpu, packets: packets, capacity: float64(capacityPPS), now: now}
+	if packets != nil {
+		b.lastN, b.lastT = packets(), now()
+	}
+	return b
+}
+
+// Load returns max(CPU %, packets/s ÷ capacity × 100), clamped to 0–100.
+func (b *boxLoad) Load() int {
+	load := b.cpu()
+	if b.packets != nil {
+		load = max(load, b.relayLoad())
+	}
+	return min(max(load, 0), 100)
+}
+
+// relayLoad is the relay's packet rate since the previous call, in percent
+// of the capacity (rounded up: any traffic shows).
+func (b *boxLoad) relayLoad() int {
+	n, t := b.packets(), b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	dn, dt := n-b.lastN, t.Sub(b.lastT).Seconds()
+	if n < b.lastN {
+		dn = 0 // counter reset (a new relay): no rate this time
+	}
+	b.lastN, b.lastT = n, t
+	if dt <= 0 {
+		return 0
+	}
+	pct := float64(dn) / dt / b.capacity * 100
+	return int(min(math.Ceil(pct), 100))
+}
 
 // cpuLoad computes the CPU load of the box from the deltas of the first
 // line of /proc/stat between two calls: busy = total − idle − iowait. The

@@ -3,6 +3,7 @@ package msr
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 func mustRead(t *testing.T, path string) []byte {
@@ -42,5 +43,52 @@ func TestProcStatLoad(t *testing.T) {
 	// The real file parses.
 	if _, _, err := parseProcStat(mustRead(t, "/proc/stat")); err != nil {
 		t.Errorf("/proc/stat: %v", err)
+	}
+}
+
+// TestBoxLoad drives NewLoad's state with a fake relay counter and clock:
+// the load is the larger of CPU and packet rate against the capacity.
+func TestBoxLoad(t *testing.T) {
+	var pkts uint64 = 1000 // packets before the agent started: not counted
+	now := time.Unix(1000, 0)
+	cpu := 10
+	b := newBoxLoad(func() int { return cpu }, func() uint64 { return pkts }, 50000, func() time.Time { return now })
+	step := func(d time.Duration, n uint64) int {
+		now = now.Add(d)
+		pkts += n
+		return b.Load()
+	}
+	if got := step(10*time.Second, 0); got != 10 { // idle relay: CPU
+		t.Errorf("idle = %d, want 10 (CPU)", got)
+	}
+	if got := step(10*time.Second, 250000); got != 50 { // 25 000 pps of 50 000
+		t.Errorf("25 kpps = %d, want 50", got)
+	}
+	cpu = 80
+	if got := step(10*time.Second, 250000); got != 80 { // CPU higher
+		t.Errorf("CPU 80 at 25 kpps = %d, want 80", got)
+	}
+	cpu = 5
+	if got := step(time.Second, 200000); got != 100 { // 200 kpps: clamped
+		t.Errorf("200 kpps = %d, want 100", got)
+	}
+	if got := step(time.Minute, 1); got != 5 { // a trickle: 1 %, below the CPU
+		t.Errorf("trickle = %d, want 5", got)
+	}
+	cpu = 0
+	if got := step(time.Minute, 1); got != 1 { // rounded up
+		t.Errorf("trickle, idle CPU = %d, want 1", got)
+	}
+	pkts = 0 // counter reset
+	if got := step(time.Second, 0); got != 0 {
+		t.Errorf("after reset = %d, want 0", got)
+	}
+	if got := step(0, 100); got != 0 { // no time elapsed
+		t.Errorf("zero interval = %d, want 0", got)
+	}
+	// Default capacity, and no counter = CPU only.
+	cpu = 42
+	if b := newBoxLoad(func() int { return cpu }, nil, 0, time.Now); b.Load() != 42 || b.capacity != DefaultCapacityPPS {
+		t.Errorf("no counter: load %d capacity %v", b.Load(), b.capacity)
 	}
 }

@@ -380,9 +380,15 @@ func (r *Relay) addEndpoint(e *Endpoint) error {
 	return nil
 }
 
+// removeEndpoint forgets e and keeps its packet count in r.done (under
+// the same lock, so Stats never sees the count drop). e's readers have
+// stopped: the count is final.
 func (r *Relay) removeEndpoint(e *Endpoint) {
 	r.mu.Lock()
-	delete(r.endpoints, e)
+	if _, ok := r.endpoints[e]; ok {
+		delete(r.endpoints, e)
+		r.done.EndpointPackets += e.rtpIn.Load()
+	}
 	r.mu.Unlock()
 }
 

@@ -55,10 +55,18 @@ func TestEndpointForwardTranscode(t *testing.T) {
 	// A stranger's packets are refused (signalled latching).
 	pb.send(addrOf(ma), 0, ulaw)
 	waitFor(t, "stranger refused", func() bool { return ea.Stats().Refused == 1 })
+	open := r.Stats().EndpointPackets
+	if want := ea.Stats().Received + eb.Stats().Received; open != want || open == 0 {
+		t.Fatalf("EndpointPackets while open = %d, want %d", open, want)
+	}
 	ea.Close()
 	eb.Close()
 	if got := r.PortsInUse(); got != 0 || r.Endpoints() != 0 {
 		t.Fatalf("after Close: %d ports, %d endpoints", got, r.Endpoints())
+	}
+	// Closed endpoints' packets stay counted (a rate sampler's counter).
+	if got := r.Stats(); got.EndpointPackets != open || got.TotalPackets() != open {
+		t.Fatalf("after Close: EndpointPackets %d, TotalPackets %d, want %d", got.EndpointPackets, got.TotalPackets(), open)
 	}
 }
 

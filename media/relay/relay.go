@@ -51,7 +51,7 @@ type Relay struct {
 	endpoints map[*Endpoint]struct{}
 	running   bool
 	closed    bool
-	done      Stats // counters of closed sessions
+	done      Stats // counters of closed sessions and endpoints
 }
 
 // New returns a Relay for cfg (zero fields = defaults). Sessions can be
@@ -184,6 +184,16 @@ type Stats struct {
 	// SRTPAuthFailures counts SRTP/SRTCP packets dropped because they did
 	// not authenticate.
 	SRTPAuthFailures uint64
+	// EndpointPackets counts RTP packets accepted by media server
+	// endpoints (OpenEndpoint), open and closed: like Packets, it never
+	// goes down, so a sampler can take rates from it.
+	EndpointPackets uint64
+}
+
+// TotalPackets is every RTP packet the relay accepted, sessions and
+// endpoints, since it started (monotonic).
+func (s Stats) TotalPackets() uint64 {
+	return s.Packets[0] + s.Packets[1] + s.EndpointPackets
 }
 
 func (s *Stats) add(ls [2]LegStats) {
@@ -207,9 +217,16 @@ func (r *Relay) Stats() Stats {
 	for s := range r.sessions {
 		list = append(list, s)
 	}
+	eps := make([]*Endpoint, 0, len(r.endpoints))
+	for e := range r.endpoints {
+		eps = append(eps, e)
+	}
 	r.mu.Unlock()
 	for _, s := range list {
 		st.add(s.Stats())
+	}
+	for _, e := range eps {
+		st.EndpointPackets += e.rtpIn.Load()
 	}
 	st.Sessions = len(list)
 	st.PortsInUse = r.PortsInUse()
