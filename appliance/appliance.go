@@ -45,6 +45,7 @@ const (
 // App is a running appliance.
 type App struct {
 	opts Options
+	host string // os.Hostname at start (the default MSR name)
 	log  *slog.Logger
 	st   *store.Store
 	gw   *gateway.Server
@@ -130,12 +131,13 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	doc := a.running().doc
 	host, _ := os.Hostname()
+	a.host = host
 	if a.boxTLS, err = boxCertificate(opts.DataDir, cmp.Or(host, "outpost")); err != nil {
 		return nil, fmt.Errorf("appliance: %w", err)
 	}
 	a.net = netcfg.NewWatcher(a.netSrc, netcfg.Config{}, log.With("part", "netcfg"))
 	a.net0 = a.firstSnapshot(ctx)
-	first, err := translate(doc, environment{Build: opts.Version, Mode: mode.Normal, Net: a.net0})
+	first, err := translate(doc, environment{Build: opts.Version, Mode: mode.Normal, Net: a.net0, Hostname: host})
 	if err != nil {
 		return nil, fmt.Errorf("appliance: %w", err)
 	}
@@ -152,7 +154,7 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })
 	a.gw.SetLocalChooser((&localChooser{a: a, rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x07057))}).choose)
-	if a.msr, err = newMSRPart(first, a.net, a.netState, a.gw.Registrar(), msrMedia{a.media.r}, log.With("part", "msr")); err != nil {
+	if a.msr, err = newMSRPart(first, a.net, a.netState, a.gw.Registrar(), msrMedia{a.media.r}, func() uint64 { return a.media.r.Stats().TotalPackets() }, log.With("part", "msr")); err != nil {
 		return nil, partFailed("msr", err)
 	}
 	if a.admin, err = listenUnix(filepath.Join(opts.DataDir, SocketFile)); err != nil {

@@ -40,7 +40,7 @@ func (a *App) wire(cfg gateway.Config) gateway.Config {
 
 // env is the environment a document is translated in now.
 func (a *App) env() environment {
-	return environment{Build: a.opts.Version, Mode: a.mode.Mode(), Net: a.netState()}
+	return environment{Build: a.opts.Version, Mode: a.mode.Mode(), Net: a.netState(), Hostname: a.host}
 }
 
 // netState is the newest network state: the watcher's once it has one,

@@ -25,18 +25,26 @@ type msrPart struct {
 	table  *selection.Table
 	unsub  func()
 	prefix atomic.Value // string: the header prefix of the active document
-	log    *slog.Logger
-	net    func() netcfg.State
+	// capacity is msr.capacity_pps in force: the relay packet rate the
+	// announced load counts as 100 % (msr.NewLoad reads it per REGISTER).
+	capacity atomic.Int64
+	log      *slog.Logger
+	net      func() netcfg.State
 }
 
 // newMSRPart builds the agent on the netcfg watcher's events (a fresh
 // subscription replays the whole state first, so the agent starts from an
-// empty one) and connects the registrar's MSR REGISTERs to the table.
-func newMSRPart(next *partConfigs, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, media msr.Media, log *slog.Logger) (*msrPart, error) {
+// empty one) and connects the registrar's MSR REGISTERs to the table. The
+// announced load is the larger of the CPU and the relay's packet rate
+// against msr.capacity_pps; packets counts the relay's RTP packets
+// (relay.Stats.TotalPackets).
+func newMSRPart(next *partConfigs, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, media msr.Media, packets func() uint64, log *slog.Logger) (*msrPart, error) {
 	p := &msrPart{table: selection.NewTable(next.Selection, time.Now), log: log, net: net}
 	p.prefix.Store(next.MSR.HeaderPrefix)
+	p.capacity.Store(int64(next.MSRCapacityPPS))
+	load := msr.NewLoad(packets, func() int { return int(p.capacity.Load()) })
 	ch, unsub := w.Subscribe(64)
-	agent, err := msr.New(next.MSR, ch, netcfg.State{}, log, msr.WithMedia(media))
+	agent, err := msr.New(next.MSR, ch, netcfg.State{}, log, msr.WithMedia(media), msr.WithLoad(load))
 	if err != nil {
 		unsub()
 		return nil, err
@@ -97,8 +105,9 @@ func (p *msrPart) prepare(ctx context.Context, next *partConfigs) (change, error
 			return nil, fmt.Errorf("service interface %q does not exist", cfg.ServiceInterface)
 		}
 	}
-	policy := next.Selection
+	policy, capacity := next.Selection, next.MSRCapacityPPS
 	return funcs{commit: func() {
+		p.capacity.Store(int64(capacity))
 		if err := p.agent.Reconfigure(context.WithoutCancel(ctx), cfg); err != nil {
 			p.log.Error("msr: applying the configuration failed; the previous one is kept", "err", err)
 		}
@@ -149,12 +158,36 @@ func (a *App) MediaResources(context.Context) api.MediaResources {
 		out.Resources = append(out.Resources, r)
 	}
 	for _, e := range a.msr.agent.Resources() {
+		e.Active = a.msr.table.Active(e.MSR)
 		add(e, true)
 	}
 	for _, e := range a.msr.table.Snapshot() {
 		add(e, false)
 	}
 	return out
+}
+
+// SetMediaResourceActive is POST /api/v1/media-resources/{name}: the
+// administrative flag of every resource of an MSR (this box's own name or
+// one registered here), for selection (media/selection.Table.SetActive:
+// an inactive resource is never chosen). The flag is kept in memory only:
+// a restart makes every MSR active again (an operator's temporary
+// measure; a lasting exclusion belongs in the document, e.g. a
+// media_resources.matrix without the MSR's site).
+func (a *App) SetMediaResourceActive(_ context.Context, name string, active bool) (api.MediaResourceState, error) {
+	n := 0
+	for _, e := range append(a.msr.agent.Resources(), a.msr.table.Snapshot()...) {
+		if e.MSR == name {
+			n++
+		}
+	}
+	// The box's own name is known even with no interface announced yet.
+	if n == 0 && name != a.running().parts.MSR.Name {
+		return api.MediaResourceState{}, fmt.Errorf("media resource %q: %w", name, api.ErrNotFound)
+	}
+	a.msr.table.SetActive(name, active)
+	a.msr.log.Info("msr: media resource set administratively", "msr", name, "active", active)
+	return api.MediaResourceState{MSR: name, Active: active, Resources: n}, nil
 }
 
 // msrMedia gives the MSR agent its media connections on the relay's port

@@ -38,10 +38,13 @@ type partConfigs struct {
 	WAN        string // the interface whose link and routes the mode machine watches
 	Management mgmtConfig
 	Status     statusConfig
+	// MSRCapacityPPS is msr.capacity_pps in force (the MSR load's relay
+	// share: msr.NewLoad).
+	MSRCapacityPPS int
 }
 
 // localResources name this box's own addresses as media resources (see
-// localChooser): the MSR name (the site's name without one), zone and site.
+// localChooser): the MSR name (msrName), zone and site.
 type localResources struct {
 	MSR, Zone, Site string
 }
@@ -53,6 +56,9 @@ type environment struct {
 	Build string
 	Mode  mode.Mode
 	Net   netcfg.State
+	// Hostname is the box's host name (os.Hostname), the MSR name when
+	// msr.name is empty.
+	Hostname string
 }
 
 // translate turns a validated, sealed document into each part's Config.
@@ -65,13 +71,15 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 		Gateway:    g,
 		Relay:      relayConfig(d),
 		Anchor:     anchorPolicyOf(d),
-		MSR:        msrConfig(d),
+		MSR:        msrConfig(d, env.Hostname),
 		Selection:  selectionPolicy(d),
-		Local:      localResources{MSR: cmp.Or(d.MSR.Name, d.Site.Name), Zone: d.Site.Zone, Site: d.Site.Site},
+		Local:      localResources{MSR: msrName(d, env.Hostname), Zone: d.Site.Zone, Site: d.Site.Site},
 		Mode:       mode.Config{HQ: !d.Standalone(), Hold: d.HQ.EffectiveHold()},
 		WAN:        d.WAN.Interface,
 		Management: mgmtConfig{Management: d.Management},
 		Status:     statusPageConfig(d),
+
+		MSRCapacityPPS: d.MSR.EffectiveCapacityPPS(),
 	}, nil
 }
 
@@ -258,9 +266,21 @@ func anchorPolicyOf(d *config.Document) anchorPolicy {
 	return p
 }
 
-func msrConfig(d *config.Document) msr.Config {
+// msrName is the MSR name: msr.name, else the box's host name (what an
+// operator sees in the softswitch's MSR list and in outpostctl
+// media-resources: one name per box, unlike site.name, which several boxes
+// of a site may share), else site.name, else "outpost". A host name the
+// MSR URI cannot carry is skipped.
+func msrName(d *config.Document, hostname string) string {
+	if hostname != "" && strings.ContainsAny(hostname, " \t\r\n:@<>\";/?#[]") {
+		hostname = ""
+	}
+	return cmp.Or(d.MSR.Name, hostname, d.Site.Name, "outpost")
+}
+
+func msrConfig(d *config.Document, hostname string) msr.Config {
 	m := d.MSR
-	return msr.Config{Enabled: m.Enabled, Name: m.Name, Servers: m.Servers,
+	return msr.Config{Enabled: m.Enabled, Name: msrName(d, hostname), ContactID: m.EffectiveContactID(), Servers: m.Servers,
 		ServiceInterface: m.EffectiveServiceInterface(d.WAN), Interfaces: m.EffectiveInterfaces(),
 		Username: m.EffectiveUsername(), Password: m.EffectivePassword(),
 		RegisterInterval: m.EffectiveRegisterInterval(), RetryInterval: m.EffectiveRetryInterval(),

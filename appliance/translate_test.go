@@ -140,3 +140,23 @@ func TestTranslateAllowRFC2069(t *testing.T) {
 		}
 	}
 }
+
+// TestMSRName: msr.name, else the host name (one per box), else site.name.
+func TestMSRName(t *testing.T) {
+	for _, c := range []struct{ name, host, site, want string }{
+		{"msr-kazan", "box1", "kazan", "msr-kazan"},
+		{"", "box1", "kazan", "box1"},
+		{"", "", "kazan", "kazan"},
+		{"", "bad:host", "kazan", "kazan"},
+		{"", "", "", "outpost"},
+	} {
+		d := &config.Document{}
+		d.MSR.Name, d.Site.Name = c.name, c.site
+		if got := msrName(d, c.host); got != c.want {
+			t.Errorf("msrName(%q, host %q, site %q) = %q, want %q", c.name, c.host, c.site, got, c.want)
+		}
+		if got := msrConfig(d, c.host).Name; got != c.want {
+			t.Errorf("msrConfig name = %q, want %q", got, c.want)
+		}
+	}
+}

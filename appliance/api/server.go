@@ -74,9 +74,10 @@ func Handler(b Backend, log *slog.Logger, metrics http.Handler) http.Handler {
 	mux.HandleFunc("GET /api/v1/route/{number}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Route(r.Context(), r.PathValue("number")))
 	})
-	registerFirmware(mux, b, log) // firmware.go: A/B updates, when b has a Firmware()
-	registerDrain(mux, b, h)      // drain.go: when b is a Drainer
-	registerTrace(mux, b, h)      // trace.go: live SIP messages, when b is a Tracer
+	registerFirmware(mux, b, log)         // firmware.go: A/B updates, when b has a Firmware()
+	registerDrain(mux, b, h)              // drain.go: when b is a Drainer
+	registerTrace(mux, b, h)              // trace.go: live SIP messages, when b is a Tracer
+	registerMediaResourceAdmin(mux, b, h) // mediares.go: when b is a MediaResourceAdmin
 	mux.HandleFunc("GET /api/v1/config", h.getConfig)
 	mux.HandleFunc("PUT /api/v1/config", h.putConfig)
 	mux.HandleFunc("GET /api/v1/config/history", func(w http.ResponseWriter, r *http.Request) {

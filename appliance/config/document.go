@@ -269,6 +269,13 @@ type MSR struct {
 	RetryIntervalS    int      `json:"retry_interval_s,omitempty"`
 	ControlPort       int      `json:"control_port,omitempty"`  // 0 = 5700
 	HeaderPrefix      string   `json:"header_prefix,omitempty"` // "" = "P-Eltex-MSR-"
+	// ContactID is the {msr-contact-id} of every UA URI and the Acc-Id
+	// header; "" = "1".
+	ContactID string `json:"contact_id,omitempty"`
+	// CapacityPPS is the relay's RTP packet rate announced as 100 % load;
+	// 0 = 50000 (bench/RESULTS.md: the relay's loss-free rate on half a
+	// core). The announced load is max(CPU %, packets/s ÷ CapacityPPS).
+	CapacityPPS int `json:"capacity_pps,omitempty"`
 	// ControlAllow are CIDRs allowed to open the control channel besides
 	// the addresses the servers resolve to (always allowed); empty = those
 	// addresses only.
@@ -390,6 +397,8 @@ const (
 	DefaultMSRRetryS         = 600
 	DefaultMSRControlPort    = 5700
 	DefaultMSRHeaderPrefix   = "P-Eltex-MSR-"
+	DefaultMSRContactID      = "1"
+	DefaultMSRCapacityPPS    = 50000
 	DefaultPerformance       = 1.0
 )
 
@@ -563,6 +572,12 @@ func (m MSR) EffectiveControlAllow() []netip.Prefix {
 	}
 	return out
 }
+
+// EffectiveContactID is msr.contact_id, default "1".
+func (m MSR) EffectiveContactID() string { return orDefaultString(m.ContactID, DefaultMSRContactID) }
+
+// EffectiveCapacityPPS is msr.capacity_pps, default 50000 packets/s.
+func (m MSR) EffectiveCapacityPPS() int { return orDefault(m.CapacityPPS, DefaultMSRCapacityPPS) }
 
 // EffectiveHeaderPrefix is the MSR header prefix (default "P-Eltex-MSR-").
 func (m MSR) EffectiveHeaderPrefix() string {

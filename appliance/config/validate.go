@@ -579,9 +579,7 @@ func (v *validator) media() {
 func (v *validator) msr() {
 	m := v.d.MSR
 	if m.Enabled {
-		if m.Name == "" {
-			v.add("msr.name", "required when msr is enabled")
-		}
+		// msr.name may be empty: the box's host name is used.
 		if len(m.Servers) == 0 {
 			v.add("msr.servers", "at least one server required when msr is enabled")
 		}
@@ -591,6 +589,12 @@ func (v *validator) msr() {
 	}
 	if m.Name != "" && !nameRe.MatchString(m.Name) {
 		v.add("msr.name", "bad name %q: want letters, digits, '_', '.', '-'", m.Name)
+	}
+	if m.ContactID != "" && !nameRe.MatchString(m.ContactID) {
+		v.add("msr.contact_id", "bad contact id %q: want letters, digits, '_', '.', '-'", m.ContactID)
+	}
+	if m.CapacityPPS < 0 {
+		v.add("msr.capacity_pps", "must be at least 1 (0 = default %d)", DefaultMSRCapacityPPS)
 	}
 	v.targetList("msr.servers", "server", m.Servers, siptarget.UDP)
 	if m.ServiceInterface != "" {

@@ -69,7 +69,7 @@ func TestBashCompletion(t *testing.T) {
 		{"outpostctl fleet push --cert ", "branch.json bundle.img hosts.txt lab outpostctl.bash"},
 		{"outpostctl pki init ", "lab"},
 		{"outpostctl cdr --l", "--limit"},
-		{"outpostctl media-resources ", "matrix"},
+		{"outpostctl media-resources ", "matrix set"},
 		{"outpostctl completion ", "bash"},
 		{"outpostctl status ", ""},
 	} {

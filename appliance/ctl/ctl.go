@@ -31,6 +31,9 @@ verbs:
   ` + cdrUsage + `
                                  call detail records (--since 1h: the last hour)
   media-resources [matrix]       media resources (MSR table) or the site-distance matrix
+  media-resources set MSR active|inactive
+                                 take an MSR's resources out of selection (or back), in the
+                                 box's memory until it restarts
   ` + traceUsage + `
                                  live SIP messages as the box sends and receives them, until
                                  Ctrl-C: text, JSON lines (--json) or a pcap file (--pcap)

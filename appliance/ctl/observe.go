@@ -104,8 +104,11 @@ func (c *cmd) interfaces(ctx context.Context) error {
 }
 
 func (c *cmd) mediaResources(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "set" {
+		return c.mediaResourcesSet(ctx, args[1:])
+	}
 	if len(args) > 1 || len(args) == 1 && args[0] != "matrix" {
-		return usageError("media-resources [matrix]")
+		return usageError("media-resources [matrix | set MSR active|inactive]")
 	}
 	m, err := c.cl.MediaResources(ctx)
 	if err != nil {
@@ -121,6 +124,8 @@ func (c *cmd) mediaResources(ctx context.Context, args []string) error {
 		for _, r := range m.Resources {
 			state := "registered"
 			switch {
+			case r.Local && !r.Active:
+				state = "local,inactive"
 			case r.Local:
 				state = "local"
 			case !r.Registered:
@@ -165,4 +170,23 @@ func printMatrix(w *table, m map[string]map[string]int) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// mediaResourcesSet is media-resources set MSR active|inactive: the
+// administrative flag of an MSR's resources (kept in the box's memory).
+func (c *cmd) mediaResourcesSet(ctx context.Context, args []string) error {
+	if len(args) != 2 || args[1] != "active" && args[1] != "inactive" {
+		return usageError("media-resources set MSR active|inactive")
+	}
+	st, err := c.cl.SetMediaResourceActive(ctx, args[0], args[1] == "active")
+	if err != nil {
+		return err
+	}
+	return c.print(st, func(w *table) {
+		state := "active: may be chosen"
+		if !st.Active {
+			state = "inactive: never chosen"
+		}
+		fmt.Fprintf(w, "%s (%d resources) %s; until the box restarts\n", st.MSR, st.Resources, state)
+	})
 }

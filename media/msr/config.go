@@ -83,7 +83,7 @@ type Config struct {
 	// HeaderPrefix prefixes every MSR header (default "P-Eltex-MSR-").
 	HeaderPrefix string
 	// ContactID is the {msr-contact-id} of the UA URI and the value of
-	// {prefix}Acc-Id (default "1"). The document has no field for it yet.
+	// {prefix}Acc-Id (default "1"; the appliance passes msr.contact_id).
 	ContactID string
 	// Zone and Site, when set, are announced as {prefix}Zone and
 	// {prefix}Site (the appliance passes site.zone and site.site) so that

@@ -25,11 +25,13 @@ const DefaultCapacityPPS = 50000
 
 // NewLoad returns the LoadFunc the appliance gives WithLoad: the larger of
 // the CPU load (/proc/stat deltas, as without WithLoad) and the relay's
-// packet rate against capacityPPS (≤ 0 = DefaultCapacityPPS), both over
-// the interval since the previous call — one REGISTER pass. packets is a
-// monotonic count of the RTP packets the relay accepted (relay.Stats's
-// TotalPackets); nil means CPU only. Safe for concurrent use.
-func NewLoad(packets func() uint64, capacityPPS int) LoadFunc {
+// packet rate against capacityPPS (read at each call, so a new
+// configuration applies at the next REGISTER; nil or ≤ 0 =
+// DefaultCapacityPPS), both over the interval since the previous call —
+// one REGISTER pass. packets is a monotonic count of the RTP packets the
+// relay accepted (relay.Stats's TotalPackets); nil means CPU only. Safe
+// for concurrent use.
+func NewLoad(packets func() uint64, capacityPPS func() int) LoadFunc {
 	return newBoxLoad(newCPULoad(nil).Load, packets, capacityPPS, time.Now).Load
 }
 
@@ -38,7 +40,7 @@ func NewLoad(packets func() uint64, capacityPPS int) LoadFunc {
 type boxLoad struct {
 	cpu      LoadFunc
 	packets  func() uint64
-	capacity float64
+	capacity func() int
 	now      func() time.Time
 
 	mu    sync.Mutex
@@ -46,11 +48,8 @@ type boxLoad struct {
 	lastT time.Time
 }
 
-func newBoxLoad(cpu LoadFunc, packets func() uint64, capacityPPS int, now func() time.Time) *boxLoad {
-	if capacityPPS <= 0 {
-		capacityPPS = DefaultCapacityPPS
-	}
-	b := &boxLoad{cpu: cpu, packets: packets, capacity: float64(capacityPPS), now: now}
+func newBoxLoad(cpu LoadFunc, packets func() uint64, capacityPPS func() int, now func() time.Time) *boxLoad {
+	b := &boxLoad{cpu: cpu, packets: packets, capacity: capacityPPS, now: now}
 	if packets != nil {
 		b.lastN, b.lastT = packets(), now()
 	}
@@ -80,8 +79,18 @@ func (b *boxLoad) relayLoad() int {
 	if dt <= 0 {
 		return 0
 	}
-	pct := float64(dn) / dt / b.capacity * 100
+	pct := float64(dn) / dt / float64(b.capacityPPS()) * 100
 	return int(min(math.Ceil(pct), 100))
+}
+
+// capacityPPS is the capacity in force.
+func (b *boxLoad) capacityPPS() int {
+	if b.capacity != nil {
+		if c := b.capacity(); c > 0 {
+			return c
+		}
+	}
+	return DefaultCapacityPPS
 }
 
 // cpuLoad computes the CPU load of the box from the deltas of the first

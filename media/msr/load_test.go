@@ -52,7 +52,8 @@ func TestBoxLoad(t *testing.T) {
 	var pkts uint64 = 1000 // packets before the agent started: not counted
 	now := time.Unix(1000, 0)
 	cpu := 10
-	b := newBoxLoad(func() int { return cpu }, func() uint64 { return pkts }, 50000, func() time.Time { return now })
+	capacity := 50000
+	b := newBoxLoad(func() int { return cpu }, func() uint64 { return pkts }, func() int { return capacity }, func() time.Time { return now })
 	step := func(d time.Duration, n uint64) int {
 		now = now.Add(d)
 		pkts += n
@@ -86,9 +87,17 @@ func TestBoxLoad(t *testing.T) {
 	if got := step(0, 100); got != 0 { // no time elapsed
 		t.Errorf("zero interval = %d, want 0", got)
 	}
-	// Default capacity, and no counter = CPU only.
+	capacity = 10000 // reconfigured: read at each call
+	if got := step(10*time.Second, 50000); got != 50 {
+		t.Errorf("5 kpps of 10 000 = %d, want 50", got)
+	}
+	capacity = 0 // default
+	if got := step(10*time.Second, 250000); got != 50 {
+		t.Errorf("25 kpps, default capacity = %d, want 50", got)
+	}
+	// No counter = CPU only.
 	cpu = 42
-	if b := newBoxLoad(func() int { return cpu }, nil, 0, time.Now); b.Load() != 42 || b.capacity != DefaultCapacityPPS {
-		t.Errorf("no counter: load %d capacity %v", b.Load(), b.capacity)
+	if b := newBoxLoad(func() int { return cpu }, nil, nil, time.Now); b.Load() != 42 || b.capacityPPS() != DefaultCapacityPPS {
+		t.Errorf("no counter: load %d capacity %v", b.Load(), b.capacityPPS())
 	}
 }

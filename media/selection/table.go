@@ -112,6 +112,14 @@ func (t *Table) SetActive(msr string, active bool) {
 	}
 }
 
+// Active reports the administrative flag of an MSR (SetActive; true
+// unless made inactive), whether or not it has resources in the table.
+func (t *Table) Active(msr string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.inactive[msr]
+}
+
 // Snapshot returns a copy of every entry, sorted by MSR then interface.
 // Lapsed registrations still present (Expire not yet run) are reported
 // with Registered false.
@@ -132,10 +140,17 @@ func (t *Table) Snapshot() []Entry {
 
 // Select runs Select over the table's entries plus extra (typically the
 // box's own interfaces, msr.Agent.Resources), at the table's clock and
-// with its policy.
+// with its policy. An extra entry of an MSR made inactive (SetActive) is
+// inactive too.
 func (t *Table) Select(req Request, rnd Rand, extra ...Entry) (Entry, error) {
 	t.mu.Lock()
 	pol := t.pol
+	extra = slices.Clone(extra)
+	for i := range extra {
+		if t.inactive[extra[i].MSR] {
+			extra[i].Active = false
+		}
+	}
 	t.mu.Unlock()
 	if req.Now.IsZero() {
 		req.Now = t.now()
