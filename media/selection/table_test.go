@@ -129,6 +129,21 @@ func TestTable(t *testing.T) {
 	if e, err := tb.Select(Request{Zone: "default", Site: "kazan"}, fixed(0), local); err != nil || e.MSR != "local" {
 		t.Errorf("Select with extra: %+v %v", e, err)
 	}
+	// An extra entry of an MSR made inactive is never chosen either, at
+	// any draw; the caller's slice is left alone.
+	tb.SetActive("local", false)
+	if tb.Active("local") || !tb.Active("msr-a") || !tb.Active("never-seen") {
+		t.Error("Active flags")
+	}
+	for _, f := range []float64{0, 0.5, 0.999} {
+		if e, err := tb.Select(Request{Zone: "default", Site: "kazan"}, fixed(f), local); err != nil || e.MSR != "msr-a" {
+			t.Errorf("inactive extra, draw %v: %+v %v", f, e, err)
+		}
+	}
+	if !local.Active {
+		t.Error("Select changed the caller's entry")
+	}
+	tb.SetActive("local", true)
 	tb.SetPolicy(Policy{})
 	if !tb.Remove(Key{"msr-a", "voice0"}) || tb.Remove(Key{"msr-a", "voice0"}) {
 		t.Error("Remove")
