@@ -20,7 +20,7 @@ const (
 	HdrAccID     = "Acc-Id"     // the MSR's contact/account id
 	HdrCCAddr    = "CC-Addr"    // control channel address (service UA only)
 	HdrCCPort    = "CC-Port"    // control channel TCP port (service UA only)
-	HdrLoad      = "Load"       // CPU load of the box, integer percent
+	HdrLoad      = "Load"       // load of the box (CPU or relay packet rate), integer percent
 	HdrZone      = "Zone"       // media zone of the MSR (optional)
 	HdrSite      = "Site"       // media site of the MSR (optional)
 )
@@ -50,7 +50,8 @@ type Entry struct {
 	Contact string
 	Zone    string
 	Site    string
-	// Load is the box's CPU load in percent, clamped to 0..100.
+	// Load is the box's load in percent (CPU, or relay packets/s against
+	// its capacity, whichever is higher), clamped to 0..100.
 	Load int
 	// Coefficient is the performance coefficient; 0 means the policy's
 	// for this MSR (default 1). Table fills it from its Policy.
