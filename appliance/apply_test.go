@@ -97,7 +97,18 @@ func udpListener(t *testing.T, a *App) string {
 // challenge with password, and returns the final status.
 func register(t *testing.T, box, user, password string) int {
 	t.Helper()
-	ua, err := sipgo.NewUA()
+	return registerAs(t, box, user, password, "", 5999, 60)
+}
+
+// registerAs is register from a phone with a User-Agent ("" = sipgo's),
+// a contact port and an expiry of its own.
+func registerAs(t *testing.T, box, user, password, userAgent string, contactPort, expires int) int {
+	t.Helper()
+	var opts []sipgo.UserAgentOption
+	if userAgent != "" {
+		opts = append(opts, sipgo.WithUserAgent(userAgent))
+	}
+	ua, err := sipgo.NewUA(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,8 +122,11 @@ func register(t *testing.T, box, user, password string) int {
 	aor := sip.Uri{Scheme: "sip", User: user, Host: "outpost.local"}
 	req.AppendHeader(&sip.FromHeader{Address: aor, Params: sip.HeaderParams{{K: "tag", V: sip.GenerateTagN(8)}}})
 	req.AppendHeader(&sip.ToHeader{Address: aor})
-	req.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: "127.0.0.1", Port: 5999}})
-	req.AppendHeader(sip.NewHeader("Expires", "60"))
+	req.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: "127.0.0.1", Port: contactPort}})
+	req.AppendHeader(sip.NewHeader("Expires", strconv.Itoa(expires)))
+	if userAgent != "" {
+		req.AppendHeader(sip.NewHeader("User-Agent", userAgent))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	res, err := cli.Do(ctx, req)

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/mode"
@@ -159,31 +158,8 @@ func callFromHQ(t *testing.T, hq *hqStandIn, box, extension, id string) {
 // registerPhone registers user from a phone with the given User-Agent.
 func registerPhone(t *testing.T, box, user, password, userAgent string, contactPort int) {
 	t.Helper()
-	ua, err := sipgo.NewUA(sipgo.WithUserAgent(userAgent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ua.Close()
-	cli, err := sipgo.NewClient(ua)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := sip.ParseAddr(box)
-	req := sip.NewRequest(sip.REGISTER, sip.Uri{Scheme: "sip", Host: host, Port: port})
-	aor := sip.Uri{Scheme: "sip", User: user, Host: "outpost.local"}
-	req.AppendHeader(&sip.FromHeader{Address: aor, Params: sip.HeaderParams{{K: "tag", V: sip.GenerateTagN(8)}}})
-	req.AppendHeader(&sip.ToHeader{Address: aor})
-	req.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: "127.0.0.1", Port: contactPort}})
-	req.AppendHeader(sip.NewHeader("Expires", "600"))
-	req.AppendHeader(sip.NewHeader("User-Agent", userAgent))
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	res, err := cli.Do(ctx, req)
-	if err == nil && res.StatusCode == sip.StatusUnauthorized {
-		res, err = cli.DoDigestAuth(ctx, req, res, sipgo.DigestAuth{Username: user, Password: password})
-	}
-	if err != nil || res.StatusCode != sip.StatusOK {
-		t.Fatalf("REGISTER %s: %v %v", user, res, err)
+	if code := registerAs(t, box, user, password, userAgent, contactPort, 600); code != sip.StatusOK {
+		t.Fatalf("REGISTER %s: %d", user, code)
 	}
 }
 
