@@ -30,12 +30,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
+	"github.com/outpost/outpost/bench/bencode"
 	"github.com/outpost/outpost/media/relay"
 )
 
@@ -104,7 +104,7 @@ func (d *daemon) handle(msg []byte) []byte {
 		return nil
 	}
 	cookie := msg[:sp]
-	v, _, err := bdec(msg, sp+1)
+	v, _, err := bencode.Decode(msg, sp+1)
 	req, ok := v.(map[string]any)
 	var res map[string]any
 	if err != nil || !ok {
@@ -115,7 +115,7 @@ func (d *daemon) handle(msg []byte) []byte {
 	var b bytes.Buffer
 	b.Write(cookie)
 	b.WriteByte(' ')
-	benc(&b, res)
+	bencode.Encode(&b, res)
 	return b.Bytes()
 }
 
@@ -164,88 +164,4 @@ func (d *daemon) command(req map[string]any) map[string]any {
 			"relayed": int(st.Relayed[0] + st.Relayed[1]), "refused": int(st.Refused), "dropped": int(st.Dropped)}
 	}
 	return fail(fmt.Errorf("unsupported command %q", str("command")))
-}
-
-// ---- minimal bencode (BEP 3) ----
-
-func benc(b *bytes.Buffer, v any) {
-	switch x := v.(type) {
-	case string:
-		fmt.Fprintf(b, "%d:%s", len(x), x)
-	case int:
-		fmt.Fprintf(b, "i%de", x)
-	case []any:
-		b.WriteByte('l')
-		for _, e := range x {
-			benc(b, e)
-		}
-		b.WriteByte('e')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteByte('d')
-		for _, k := range keys {
-			benc(b, k)
-			benc(b, x[k])
-		}
-		b.WriteByte('e')
-	}
-}
-
-func bdec(p []byte, i int) (any, int, error) {
-	if i >= len(p) {
-		return nil, i, errors.New("short")
-	}
-	switch c := p[i]; {
-	case c == 'i':
-		j := bytes.IndexByte(p[i:], 'e')
-		if j < 0 {
-			return nil, i, errors.New("bad int")
-		}
-		n, err := strconv.Atoi(string(p[i+1 : i+j]))
-		return n, i + j + 1, err
-	case c == 'l':
-		var out []any
-		for i++; i < len(p) && p[i] != 'e'; {
-			v, ni, err := bdec(p, i)
-			if err != nil {
-				return nil, i, err
-			}
-			out, i = append(out, v), ni
-		}
-		return out, i + 1, nil
-	case c == 'd':
-		out := map[string]any{}
-		for i++; i < len(p) && p[i] != 'e'; {
-			k, ni, err := bdec(p, i)
-			if err != nil {
-				return nil, i, err
-			}
-			ks, ok := k.(string)
-			if !ok {
-				return nil, i, errors.New("non-string key")
-			}
-			v, ni2, err := bdec(p, ni)
-			if err != nil {
-				return nil, i, err
-			}
-			out[ks], i = v, ni2
-		}
-		return out, i + 1, nil
-	case c >= '0' && c <= '9':
-		j := bytes.IndexByte(p[i:], ':')
-		if j < 0 {
-			return nil, i, errors.New("bad string")
-		}
-		n, err := strconv.Atoi(string(p[i : i+j]))
-		s := i + j + 1
-		if err != nil || n < 0 || s+n > len(p) {
-			return nil, i, errors.New("bad string length")
-		}
-		return string(p[s : s+n]), s + n, nil
-	}
-	return nil, i, fmt.Errorf("bad byte %q", p[i])
 }

@@ -113,6 +113,8 @@ func allowed(from, to string) bool {
 		return under(to, "media") || under(to, "netcfg")
 	case "netcfg":
 		return under(to, "netcfg")
+	case "bench":
+		return true // load tools drive the product's packages and share bench/ helpers
 	case "images":
 		return under(to, "images")
 	case "siptarget":
