@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -46,6 +47,11 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: g.Host}})
 	start := time.Now()
 	res, err := p.cli.Do(ctx, req)
+	if err == nil && res == nil {
+		// sipgo ends a transaction whose layer is closing (the Server
+		// stopping under a probe in flight) with neither.
+		err = errors.New("transaction ended without a response")
+	}
 	if err != nil {
 		return 0, fmt.Errorf("options %s: %w: %w", target, health.ErrNoResponse, err)
 	}

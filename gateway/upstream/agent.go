@@ -115,8 +115,15 @@ type doer interface {
 type clientDoer struct{ c *sipgo.Client }
 
 func (d clientDoer) Do(ctx context.Context, req *sip.Request) (*sip.Response, error) {
-	return d.c.Do(ctx, req)
+	res, err := d.c.Do(ctx, req)
+	if err == nil && res == nil {
+		// sipgo ends a transaction whose layer is closing with neither.
+		err = errEndedWithoutResponse
+	}
+	return res, err
 }
+
+var errEndedWithoutResponse = errors.New("gateway/upstream: transaction ended without a response")
 
 // Agent registers the box's local users at the HQ registrar. Create it
 // with New, start it with Run, and tell it who is registered locally

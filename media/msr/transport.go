@@ -180,12 +180,18 @@ func (t *transport) send(ctx context.Context, m regMsg) (regResult, error) {
 	defer t.users.Done()
 	req := buildRegister(m)
 	res, err := t.client.Do(ctx, req)
+	if err == nil && res == nil {
+		err = errNoResponse // sipgo ends a transaction whose layer is closing with neither
+	}
 	if err != nil {
 		return regResult{cseq: m.cseq}, fmt.Errorf("media/msr: REGISTER to %v: %w", m.target, err)
 	}
 	if res.StatusCode == sip.StatusUnauthorized || res.StatusCode == sip.StatusProxyAuthRequired {
 		// DoDigestAuth bumps the CSeq and replaces the Via (new branch).
 		res, err = t.client.DoDigestAuth(ctx, req, res, m.auth)
+		if err == nil && res == nil {
+			err = errNoResponse
+		}
 		if err != nil {
 			return regResult{cseq: req.CSeq().SeqNo}, fmt.Errorf("media/msr: REGISTER to %v with credentials: %w", m.target, err)
 		}
@@ -262,3 +268,6 @@ func sameHost(a, b string) bool {
 	}
 	return strings.EqualFold(a, b)
 }
+
+// errNoResponse is a transaction that ended without a response or an error.
+var errNoResponse = errors.New("transaction ended without a response")
