@@ -62,6 +62,9 @@ func (a *App) metricsHandler() http.Handler {
 		}
 		return float64(len(users))
 	})
+	counter("sip_overload_refusals_total", "New calls answered 503 because the box was overloaded (their setups queued; gateway/overload.go).", func() float64 {
+		return float64(a.gw.OverloadRefusals())
+	})
 	counter("hep_sent_total", "SIP messages sent to the HEP capture server (since the capture section last changed).", func() float64 {
 		sent, _ := a.gw.HEPStats()
 		return float64(sent)

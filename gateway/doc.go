@@ -12,6 +12,8 @@
 //	                admitted on the fast path, before sipgo keeps any
 //	                state: admitInvite); the router and locator adapters
 //	                the B2BUA asks; voicemail forwarding
+//	overload.go     overload control: new calls get 503 while admitted
+//	                INVITEs queue (CoDel on their queueing delay)
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
 //	                exact ip:port; TCP: IP; same transport; HQ networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)

@@ -33,6 +33,19 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusLoopDetected, "Loop Detected", nil))
 		return
 	}
+	// A UDP INVITE was admitted on the fast path (admitInvite), which
+	// verified its credentials (verifying them again would see a replayed
+	// nonce count) and decided on overload; its queueing delay since then
+	// is the overload signal. Over TCP (no amplification, so no stateless
+	// path) both happen here.
+	at, fast := s.admitted.take(admittedKey(req))
+	if fast {
+		s.overload.observe(time.Since(at))
+	} else if s.overload.shedding() {
+		s.overload.refused.Add(1)
+		s.respond(tx, s.overloadResponse(req))
+		return
+	}
 	if s.fromPSTN(req) {
 		did := req.Recipient.User
 		ext, rule, ok := s.plan.Load().InboundDID(did)
@@ -56,10 +69,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 			Rule: "from-hq", Explain: "call from HQ to extension " + ext})
 		return
 	}
-	// A UDP INVITE had its credentials verified on the fast path
-	// (admitInvite); verifying them again would see a replayed nonce
-	// count. Over TCP (no amplification, so no stateless path) it is here.
-	if !s.admitted.take(admittedKey(req)) {
+	if !fast {
 		if _, res := s.reg.AuthorizeCall(req); res != nil {
 			s.respond(tx, res)
 			return
@@ -75,29 +85,49 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // statelessly by the fast path, and leaves nothing behind. Credentials are
 // verified here only, once per transaction: the retransmission of an
 // admitted INVITE is admitted again without a second check (sipgo's
-// transaction absorbs it) until onInvite has taken the admission.
-func (s *Server) admitInvite(req *sip.Request, _ string) *sip.Response {
+// transaction absorbs it) until onInvite has taken the admission. While
+// the overload gate sheds (overload.go), an INVITE that would be admitted
+// gets 503 instead; the second result is true for that answer only: its
+// source passed the trust or credential check, so the fast path does not
+// limit it per source like the refusals of unauthenticated requests.
+func (s *Server) admitInvite(req *sip.Request, _ string) (*sip.Response, bool) {
 	if res := checkRequest(req); res != nil {
 		// Malformed or unsupported (RFC 3261 §8.2): refused statelessly
 		// too, before any challenge.
 		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
-		return res
-	}
-	if s.fromPSTN(req) || s.fromHQ(req) || s.fromPool(req) {
-		return nil
+		return res, false
 	}
 	key := admittedKey(req)
 	if s.admitted.has(key) {
-		return nil
+		return nil, false // a retransmission: sipgo's transaction absorbs it
 	}
-	if _, res := s.reg.AuthorizeCall(req); res != nil {
-		s.warn(res)
-		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
-		return res
+	if !s.fromPSTN(req) && !s.fromHQ(req) && !s.fromPool(req) {
+		if _, res := s.reg.AuthorizeCall(req); res != nil {
+			s.warn(res)
+			res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+			return res, false
+		}
+	}
+	if s.overload.shedding() {
+		s.overload.refused.Add(1)
+		return s.overloadResponse(req), true
 	}
 	s.admitted.put(key, time.Now())
-	return nil
+	return nil, false
 }
+
+// overloadResponse is the 503 of a call shed by the overload gate.
+func (s *Server) overloadResponse(req *sip.Request) *sip.Response {
+	res := sip.NewResponseFromRequest(req, sip.StatusServiceUnavailable, "Service Unavailable", nil)
+	res.AppendHeader(sip.NewHeader("Retry-After", overloadRetryAfter))
+	s.warn(res)
+	res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+	return res
+}
+
+// OverloadRefusals counts the new calls refused with 503 by the overload
+// gate (overload.go).
+func (s *Server) OverloadRefusals() uint64 { return s.overload.refused.Load() }
 
 // admittedKey names an INVITE's server transaction as sipgo matches a
 // retransmission (RFC 3261 §17.2.3: the top Via's branch, plus the
@@ -125,20 +155,22 @@ func admittedKey(req *sip.Request) string {
 const admittedWindow = 32 * time.Second
 
 // maxAdmitted bounds the memory (two generations of at most this many
-// keys). Only INVITEs with valid credentials are remembered, so only a
-// user of the box can fill it; beyond it the older generation goes early,
-// and a late retransmission of its INVITEs is challenged again.
-const maxAdmitted = 8192
+// keys, a few MiB at most). Every admitted UDP INVITE is remembered until
+// onInvite takes it, so at a few thousand calls per second a generation
+// lasts seconds; beyond it the older generation goes early, and a late
+// retransmission of its INVITEs is decided again.
+const maxAdmitted = 16384
 
-// admittedCalls remembers the UDP INVITEs admitted by their credentials.
+// admittedCalls remembers the UDP INVITEs admitted on the fast path, with
+// when they were (the zero time once onInvite took them).
 type admittedCalls struct {
 	mu       sync.Mutex
-	cur, old map[string]struct{}
+	cur, old map[string]time.Time
 	rotated  time.Time
 }
 
 func newAdmittedCalls() *admittedCalls {
-	return &admittedCalls{cur: map[string]struct{}{}, old: map[string]struct{}{}, rotated: time.Now()}
+	return &admittedCalls{cur: map[string]time.Time{}, old: map[string]time.Time{}, rotated: time.Now()}
 }
 
 func (a *admittedCalls) has(key string) bool {
@@ -151,27 +183,37 @@ func (a *admittedCalls) has(key string) bool {
 	return ok
 }
 
-// take reports whether key was admitted and forgets it: onInvite sees
-// each admitted transaction once, and a copy of the INVITE that arrives
-// after its transaction ended is checked afresh (a replayed nonce count,
-// so a new challenge), never admitted into a second call.
-func (a *admittedCalls) take(key string) bool {
+// take reports whether key was admitted, and when, the first time only:
+// onInvite sees each admitted transaction once, and a copy of the INVITE
+// that arrives after its transaction ended is checked afresh (a replayed
+// nonce count, so a new challenge), never admitted into a second call.
+// The key stays (as taken) until its generation goes, so that the fast
+// path still passes the transaction's retransmissions on to sipgo, which
+// absorbs them, instead of deciding them again (under overload: a 503 for
+// a call in progress).
+func (a *admittedCalls) take(key string) (time.Time, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, inCur := a.cur[key]
-	_, inOld := a.old[key]
-	delete(a.cur, key)
-	delete(a.old, key)
-	return inCur || inOld
+	m := a.cur
+	at, ok := m[key]
+	if !ok {
+		m = a.old
+		at, ok = m[key]
+	}
+	if !ok || at.IsZero() {
+		return time.Time{}, false
+	}
+	m[key] = time.Time{}
+	return at, true
 }
 
 func (a *admittedCalls) put(key string, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if now.Sub(a.rotated) >= admittedWindow || len(a.cur) >= maxAdmitted {
-		a.old, a.cur, a.rotated = a.cur, make(map[string]struct{}, len(a.cur)), now
+		a.old, a.cur, a.rotated = a.cur, make(map[string]time.Time, len(a.cur)), now
 	}
-	a.cur[key] = struct{}{}
+	a.cur[key] = now
 }
 
 // Calls returns the calls in progress.

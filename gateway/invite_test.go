@@ -1,10 +1,7 @@
 package gateway
 
 import (
-	"strings"
 	"testing"
-
-	icdigest "github.com/icholy/digest"
 
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/mode"
@@ -65,19 +62,7 @@ func TestLocatorContactLocal(t *testing.T) {
 	s := startServer(t, testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"}))
 	lis := s.Listeners()[0]
 	p := newPhone(t, lis)
-	p.send(p.register("z9hG4bK-l1", 1, ""))
-	ch, err := icdigest.ParseChallenge(header(p.read(), "WWW-Authenticate"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := icdigest.Digest(ch, icdigest.Options{Method: "REGISTER", URI: "sip:" + realm, Username: "1001", Password: "pw", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.send(p.register("z9hG4bK-l2", 2, cr.String()))
-	if res := p.read(); !strings.HasPrefix(res, "SIP/2.0 200") {
-		t.Fatalf("REGISTER: %q", res)
-	}
+	p.registerAs1001()
 	cs := locator{s.Registrar()}.Contacts("1001")
 	if len(cs) != 1 || "udp:"+cs[0].Local != lis {
 		t.Fatalf("contacts %+v, want one with Local %s", cs, lis)

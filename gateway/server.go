@@ -98,9 +98,10 @@ type Server struct {
 	// sipgoLog is the handler sipgo logs through: per-packet failures
 	// counted by kind, one line per kind and source class per 10 s.
 	sipgoLog *siplog.Limiter
-	// admitted are the UDP INVITEs whose credentials verified on the fast
-	// path (invite.go).
+	// admitted are the UDP INVITEs admitted on the fast path (invite.go).
 	admitted *admittedCalls
+	// overload sheds new calls while they queue (overload.go).
+	overload *overloadGate
 	plan     atomic.Pointer[dialplan.Plan]
 	mode     atomic.Pointer[mode.Mode]
 	b2b      *b2bua.B2BUA
@@ -144,7 +145,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	// letting the kernel fragment; a 200 listing many contacts is legitimate.
 	udpMTUOnce.Do(func() { sip.UDPMTUSize = 65000 })
 
-	s := &Server{log: log, listeners: listen.Set{}, admitted: newAdmittedCalls()}
+	s := &Server{log: log, listeners: listen.Set{}, admitted: newAdmittedCalls(), overload: newOverloadGate()}
 	s.cfg.Store(&cfg)
 	s.tlsConf = listen.ServerTLS(s.certificate)
 	cert, err := cfg.TLS.parse(cfg.Listen)

@@ -94,6 +94,30 @@ func (p *phone) register(branch string, cseq int, authz string) string {
 	return m + "Content-Length: 0\r\n\r\n"
 }
 
+// authorization answers a REGISTER challenge (wire text) as 1001.
+func authorization(t *testing.T, challenge string) string {
+	t.Helper()
+	ch, err := icdigest.ParseChallenge(header(challenge, "WWW-Authenticate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := icdigest.Digest(ch, icdigest.Options{Method: "REGISTER", URI: "sip:" + realm, Username: "1001", Password: "pw", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cr.String()
+}
+
+// registerAs1001 registers the phone's socket as user 1001 (digest).
+func (p *phone) registerAs1001() {
+	p.t.Helper()
+	p.send(p.register("z9hG4bK-r1", 1, ""))
+	p.send(p.register("z9hG4bK-r2", 2, authorization(p.t, p.read())))
+	if ok := p.read(); !strings.HasPrefix(ok, "SIP/2.0 200") {
+		p.t.Fatalf("REGISTER: %q", ok)
+	}
+}
+
 func header(msg, name string) string {
 	for _, l := range strings.Split(msg, "\r\n") {
 		if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, name) {
@@ -124,15 +148,7 @@ func TestUDPRetransmissionsGetTheSameAnswer(t *testing.T) {
 		t.Errorf("Via without rport/received (RFC 3581): %s", header(challenge, "Via"))
 	}
 
-	ch, err := icdigest.ParseChallenge(header(challenge, "WWW-Authenticate"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := icdigest.Digest(ch, icdigest.Options{Method: "REGISTER", URI: "sip:" + realm, Username: "1001", Password: "pw", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second := p.register("z9hG4bK-2", 2, cr.String())
+	second := p.register("z9hG4bK-2", 2, authorization(t, challenge))
 	p.send(second)
 	ok := p.read()
 	if !strings.HasPrefix(ok, "SIP/2.0 200") {

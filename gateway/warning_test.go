@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	icdigest "github.com/icholy/digest"
-
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
@@ -79,15 +77,7 @@ func TestSurvivableWarningOnRegisterAndInvite(t *testing.T) {
 	if again := p.read(); !strings.HasPrefix(again, "SIP/2.0 401") || header(again, "Warning") != want {
 		t.Fatalf("retransmission after the mode change:\n%s", again)
 	}
-	ch, err := icdigest.ParseChallenge(header(challenge, "WWW-Authenticate"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := icdigest.Digest(ch, icdigest.Options{Method: "REGISTER", URI: "sip:" + realm, Username: "1001", Password: "pw", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.send(p.register("z9hG4bK-w2", 2, cr.String()))
+	p.send(p.register("z9hG4bK-w2", 2, authorization(t, challenge)))
 	if ok := p.read(); !strings.HasPrefix(ok, "SIP/2.0 200") || header(ok, "Warning") != want {
 		t.Fatalf("survivable mode REGISTER 200:\n%s", ok)
 	}

@@ -41,14 +41,18 @@ func newRig(t *testing.T) *rig {
 		res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil)
 		res.AppendHeader(sip.NewHeader("X-Answer", string(rune('0'+n))))
 		return res
-	}, func(req *sip.Request, local string) *sip.Response {
-		// Credentials "verify" when there is a Proxy-Authorization.
+	}, func(req *sip.Request, local string) (*sip.Response, bool) {
+		// Credentials "verify" when there is a Proxy-Authorization; the
+		// box is overloaded when the request says so.
 		if req.GetHeader("Proxy-Authorization") != nil {
+			if req.GetHeader("X-Overload") != nil {
+				return sip.NewResponseFromRequest(req, sip.StatusServiceUnavailable, "Service Unavailable", nil), true
+			}
 			r.admitted.Add(1)
-			return nil
+			return nil, false
 		}
 		r.refused.Add(1)
-		return sip.NewResponseFromRequest(req, sip.StatusProxyAuthRequired, "Proxy Authentication Required", nil)
+		return sip.NewResponseFromRequest(req, sip.StatusProxyAuthRequired, "Proxy Authentication Required", nil), false
 	}, nil, WithClock(func() time.Time { return r.clock }))
 	r.clock = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	r.p.SetSockets([]net.PacketConn{r.listener})

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -105,6 +106,28 @@ func TestRefusalsAreRateLimitedPerSource(t *testing.T) {
 	r.clock = r.clock.Add(time.Second)
 	if got := send(100, "y"); got != rate {
 		t.Fatalf("%d refusals a second later, want %d", got, rate)
+	}
+}
+
+// The 503 of an overloaded box answers an authenticated INVITE: it is sent
+// for every one, whatever the source's refusal rate, still statelessly
+// (marked To tag, nothing passed on).
+func TestOverloadRefusalsAreNotLimitedPerSource(t *testing.T) {
+	r := newRig(t)
+	r.p.SetRefusalRate(20, 40)
+	for i := range 100 {
+		inv := strings.Replace(request("INVITE", fmt.Sprintf("z9hG4bK-o%d", i), ""), "Content-Length",
+			"Proxy-Authorization: Digest x\r\nX-Overload: 1\r\nContent-Length", 1)
+		if out := r.filter("UDP", inv); out != nil {
+			t.Fatalf("shed INVITE passed on to sipgo: %q", out)
+		}
+		res := r.read()
+		if !strings.HasPrefix(res, "SIP/2.0 503") || !strings.HasPrefix(toTag(t, res), statelessTagPrefix) {
+			t.Fatalf("answer %d: %q", i, res)
+		}
+	}
+	if n := r.p.Drops()[KindRateLimited]; n != 0 {
+		t.Fatalf("rate_limited %d, want 0", n)
 	}
 }
 

@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Overload control for new calls (issue: "past the knee the B2BUA must
+// degrade gracefully: answer 503 early, keep the calls it admitted").
+//
+// What overload looks like here: every admitted INVITE becomes a sipgo
+// transaction and a handler goroutine, and a call costs far more CPU than
+// reading and refusing a datagram. When calls arrive faster than the CPU
+// completes them, the handler goroutines queue behind each other, 100
+// Trying goes out late, callers retransmit (T1 = 500 ms), and the
+// retransmissions cost CPU too: the box collapses (half the calls failing
+// one step above the knee, measured in bench/RESULTS.md) instead of
+// carrying what it can.
+//
+// The signal is the queueing delay of admitted INVITEs: the time from the
+// fast path's decision (the socket's read goroutine) to the INVITE
+// handler's start, after sipgo made its transaction and the scheduler ran
+// the goroutine. It is near zero while the CPU keeps up, whatever the
+// rate, and grows only when work queues. The rule is CoDel's (RFC 8289)
+// applied to call setups: when the smallest delay seen during an interval
+// (overloadInterval) is above the target (overloadTarget), the queue did
+// not drain once in that interval, so the box sheds: for the next interval
+// every new out-of-dialog INVITE that it would have admitted gets a
+// stateless 503 with Retry-After from the fast path, which costs a parse
+// and a send. An interval without a sample (everything was shed, or no
+// calls came) ends shedding, so admission resumes and measures again.
+// Requests of admitted calls (ACK, BYE, re-INVITEs, retransmissions of an
+// admitted INVITE) are never shed: the calls the box took, it keeps.
+//
+// Decision: the target is 50 ms, ten times a quiet box's delay and a
+// tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after
+// 500 ms); the interval is 100 ms, CoDel's. Neither is configurable: they
+// describe the box's CPU, not the site. Only INVITEs from a trusted trunk
+// or with verified credentials are shed (an unauthenticated one gets its
+// challenge as before), so the 503 goes to a source that would have been
+// served, and is not limited per source like the refusals that protect
+// forged ones (fastpath.Admit).
+const (
+	overloadTarget   = 50 * time.Millisecond
+	overloadInterval = 100 * time.Millisecond
+	// overloadRetryAfter is the Retry-After of the 503, in seconds: long
+	// enough for a trunk to spread its next attempts, short enough that a
+	// phone's user retrying by hand finds the box serving again.
+	overloadRetryAfter = "1"
+)
+
+// overloadGate decides whether new calls are shed (see above).
+type overloadGate struct {
+	target, interval time.Duration
+	now              func() time.Time
+
+	mu    sync.Mutex
+	start time.Time     // of the current interval
+	min   time.Duration // smallest delay seen in it; -1 = none
+	shed  bool          // the previous interval's verdict
+
+	refused atomic.Uint64 // new INVITEs answered 503 by the gate
+}
+
+func newOverloadGate() *overloadGate {
+	return &overloadGate{target: overloadTarget, interval: overloadInterval, now: time.Now, min: -1}
+}
+
+// roll ends the intervals that are over at now; g.mu is held.
+func (g *overloadGate) roll(now time.Time) {
+	if g.start.IsZero() {
+		g.start = now
+		return
+	}
+	elapsed := now.Sub(g.start)
+	if elapsed < g.interval {
+		return
+	}
+	// A second interval that passed entirely has no sample: not shedding.
+	g.shed = elapsed < 2*g.interval && g.min > g.target
+	g.start, g.min = now, -1
+}
+
+// observe records the queueing delay of one admitted INVITE.
+func (g *overloadGate) observe(delay time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.roll(g.now())
+	if g.min < 0 || delay < g.min {
+		g.min = delay
+	}
+}
+
+// shedding reports whether a new call is to be refused now.
+func (g *overloadGate) shedding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.roll(g.now())
+	return g.shed
+}
