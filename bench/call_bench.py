@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Helpers of bench/call_bench.sh (standard library only).
 
-  call_bench.py config IP REALM EXT PASSWORD GW_IP:PORT DID_RE TO OUT.json
+  call_bench.py config IP REALM EXT PASSWORD GW_IP:PORT DID_RE TO OUT.json [N]
                                             outpostd config: one user EXT, a PSTN gateway (trusted by IP) and one
-                                            inbound DID rule DID_RE -> TO
+                                            inbound DID rule DID_RE -> TO; N more users u0001.. (password
+                                            p0001..) when N is given (bench/mem_bench.sh)
   call_bench.py mem PID...                  "rss_kb=.. pss_kb=.. procs=.." summed over the PIDs
   call_bench.py heap                        (stdin: /debug/pprof/heap?debug=1) "heap_alloc_kb=.. heap_sys_kb=.. num_gc=.."
   call_bench.py count                       (stdin: outpostctl --json calls) number of calls in progress
@@ -21,7 +22,7 @@ import time
 
 
 # ---------------------------------------------------------------- outpostd config
-def cmd_config(ip, realm, ext, password, gw, did_re, to, out):
+def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0"):
     doc = {
         "schema": 1,
         "site": {"name": "callbench", "domain": realm},
@@ -33,7 +34,8 @@ def cmd_config(ip, realm, ext, password, gw, did_re, to, out):
             "digest": ["MD5"],            # SIPp 3.6 answers MD5 challenges
             "registrar": {"storm_rate": -1},
         },
-        "users": [{"extension": ext, "password": password, "name": "SIPp UAS"}],
+        "users": [{"extension": ext, "password": password, "name": "SIPp UAS"}] +
+                 [{"extension": f"u{i:04d}", "password": f"p{i:04d}"} for i in range(1, int(more) + 1)],
         # the SIPp UAC calls from this IP: outpostd trusts it as a PSTN gateway (no digest on INVITE, like the
         # Kamailio proxy) and routes the called DID with the inbound rules; only the IP of the target matters
         "pstn": {"gateways": [{"name": "sipp", "target": gw, "transport": "udp"}]},

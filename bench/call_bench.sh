@@ -27,8 +27,8 @@
 #   UAS (uas_rr.xml) on BENCH_IP:5070 answers: INVITE/100/180/200/ACK, pause CALL_MS, BYE/200. A fresh UAS per step.
 # - Kamailio 5.6: the peers' proxy.cfg (tm + rr, record-route, every initial request to the UAS), 2 workers, 4 MiB buffer.
 # - outpostd: a generated config (bench/call_bench.py config): one user 1000, a PSTN gateway "sipp" with target
-#   BENCH_IP:5070 and an inbound rule ^\+1555000(\d{4})$ -> $1. An INVITE from a PSTN gateway's IP is trusted (no
-#   digest, like the proxy) and routed by the inbound rules to user 1000; user 1000 is REGISTERed once (digest, SIPp
+#   BENCH_IP:5080 (the UAC) and an inbound rule ^\+1555000(\d{4})$ -> $1. An INVITE from a PSTN gateway's ip:port is
+#   trusted (no digest, like the proxy) and routed by the inbound rules to user 1000; user 1000 is REGISTERed once (digest, SIPp
 #   reg_auth.xml) from BENCH_IP:5070 before any UAS starts, so its binding points at the UAS. Each call is then two
 #   dialogs (A leg from the UAC, B leg to the UAS): full B2BUA work. outpostd's UDP socket has a 4 MiB buffer too.
 # - Each server runs alone, in its own cgroup (capped phase: cpu.max/cfs_quota = CPU_CAP; uncapped: no limit), started
@@ -184,7 +184,7 @@ register_uas_binding() { # REGISTER user EXT once from BENCH_IP:5070 (where the 
 start_outpostd() {
   rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
   # shellcheck disable=SC2016  # '$1' is the rule's replacement (first group), not a shell expansion
-  python3 "$PY" config "$BENCH_IP" "$REALM" "$EXT" "$EXT_PW" "$BENCH_IP:5070" "$DID_RE" '$1' "$RUN/outpost-callbench.json" || return 1
+  python3 "$PY" config "$BENCH_IP" "$REALM" "$EXT" "$EXT_PW" "$BENCH_IP:5080" "$DID_RE" '$1' "$RUN/outpost-callbench.json" || return 1
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
     exec "$OPBIN" --data "$RUN/outpost-data" --config "$RUN/outpost-callbench.json" --log-level warn
   ) > "$RUN/outpostd.$PHASE.log" 2>&1 &
