@@ -56,14 +56,18 @@ const (
 
 // ChannelStatus is one control-channel connection.
 type ChannelStatus struct {
-	Remote    netip.AddrPort `json:"remote"`
-	Since     time.Time      `json:"since"`
-	Synced    bool           `json:"synced"`
-	DialogID  string         `json:"dialog_id,omitempty"`
-	Packages  []string       `json:"packages,omitempty"` // what the client asked for in SYNC
-	KeepAlive time.Duration  `json:"keep_alive"`
-	LastRecv  time.Time      `json:"last_recv"`
-	Requests  uint64         `json:"requests"`
+	Remote   netip.AddrPort `json:"remote"`
+	Since    time.Time      `json:"since"`
+	Synced   bool           `json:"synced"`
+	DialogID string         `json:"dialog_id,omitempty"`
+	// Bound: the Dialog-ID is the cfw-id of a control dialog set up by
+	// INVITE (RFC 6230 §5); the channel closes when that dialog ends.
+	// False for a direct channel (no INVITE, as ECSS-10 connects).
+	Bound     bool          `json:"bound,omitempty"`
+	Packages  []string      `json:"packages,omitempty"` // what the client asked for in SYNC
+	KeepAlive time.Duration `json:"keep_alive"`
+	LastRecv  time.Time     `json:"last_recv"`
+	Requests  uint64        `json:"requests"`
 }
 
 // ControlStatus is the control-channel listener and its connections.
@@ -127,10 +131,13 @@ type controlParams struct {
 	total        int           // connections in all
 	perSource    int           // connections per source address
 	minKA, maxKA time.Duration // bounds of a SYNC's Keep-Alive
+	// requireDialog: a SYNC must name a control dialog (else 481);
+	// Config.ControlDialogRequired.
+	requireDialog bool
 }
 
-func defaultControlParams(keepAlive, syncTimeout time.Duration) controlParams {
-	return controlParams{keepAlive: keepAlive, syncTimeout: syncTimeout,
+func defaultControlParams(keepAlive, syncTimeout time.Duration, requireDialog bool) controlParams {
+	return controlParams{keepAlive: keepAlive, syncTimeout: syncTimeout, requireDialog: requireDialog,
 		total: maxChannels, perSource: maxChannelsPerSource, minKA: minKeepAlive, maxKA: maxKeepAlive}
 }
 
@@ -332,11 +339,24 @@ func (s *controlServer) close() {
 }
 
 // setTimers changes the keep-alive and the SYNC deadline of channels
-// accepted from now on.
-func (s *controlServer) setTimers(keepAlive, syncTimeout time.Duration) {
+// accepted from now on, and whether a SYNC must name a control dialog
+// (for SYNCs from now on).
+func (s *controlServer) setTimers(keepAlive, syncTimeout time.Duration, requireDialog bool) {
 	s.mu.Lock()
-	s.p.keepAlive, s.p.syncTimeout = keepAlive, syncTimeout
+	s.p.keepAlive, s.p.syncTimeout, s.p.requireDialog = keepAlive, syncTimeout, requireDialog
 	s.mu.Unlock()
+}
+
+// dropDialog closes the channels bound to the control dialog id (its SIP
+// dialog ended: RFC 6230 §5, the channel lives as long as the dialog).
+func (s *controlServer) dropDialog(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.st.Bound && c.st.DialogID == id {
+			_ = c.c.Close()
+		}
+	}
 }
 
 func (s *controlServer) status() ControlStatus {
@@ -436,7 +456,7 @@ func (s *controlServer) control(cc *ctlConn, f *Frame) *Frame {
 	synced, pkgs := cc.st.Synced, cc.st.Packages
 	s.mu.Unlock()
 	if !synced {
-		res.Status = 403
+		res.Status = 406
 		return res
 	}
 	pkg, ok := f.Get("Control-Package")
@@ -468,7 +488,7 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 	defer s.mu.Unlock()
 	cc.st.Requests++
 	if f.Method != "SYNC" && !cc.st.Synced {
-		res.Status = 403
+		res.Status = 406 // out of sequence: SYNC comes first
 		return res
 	}
 	switch f.Method {
@@ -476,6 +496,15 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 		dialog, _ := f.Get("Dialog-ID")
 		if dialog == "" {
 			res.Status = 400
+			return res
+		}
+		// RFC 6230 §6: the Dialog-ID is the cfw-id of the dialog that set
+		// up the channel; 481 when there is no such dialog (§8) unless
+		// direct channels are allowed. ms.mu is taken under s.mu (never
+		// the other way round).
+		bound := s.ms != nil && s.ms.controlDialog(dialog)
+		if !bound && s.p.requireDialog {
+			res.Status = 481
 			return res
 		}
 		ka := s.p.keepAlive
@@ -520,7 +549,7 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 				res.Header = append(res.Header, Field{"Packages", strings.Join(ok, ",")})
 			}
 		}
-		cc.st.Synced, cc.st.DialogID, cc.st.KeepAlive, cc.st.Packages = true, dialog, ka, pkgs
+		cc.st.Synced, cc.st.DialogID, cc.st.Bound, cc.st.KeepAlive, cc.st.Packages = true, dialog, bound, ka, pkgs
 		res.Status = 200
 	case "K-ALIVE":
 		res.Status = 200

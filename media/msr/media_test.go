@@ -253,8 +253,8 @@ func TestMediaJoinOverControlChannel(t *testing.T) {
 		t.Fatalf("ports in use %d, want 4", got)
 	}
 	c := m.control()
-	// CONTROL before SYNC: 403 (RFC 6230 §6.1: SYNC comes first).
-	if f := c.do(Frame{TransID: "ctl0000", Method: "CONTROL", Header: []Field{{"Control-Package", mixerPackage}}, Body: []byte("<x/>")}); f.Status != 403 {
+	// CONTROL before SYNC: 406, out of sequence (RFC 6230 §6: SYNC comes first; §8).
+	if f := c.do(Frame{TransID: "ctl0000", Method: "CONTROL", Header: []Field{{"Control-Package", mixerPackage}}, Body: []byte("<x/>")}); f.Status != 406 {
 		t.Fatalf("CONTROL before SYNC: %d", f.Status)
 	}
 	s := c.do(Frame{TransID: "sync0001", Method: "SYNC", Header: []Field{{"Dialog-ID", "d1"}, {"Keep-Alive", "100"}, {"Packages", "msc-mixer/1.0"}}})
