@@ -39,7 +39,7 @@ func parseCFWOffer(body []byte) (o cfwOffer, ok bool, err error) {
 		line = strings.TrimRight(line, "\r\n")
 		if v, isM := strings.CutPrefix(line, "m="); isM {
 			f := strings.Fields(v)
-			in = len(f) == 3 && f[0] == "application" && f[2] == "cfw"
+			in = len(f) == 4 && f[0] == "application" && f[3] == "cfw"
 			if !in {
 				o.other++
 				continue
@@ -47,7 +47,7 @@ func parseCFWOffer(body []byte) (o cfwOffer, ok bool, err error) {
 			if ok {
 				return cfwOffer{}, true, fmt.Errorf("more than one cfw m-line")
 			}
-			ok, o.proto = true, f[1]
+			ok, o.proto = true, f[2]
 			continue
 		}
 		if !in {
