@@ -90,9 +90,11 @@ type ControlStatus struct {
 // side and sends SYNC and the keep-alives; this side answers and watches
 // the timer (no K-ALIVE of its own). Before SYNC the keep-alive is
 // Config.ControlKeepAlive; a SYNC without Keep-Alive is accepted with
-// that value rather than refused. No control package is implemented:
-// CONTROL is answered 420 (unsupported package), REPORT (sent by servers)
-// and unknown methods 405, anything before SYNC 403.
+// that value rather than refused. SYNC's Dialog-ID is looked up among the
+// control dialogs (mediaServer.controlDialog: 481 when unknown and
+// params.requireDialog); CONTROL goes to the msc-mixer package (control);
+// REPORT (sent by servers) and unknown methods get 405, anything before
+// SYNC 406 (out of sequence).
 //
 // Who may connect: a source that the current controlAllow set does not
 // name is closed unread. At most params.perSource connections per source
@@ -445,7 +447,7 @@ func (s *controlServer) serve(cc *ctlConn) {
 	}
 }
 
-// control answers a CONTROL request (RFC 6230 §9.3): 403 before SYNC,
+// control answers a CONTROL request (RFC 6230 §9.3): 406 before SYNC,
 // 400 without Control-Package, 420 for a package that is not served or
 // was not asked for in SYNC, else 200 with the package's response body
 // (errors of the package travel inside it, RFC 6505 §4.6).
