@@ -2,8 +2,10 @@ package msr
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -139,4 +141,43 @@ func FuzzParseCFWOffer(f *testing.F) {
 			t.Fatalf("accepted %+v", o)
 		}
 	})
+}
+
+// A control dialog is the softswitch's: from another source 403; at most
+// maxChannels of them, then 486.
+func TestControlDialogLimits(t *testing.T) {
+	m := newMediaRig(t, 0)
+	u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 9)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	body := cfwSDP("TCP", "active", "stranger", "")
+	msg := fmt.Sprintf("INVITE sip:wan0;1@%s SIP/2.0\r\nVia: SIP/2.0/UDP %s;branch=z9hG4bK%s\r\nFrom: <sip:x@127.0.0.9>;tag=abc\r\n"+
+		"To: <sip:wan0;1@msr-kazan>\r\nCall-ID: %s\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\nContact: <sip:x@%s>\r\n"+
+		"Content-Type: application/sdp\r\nContent-Length: %d\r\n\r\n%s", m.local, u.LocalAddr(), randHex(6), randHex(8), u.LocalAddr(), len(body), body)
+	if _, err := u.WriteToUDPAddrPort([]byte(msg), m.local); err != nil {
+		t.Fatal(err)
+	}
+	_ = u.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4096)
+	n, err := u.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, _, _ := strings.Cut(string(buf[:n]), "\r\n"); !strings.HasPrefix(line, "SIP/2.0 403 ") {
+		t.Fatalf("control INVITE from a stranger: %q", line)
+	}
+
+	for i := range maxChannels + 1 {
+		d := &dialog{callID: randHex(8), fromTag: randHex(4),
+			uri: sip.Uri{Scheme: "sip", User: "lan0;1", Host: m.local.Addr().String(), Port: int(m.local.Port())}}
+		want := 200
+		if i == maxChannels {
+			want = 486
+		}
+		if res := m.request(sip.INVITE, d, cfwSDP("TCP", "", fmt.Sprintf("cc%d", i), "")); res.StatusCode != want {
+			t.Fatalf("control dialog %d: %d, want %d", i, res.StatusCode, want)
+		}
+	}
 }

@@ -92,7 +92,8 @@
 // c= the service address, a=setup:passive, a=connection:new and the same
 // cfw-id (488 for TLS, a=setup:passive in the offer — this side only
 // listens —, audio in the same offer, a missing cfw-id or one already in
-// use, or no listener). The same offer again (a re-INVITE) gets the same
+// use, or no listener; 403 from a source the control listener would
+// refuse, 486 beyond 16 control dialogs). The same offer again (a re-INVITE) gets the same
 // answer, another one 488; BYE ends the dialog and closes the channels
 // bound to it. ECSS-10 does not do this: it connects to the
 // P-Eltex-MSR-CC-Addr/Port of the service UA's REGISTER directly.

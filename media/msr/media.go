@@ -134,7 +134,19 @@ func (ms *mediaServer) controlInvite(t *transport, req *sip.Request, tx sip.Serv
 	ms.mu.Lock()
 	ctl := ms.ctl
 	dup := ms.ctlDlgs[o.id] != nil
+	full := len(ms.ctlDlgs) >= maxChannels
 	ms.mu.Unlock()
+	// The channel is the softswitch's alone (controlServer): a control
+	// dialog is accepted from the sources its listener accepts.
+	src, _ := netip.ParseAddrPort(req.Source())
+	switch {
+	case ctl != nil && !ctl.allow.Load().allows(src.Addr()):
+		respond(tx, req, sip.StatusForbidden, "Forbidden (not a server's address)")
+		return
+	case full:
+		respond(tx, req, sip.StatusBusyHere, "Busy Here (too many control dialogs)")
+		return
+	}
 	switch {
 	case err != nil:
 	case ctl == nil:
@@ -143,7 +155,7 @@ func (ms *mediaServer) controlInvite(t *transport, req *sip.Request, tx sip.Serv
 		err = errors.New("cfw-id in use by another dialog")
 	}
 	if err != nil {
-		ms.log.Info("media/msr: control-channel INVITE refused", "call_id", callID, "err", err)
+		// Not logged: the reason phrase says why, and anyone may send it.
 		respond(tx, req, sip.StatusNotAcceptableHere, "Not Acceptable Here ("+err.Error()+")")
 		return
 	}
