@@ -104,6 +104,12 @@ type Config struct {
 	// ControlSyncTimeout is the time a control connection has to complete
 	// SYNC before it is closed (default 5 s).
 	ControlSyncTimeout time.Duration
+	// ControlDialogRequired makes SYNC strict RFC 6230: its Dialog-ID
+	// must be the cfw-id of a control dialog set up by INVITE, else 481.
+	// False (the default, what ECSS-10 needs: it connects to the announced
+	// control port without an INVITE) also accepts a Dialog-ID naming no
+	// dialog, as a direct channel.
+	ControlDialogRequired bool
 }
 
 func orDur(v, def time.Duration) time.Duration {

@@ -56,14 +56,18 @@ const (
 
 // ChannelStatus is one control-channel connection.
 type ChannelStatus struct {
-	Remote    netip.AddrPort `json:"remote"`
-	Since     time.Time      `json:"since"`
-	Synced    bool           `json:"synced"`
-	DialogID  string         `json:"dialog_id,omitempty"`
-	Packages  []string       `json:"packages,omitempty"` // what the client asked for in SYNC
-	KeepAlive time.Duration  `json:"keep_alive"`
-	LastRecv  time.Time      `json:"last_recv"`
-	Requests  uint64         `json:"requests"`
+	Remote   netip.AddrPort `json:"remote"`
+	Since    time.Time      `json:"since"`
+	Synced   bool           `json:"synced"`
+	DialogID string         `json:"dialog_id,omitempty"`
+	// Bound: the Dialog-ID is the cfw-id of a control dialog set up by
+	// INVITE (RFC 6230 §5); the channel closes when that dialog ends.
+	// False for a direct channel (no INVITE, as ECSS-10 connects).
+	Bound     bool          `json:"bound,omitempty"`
+	Packages  []string      `json:"packages,omitempty"` // what the client asked for in SYNC
+	KeepAlive time.Duration `json:"keep_alive"`
+	LastRecv  time.Time     `json:"last_recv"`
+	Requests  uint64        `json:"requests"`
 }
 
 // ControlStatus is the control-channel listener and its connections.
@@ -86,9 +90,11 @@ type ControlStatus struct {
 // side and sends SYNC and the keep-alives; this side answers and watches
 // the timer (no K-ALIVE of its own). Before SYNC the keep-alive is
 // Config.ControlKeepAlive; a SYNC without Keep-Alive is accepted with
-// that value rather than refused. No control package is implemented:
-// CONTROL is answered 420 (unsupported package), REPORT (sent by servers)
-// and unknown methods 405, anything before SYNC 403.
+// that value rather than refused. SYNC's Dialog-ID is looked up among the
+// control dialogs (mediaServer.controlDialog: 481 when unknown and
+// params.requireDialog); CONTROL goes to the msc-mixer package (control);
+// REPORT (sent by servers) and unknown methods get 405, anything before
+// SYNC 406 (out of sequence).
 //
 // Who may connect: a source that the current controlAllow set does not
 // name is closed unread. At most params.perSource connections per source
@@ -127,10 +133,13 @@ type controlParams struct {
 	total        int           // connections in all
 	perSource    int           // connections per source address
 	minKA, maxKA time.Duration // bounds of a SYNC's Keep-Alive
+	// requireDialog: a SYNC must name a control dialog (else 481);
+	// Config.ControlDialogRequired.
+	requireDialog bool
 }
 
-func defaultControlParams(keepAlive, syncTimeout time.Duration) controlParams {
-	return controlParams{keepAlive: keepAlive, syncTimeout: syncTimeout,
+func defaultControlParams(keepAlive, syncTimeout time.Duration, requireDialog bool) controlParams {
+	return controlParams{keepAlive: keepAlive, syncTimeout: syncTimeout, requireDialog: requireDialog,
 		total: maxChannels, perSource: maxChannelsPerSource, minKA: minKeepAlive, maxKA: maxKeepAlive}
 }
 
@@ -332,11 +341,24 @@ func (s *controlServer) close() {
 }
 
 // setTimers changes the keep-alive and the SYNC deadline of channels
-// accepted from now on.
-func (s *controlServer) setTimers(keepAlive, syncTimeout time.Duration) {
+// accepted from now on, and whether a SYNC must name a control dialog
+// (for SYNCs from now on).
+func (s *controlServer) setTimers(keepAlive, syncTimeout time.Duration, requireDialog bool) {
 	s.mu.Lock()
-	s.p.keepAlive, s.p.syncTimeout = keepAlive, syncTimeout
+	s.p.keepAlive, s.p.syncTimeout, s.p.requireDialog = keepAlive, syncTimeout, requireDialog
 	s.mu.Unlock()
+}
+
+// dropDialog closes the channels bound to the control dialog id (its SIP
+// dialog ended: RFC 6230 §5, the channel lives as long as the dialog).
+func (s *controlServer) dropDialog(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.st.Bound && c.st.DialogID == id {
+			_ = c.c.Close()
+		}
+	}
 }
 
 func (s *controlServer) status() ControlStatus {
@@ -425,7 +447,7 @@ func (s *controlServer) serve(cc *ctlConn) {
 	}
 }
 
-// control answers a CONTROL request (RFC 6230 §9.3): 403 before SYNC,
+// control answers a CONTROL request (RFC 6230 §9.3): 406 before SYNC,
 // 400 without Control-Package, 420 for a package that is not served or
 // was not asked for in SYNC, else 200 with the package's response body
 // (errors of the package travel inside it, RFC 6505 §4.6).
@@ -436,7 +458,7 @@ func (s *controlServer) control(cc *ctlConn, f *Frame) *Frame {
 	synced, pkgs := cc.st.Synced, cc.st.Packages
 	s.mu.Unlock()
 	if !synced {
-		res.Status = 403
+		res.Status = 406
 		return res
 	}
 	pkg, ok := f.Get("Control-Package")
@@ -468,7 +490,7 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 	defer s.mu.Unlock()
 	cc.st.Requests++
 	if f.Method != "SYNC" && !cc.st.Synced {
-		res.Status = 403
+		res.Status = 406 // out of sequence: SYNC comes first
 		return res
 	}
 	switch f.Method {
@@ -476,6 +498,15 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 		dialog, _ := f.Get("Dialog-ID")
 		if dialog == "" {
 			res.Status = 400
+			return res
+		}
+		// RFC 6230 §6: the Dialog-ID is the cfw-id of the dialog that set
+		// up the channel; 481 when there is no such dialog (§8) unless
+		// direct channels are allowed. ms.mu is taken under s.mu (never
+		// the other way round).
+		bound := s.ms != nil && s.ms.controlDialog(dialog)
+		if !bound && s.p.requireDialog {
+			res.Status = 481
 			return res
 		}
 		ka := s.p.keepAlive
@@ -520,7 +551,7 @@ func (s *controlServer) handle(cc *ctlConn, f *Frame) *Frame {
 				res.Header = append(res.Header, Field{"Packages", strings.Join(ok, ",")})
 			}
 		}
-		cc.st.Synced, cc.st.DialogID, cc.st.KeepAlive, cc.st.Packages = true, dialog, ka, pkgs
+		cc.st.Synced, cc.st.DialogID, cc.st.Bound, cc.st.KeepAlive, cc.st.Packages = true, dialog, bound, ka, pkgs
 		res.Status = 200
 	case "K-ALIVE":
 		res.Status = 200

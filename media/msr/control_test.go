@@ -27,7 +27,7 @@ func startControl(t *testing.T, keepAlive time.Duration, opts ...func(*controlPa
 
 func startControlAllow(t *testing.T, keepAlive time.Duration, allow *controlAllow, log *slog.Logger, opts ...func(*controlParams)) *controlServer {
 	t.Helper()
-	p := defaultControlParams(keepAlive, DefaultControlSyncTimeout)
+	p := defaultControlParams(keepAlive, DefaultControlSyncTimeout, false)
 	for _, o := range opts {
 		o(&p)
 	}
@@ -123,7 +123,7 @@ func TestControlChannel(t *testing.T) {
 	c := dialControl(t, s)
 
 	// Before SYNC, nothing else is served.
-	if r := c.do(Frame{TransID: "ka000001", Method: "K-ALIVE"}); r.Status != 403 {
+	if r := c.do(Frame{TransID: "ka000001", Method: "K-ALIVE"}); r.Status != 406 {
 		t.Errorf("K-ALIVE before SYNC: %d", r.Status)
 	}
 	// SYNC needs a Dialog-ID and a sane Keep-Alive.
@@ -383,7 +383,7 @@ func TestControlIdleFlood(t *testing.T) {
 	var idle []*cfwClient
 	for i := range maxChannels {
 		c := dialFrom(t, s.addr, "127.0.1.9")
-		// Not a SYNC: a request answered (403) without syncing proves the
+		// Not a SYNC: a request answered (406) without syncing proves the
 		// server holds the connection, or its absence that it closed it.
 		if _, err := c.c.Write((&Frame{TransID: fmt.Sprintf("kalv%04d", i), Method: "K-ALIVE"}).Marshal()); err != nil {
 			t.Fatal(err)
@@ -391,7 +391,7 @@ func TestControlIdleFlood(t *testing.T) {
 		r, err := ReadFrame(c.r)
 		switch {
 		case i < maxChannelsPerSource:
-			if err != nil || r.Status != 403 {
+			if err != nil || r.Status != 406 {
 				t.Fatalf("idle connection %d: %+v, %v", i, r, err)
 			}
 			idle = append(idle, c)
@@ -435,7 +435,7 @@ func TestControlSyncDeadline(t *testing.T) {
 		t.Errorf("silent: %v", err)
 	}
 
-	// A chatty one: K-ALIVE (403 before SYNC) every 50 ms, which would
+	// A chatty one: K-ALIVE (406 before SYNC) every 50 ms, which would
 	// renew a keep-alive timer but not the SYNC deadline.
 	chatty := dialControl(t, s)
 	_ = chatty.c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -463,7 +463,7 @@ func TestControlSyncDeadline(t *testing.T) {
 			}
 			break
 		}
-		if r.Status != 403 {
+		if r.Status != 406 {
 			t.Fatalf("K-ALIVE before SYNC: %+v", r)
 		}
 	}

@@ -74,8 +74,38 @@
 // A TCP listener on the service address (Config.ControlPort, default
 // 5700) accepts the softswitch's control connection: frames
 // "CFW <trans-id> <method>" + headers + Content-Length body (ReadFrame,
-// fuzzed); SYNC (needs Dialog-ID) and K-ALIVE are answered 200; a channel
-// silent for its keep-alive interval, or with broken framing, is closed.
+// fuzzed); SYNC and K-ALIVE are answered 200; a channel silent for its
+// keep-alive interval, or with broken framing, is closed. The first
+// request must be SYNC: anything else before it is 406 (RFC 6230 §8,
+// "message out of sequence"; §6: SYNC before any other signalling).
+//
+// How the channel is set up. RFC 6230 §5 sets it up with an INVITE whose
+// offer names it (COMEDIA, RFC 4145):
+//
+//	m=application 9 TCP cfw
+//	a=setup:active
+//	a=connection:new
+//	a=cfw-id:H839quwhjdhegvdga
+//
+// An INVITE to any MSR UA with such an offer (and no other m-line) opens
+// a control dialog: the 200 answers m=application CONTROL-PORT TCP cfw,
+// c= the service address, a=setup:passive, a=connection:new and the same
+// cfw-id (488 for TLS, a=setup:passive in the offer — this side only
+// listens —, audio in the same offer, a missing cfw-id or one already in
+// use, or no listener; 403 from a source the control listener would
+// refuse, 486 beyond 16 control dialogs). The same offer again (a re-INVITE) gets the same
+// answer, another one 488; BYE ends the dialog and closes the channels
+// bound to it. ECSS-10 does not do this: it connects to the
+// P-Eltex-MSR-CC-Addr/Port of the service UA's REGISTER directly.
+//
+// Decision on SYNC's Dialog-ID (RFC 6230 §6: the cfw-id of the dialog
+// that set the channel up; §8: 481 when that dialog does not exist): a
+// Dialog-ID naming a live control dialog binds the channel to it
+// (ChannelStatus.Bound; closed with the dialog). One naming none is 481
+// when Config.ControlDialogRequired is set (strict RFC 6230) and, by
+// default, accepted as a direct channel, because that is what ECSS-10
+// needs and the source is already restricted to the servers' addresses
+// (below); such a channel lives until it is closed or silent.
 //
 // # Media (WithMedia)
 //
@@ -93,8 +123,9 @@
 // No 2xx retransmission beyond sipgo's, no PRACK, UPDATE or Session-Timer.
 //
 // SYNC answers Supported: msc-mixer/1.0 and, in Packages, which of the
-// asked packages are in force (422 when none). CONTROL (403 before SYNC,
-// 400 without Control-Package, 420 with Supported for any package but
+// asked packages are in force (422 when none). CONTROL (406 before SYNC,
+// 400 without Control-Package or with a Content-Type other than
+// application/msc-mixer+xml, 420 with Supported for any package but
 // msc-mixer/1.0 or one not asked for in SYNC) is answered 200 with the
 // RFC 6505 package response, parsed with encoding/xml (fuzzed):
 //
@@ -102,7 +133,8 @@
 //     connections (any interfaces; µ-law/A-law transcoded); direction is
 //     seen from id1 (sendonly = id1 → id2). 408 already joined to each
 //     other, 411 one of them joined elsewhere (no mixing of more than
-//     two), 412 unknown connection, 406 an id without ':' (a conference).
+//     two), 412 unknown connection, 406 an id without ':' (a conference),
+//     407 a connection joined to itself or more than one stream.
 //   - modifyjoin: changes the direction (409 not joined).
 //   - unjoin: stops both ways (409 not joined).
 //   - audit: auditresponse with <capabilities/> and the joins as
@@ -110,9 +142,44 @@
 //   - 400 bad XML, namespace, version or attribute; 422 other elements
 //     and non-audio streams.
 //
-// Not supported: conferences (createconference, modifyconference,
-// destroyconference), REPORT and 202 (every answer is final), <event>
-// notifications and subscriptions, per-stream unjoin, video, msc-ivr.
+// Decision on 202 and REPORT (RFC 6230 §7.1: 202 when the answer cannot
+// be given within the transaction timeout, the outcome following in
+// REPORT update/terminate): nothing here completes later. A join,
+// modifyjoin or unjoin only re-points the relay endpoints' forwarding,
+// audit reads a map, and a connection a request can name already exists
+// (its id is the to-tag, which the softswitch learns from the 200 sent
+// after the connection is registered). So every CONTROL is answered
+// 200 at once, no REPORT is ever sent, and there is no pending
+// transaction (nor 423 for a duplicate one). A CONTROL received whole is
+// carried out even if the channel drops before its answer is written:
+// joins belong to the connections, not to the channel — a softswitch that
+// reconnects finds them in audit, BYE frees them; one cut short does
+// nothing.
+//
+// RFC 6230 / RFC 6505 elements supported:
+//
+//   - framework: the COMEDIA control dialog (m=application TCP cfw,
+//     a=setup, a=connection, a=cfw-id) and direct channels; SYNC
+//     (Dialog-ID, Keep-Alive, Packages; answers Keep-Alive, Packages,
+//     Supported), K-ALIVE, CONTROL; codes 200, 400, 405, 406, 420, 422,
+//     481; keep-alive timeout.
+//   - msc-mixer/1.0: join, modifyjoin, unjoin (between two connections),
+//     <stream media="audio" direction>, audit (capabilities, mixers:
+//     joinaudit); <response> / <auditresponse> with codes 200, 400, 406,
+//     407, 408, 409, 411, 412, 419, 422.
+//
+// Not supported:
+//
+//   - framework: TLS (TCP/TLS cfw, a=fingerprint), 202 and REPORT
+//     (nothing completes later), K-ALIVE sent by this side (the
+//     softswitch is the active side), Transaction-Timeout
+//     negotiation, 423 (no pending transactions), this side connecting
+//     out (a=setup:passive offers).
+//   - msc-mixer/1.0: conferences (createconference, modifyconference,
+//     destroyconference, mixerid in audit), mixing of more than two
+//     connections, <event> notifications and <subscribe>, per-stream
+//     unjoin, <volume>, <clamp>, <region>, <priority>, video, the
+//     msc-ivr/1.0 package.
 //
 // The channel is the softswitch's alone. A connection is accepted only
 // from an address the servers currently resolve to (the last good answer
@@ -126,11 +193,21 @@
 // to 5–600 s and the 200 says the value in force. Channels already open
 // stay when the allowed set changes.
 //
+// # Tests
+//
+// Besides loopback tests, TestNamespaceSoftswitchJoins runs the MSR the
+// way the softswitch uses it on a real kernel: SIPp (testdata/sipp) sets
+// up the control dialog and one media connection on each of two
+// "VLAN" interfaces (veths into their own namespaces: the test kernel
+// has no 802.1Q), a control client written in the test joins them, RTP
+// (pion/rtp) crosses both ways, modifyjoin and unjoin stop it, BYE frees
+// the ports, and 200 INVITE/BYE leave none.
+//
 // # What it does not do
 //
 // No SIP over TCP/TLS to the servers (UDP only); no RFC 3263 SRV/NAPTR
 // lookup of the servers (A/AAAA through the Resolver); media only through
 // the Media the appliance passes; it never changes the kernel's
 // configuration. It imports netcfg and media/selection only (tests also
-// media/relay and media/sdprewrite).
+// media/relay, media/sdprewrite and netcfg/netnstest).
 package msr

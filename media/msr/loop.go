@@ -379,7 +379,7 @@ func (l *loop) ensureControl(ctx context.Context, addr netip.Addr) error {
 	port := l.cfg.ControlPort
 	allow := newControlAllow(l.targets, l.cfg.ControlAllow)
 	if l.ctl != nil && l.ctl.addr.Addr() == addr && (port == -1 || int(l.ctl.addr.Port()) == port) {
-		l.ctl.setTimers(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout)
+		l.ctl.setTimers(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout, l.cfg.ControlDialogRequired)
 		l.ctl.setAllow(allow)
 		return nil
 	}
@@ -387,7 +387,7 @@ func (l *loop) ensureControl(ctx context.Context, addr netip.Addr) error {
 	if bind == -1 {
 		bind = 0
 	}
-	ctl, err := listenControl(ctx, l.a.opt.sockets, netip.AddrPortFrom(addr, uint16(bind)), defaultControlParams(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout), allow, l.a.ms, l.a.log)
+	ctl, err := listenControl(ctx, l.a.opt.sockets, netip.AddrPortFrom(addr, uint16(bind)), defaultControlParams(l.cfg.ControlKeepAlive, l.cfg.ControlSyncTimeout, l.cfg.ControlDialogRequired), allow, l.a.ms, l.a.log)
 	if err != nil {
 		if l.ctl != nil {
 			l.ctl.setAllow(allow) // the old listener, kept meanwhile, follows the servers too
@@ -403,6 +403,9 @@ func (l *loop) ensureControl(ctx context.Context, addr netip.Addr) error {
 	}
 	l.closeControl()
 	l.ctl = ctl
+	if l.a.ms != nil {
+		l.a.ms.setControl(ctl)
+	}
 	l.a.mu.Lock()
 	l.a.ctl, l.a.ctlError = ctl, ""
 	l.a.mu.Unlock()
@@ -413,6 +416,9 @@ func (l *loop) ensureControl(ctx context.Context, addr netip.Addr) error {
 func (l *loop) closeControl() {
 	if l.ctl == nil {
 		return
+	}
+	if l.a.ms != nil {
+		l.a.ms.setControl(nil)
 	}
 	l.ctl.close()
 	st := l.ctl.status()

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -83,6 +85,20 @@ type mediaServer struct {
 	cid    string                // the contact id
 	conns  map[string]*connection
 	byDlg  map[dlgKey]*connection
+	// Control-channel dialogs (RFC 6230 §5), by cfw-id and by dialog.
+	ctlDlgs  map[string]*ctlDialog
+	ctlByDlg map[dlgKey]*ctlDialog
+	// ctl is the control listener in force (nil: none); the loop sets it.
+	ctl *controlServer
+}
+
+// ctlDialog is an INVITE dialog that set up a control channel: an offer
+// with an m=application … TCP cfw line. Its cfw-id is the Dialog-ID the
+// channel's SYNC names; BYE ends it and closes the channels bound to it.
+type ctlDialog struct {
+	id     string // cfw-id
+	key    dlgKey
+	answer []byte
 }
 
 type dlgKey struct{ callID, localTag, remoteTag string }
@@ -91,7 +107,95 @@ func newMediaServer(m Media, log interface {
 	Info(string, ...any)
 	Warn(string, ...any)
 }) *mediaServer {
-	return &mediaServer{media: m, log: log, ifaces: map[string]netip.Addr{}, conns: map[string]*connection{}, byDlg: map[dlgKey]*connection{}}
+	return &mediaServer{media: m, log: log, ifaces: map[string]netip.Addr{}, conns: map[string]*connection{}, byDlg: map[dlgKey]*connection{},
+		ctlDlgs: map[string]*ctlDialog{}, ctlByDlg: map[dlgKey]*ctlDialog{}}
+}
+
+// setControl publishes the control listener in force (nil when none): its
+// address goes into the answers of control-channel offers, and it is told
+// when a control dialog ends.
+func (ms *mediaServer) setControl(s *controlServer) {
+	ms.mu.Lock()
+	ms.ctl = s
+	ms.mu.Unlock()
+}
+
+// controlDialog says whether id is the cfw-id of a live control dialog.
+func (ms *mediaServer) controlDialog(id string) bool {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	return ms.ctlDlgs[id] != nil
+}
+
+// controlInvite answers an initial INVITE whose offer sets up a control
+// channel (RFC 6230 §5): 200 with the control listener's address and the
+// offer's cfw-id, 488 when the offer cannot be served.
+func (ms *mediaServer) controlInvite(t *transport, req *sip.Request, tx sip.ServerTransaction, o cfwOffer, err error, callID, remoteTag string) {
+	ms.mu.Lock()
+	ctl := ms.ctl
+	dup := ms.ctlDlgs[o.id] != nil
+	full := len(ms.ctlDlgs) >= maxChannels
+	ms.mu.Unlock()
+	// The channel is the softswitch's alone (controlServer): a control
+	// dialog is accepted from the sources its listener accepts.
+	src, _ := netip.ParseAddrPort(req.Source())
+	switch {
+	case ctl != nil && !ctl.allow.Load().allows(src.Addr()):
+		respond(tx, req, sip.StatusForbidden, "Forbidden (not a server's address)")
+		return
+	case full:
+		respond(tx, req, sip.StatusBusyHere, "Busy Here (too many control dialogs)")
+		return
+	}
+	switch {
+	case err != nil:
+	case ctl == nil:
+		err = errors.New("no control listener")
+	case dup:
+		err = errors.New("cfw-id in use by another dialog")
+	}
+	if err != nil {
+		// Not logged: the reason phrase says why, and anyone may send it.
+		respond(tx, req, sip.StatusNotAcceptableHere, "Not Acceptable Here ("+err.Error()+")")
+		return
+	}
+	localTag := randHex(8)
+	d := &ctlDialog{id: o.id, key: dlgKey{callID, localTag, remoteTag}, answer: cfwAnswer(ctl.addr, o.id, strconv.FormatInt(time.Now().Unix(), 10))}
+	ms.mu.Lock()
+	if ms.ctlDlgs[o.id] != nil { // lost a race with the same cfw-id
+		ms.mu.Unlock()
+		respond(tx, req, sip.StatusNotAcceptableHere, "Not Acceptable Here (cfw-id in use by another dialog)")
+		return
+	}
+	ms.ctlDlgs[o.id], ms.ctlByDlg[d.key] = d, d
+	ms.mu.Unlock()
+	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", d.answer)
+	if rt := res.To(); rt != nil {
+		rt.Params.Add("tag", localTag)
+	}
+	ms.answerHeaders(t, res, req)
+	if err := tx.Respond(res); err != nil {
+		ms.endControl(d)
+		return
+	}
+	ms.log.Info("media/msr: control-channel dialog", "cfw_id", o.id, "call_id", callID)
+}
+
+// endControl forgets a control dialog and closes the channels bound to
+// it. Idempotent.
+func (ms *mediaServer) endControl(d *ctlDialog) {
+	ms.mu.Lock()
+	if ms.ctlDlgs[d.id] != d {
+		ms.mu.Unlock()
+		return
+	}
+	delete(ms.ctlDlgs, d.id)
+	delete(ms.ctlByDlg, d.key)
+	ctl := ms.ctl
+	ms.mu.Unlock()
+	if ctl != nil {
+		ctl.dropDialog(d.id)
+	}
 }
 
 // setIfaces publishes the announced interfaces (the loop, each reconcile).
@@ -128,7 +232,7 @@ func (ms *mediaServer) invite(t *transport, req *sip.Request, tx sip.ServerTrans
 	}
 	remoteTag, _ := from.Params.Get("tag")
 	if localTag, ok := to.Params.Get("tag"); ok && localTag != "" {
-		ms.reinvite(req, tx, dlgKey{callID.Value(), localTag, remoteTag})
+		ms.reinvite(t, req, tx, dlgKey{callID.Value(), localTag, remoteTag})
 		return
 	}
 	if remoteTag == "" {
@@ -148,6 +252,10 @@ func (ms *mediaServer) invite(t *transport, req *sip.Request, tx sip.ServerTrans
 	if len(req.Body()) == 0 {
 		// A late offer would need an offer of our own in the 200.
 		respond(tx, req, sip.StatusNotAcceptableHere, "Not Acceptable Here (offer required)")
+		return
+	}
+	if o, ok, err := parseCFWOffer(req.Body()); ok {
+		ms.controlInvite(t, req, tx, o, err, callID.Value(), remoteTag)
 		return
 	}
 	localTag := randHex(8)
@@ -197,10 +305,22 @@ func (ms *mediaServer) answerHeaders(t *transport, res *sip.Response, req *sip.R
 	res.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
 }
 
-func (ms *mediaServer) reinvite(req *sip.Request, tx sip.ServerTransaction, k dlgKey) {
+func (ms *mediaServer) reinvite(t *transport, req *sip.Request, tx sip.ServerTransaction, k dlgKey) {
 	ms.mu.Lock()
-	c := ms.byDlg[k]
+	c, d := ms.byDlg[k], ms.ctlByDlg[k]
 	ms.mu.Unlock()
+	if d != nil {
+		// A control dialog's session stays as it is: the same offer gets
+		// the same answer, any other 488.
+		if o, ok, err := parseCFWOffer(req.Body()); !ok || err != nil || o.id != d.id {
+			respond(tx, req, sip.StatusNotAcceptableHere, "Not Acceptable Here (control dialog unchanged)")
+			return
+		}
+		res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", d.answer)
+		ms.answerHeaders(t, res, req)
+		_ = tx.Respond(res)
+		return
+	}
 	if c == nil {
 		respond(tx, req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist")
 		return
@@ -229,7 +349,13 @@ func (ms *mediaServer) bye(req *sip.Request, tx sip.ServerTransaction) {
 	localTag, _ := to.Params.Get("tag")
 	ms.mu.Lock()
 	c := ms.byDlg[dlgKey{callID.Value(), localTag, remoteTag}]
+	d := ms.ctlByDlg[dlgKey{callID.Value(), localTag, remoteTag}]
 	ms.mu.Unlock()
+	if d != nil {
+		ms.endControl(d)
+		respond(tx, req, sip.StatusOK, "OK")
+		return
+	}
 	if c == nil {
 		respond(tx, req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist")
 		return
@@ -304,6 +430,10 @@ func (ms *mediaServer) closeAll() {
 	for _, c := range ms.conns {
 		list = append(list, c)
 	}
+	// Control dialogs are forgotten (no BYE: the agent stops); their
+	// channels close with the listener.
+	clear(ms.ctlDlgs)
+	clear(ms.ctlByDlg)
 	ms.mu.Unlock()
 	for _, c := range list {
 		ms.drop(c)

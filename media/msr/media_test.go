@@ -53,6 +53,13 @@ type mediaRig struct {
 
 func newMediaRig(t *testing.T, inactivity time.Duration) *mediaRig {
 	t.Helper()
+	return newMediaRigCfg(t, inactivity, nil)
+}
+
+// newMediaRigCfg is newMediaRig with the agent's configuration adjusted
+// by adjust (if set).
+func newMediaRigCfg(t *testing.T, inactivity time.Duration, adjust func(*Config)) *mediaRig {
+	t.Helper()
 	reg := newRegistrar(t, nil, "127.0.0.1")
 	n := newNetState(t)
 	n.link(idxLo, "lo", "loopback", true).addr(idxLo, "127.0.0.1/8")
@@ -66,7 +73,11 @@ func newMediaRig(t *testing.T, inactivity time.Duration) *mediaRig {
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	a := newAgent(t, testConfig(reg.server(0)), n, WithMedia(relayMedia{r}))
+	cfg := testConfig(reg.server(0))
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	a := newAgent(t, cfg, n, WithMedia(relayMedia{r}))
 	run(t, a)
 	collect(t, reg, "wan0", "lan0")
 	ua, err := sipgo.NewUA()
@@ -122,6 +133,9 @@ func (m *mediaRig) request(method sip.RequestMethod, d *dialog, body []byte) *si
 	if method == sip.INVITE && res.StatusCode == 200 {
 		if tag, ok := res.To().Params.Get("tag"); ok {
 			d.toTag = tag
+		}
+		if !strings.Contains(string(res.Body()), "m=audio") {
+			return res // a control-channel answer
 		}
 		sd, err := sdprewrite.Parse(res.Body())
 		if err != nil {
@@ -253,8 +267,8 @@ func TestMediaJoinOverControlChannel(t *testing.T) {
 		t.Fatalf("ports in use %d, want 4", got)
 	}
 	c := m.control()
-	// CONTROL before SYNC: 403 (RFC 6230 §6.1: SYNC comes first).
-	if f := c.do(Frame{TransID: "ctl0000", Method: "CONTROL", Header: []Field{{"Control-Package", mixerPackage}}, Body: []byte("<x/>")}); f.Status != 403 {
+	// CONTROL before SYNC: 406, out of sequence (RFC 6230 §6: SYNC comes first; §8).
+	if f := c.do(Frame{TransID: "ctl0000", Method: "CONTROL", Header: []Field{{"Control-Package", mixerPackage}}, Body: []byte("<x/>")}); f.Status != 406 {
 		t.Fatalf("CONTROL before SYNC: %d", f.Status)
 	}
 	s := c.do(Frame{TransID: "sync0001", Method: "SYNC", Header: []Field{{"Dialog-ID", "d1"}, {"Keep-Alive", "100"}, {"Packages", "msc-mixer/1.0"}}})
