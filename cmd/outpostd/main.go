@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 
 	"github.com/outpost/outpost/appliance"
@@ -82,7 +83,12 @@ func run() int {
 	go func() { <-ctx.Done(); stop() }()
 	opts := appliance.Options{DataDir: *data, ConfigFile: *cfgFile, FactoryFile: *factory, Version: version, Logger: log}
 	stopFirmware := fwFlags.start(ctx, &opts, log)
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	var trim sync.WaitGroup
+	trim.Go(func() { trimMemory(trimCtx) })
 	err = appliance.Run(ctx, opts)
+	stopTrim()
+	trim.Wait()
 	stopFirmware()
 	if err != nil {
 		log.Error("outpostd failed", "err", err)

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// Memory back to the system after a burst (issue 16, item 3: after a 10 s
+// INVITE flood RSS must be back under 60 MB within 60 s).
+//
+// Why the runtime alone does not: the collector runs when the heap reaches
+// its goal (GOGC=200: three times the live heap), and a box that goes quiet
+// after a flood allocates too little to reach it, so the garbage of the
+// flood (and sipgo's finished transactions, freed after 32 s) stays mapped
+// until the forced collection two minutes later, and the scavenger then
+// returns it gradually. Measured: 80 MiB still resident 90 s after a 2 s
+// flood (bench/mem_bench.sh).
+//
+// The rule: every trimWindow, the bytes allocated during it say whether the
+// box was busy (at least trimBusyBytes, 4 MiB/s: a flood or a load test,
+// not a branch's normal traffic). On the first quiet window after a busy
+// one, and again trimAgain windows later (past sipgo's 32 s retention),
+// debug.FreeOSMemory collects and returns every free page. A quiet box
+// never pays for it; a busy one is never interrupted by it.
+const (
+	trimWindow    = 5 * time.Second
+	trimBusyBytes = 20 << 20 // per window
+	trimAgain     = 8        // windows: 40 s
+)
+
+// memTrimmer decides, window by window, when to return memory.
+type memTrimmer struct {
+	quiet int // quiet windows since the last busy one; -1 = nothing to trim
+}
+
+// window takes the bytes allocated during one window and reports whether
+// to trim now.
+func (m *memTrimmer) window(allocated uint64) bool {
+	if allocated >= trimBusyBytes {
+		m.quiet = 0
+		return false
+	}
+	if m.quiet < 0 {
+		return false
+	}
+	m.quiet++
+	trim := m.quiet == 1 || m.quiet == trimAgain
+	if m.quiet >= trimAgain {
+		m.quiet = -1
+	}
+	return trim
+}
+
+// trimMemory runs the trimmer until ctx ends.
+func trimMemory(ctx context.Context) {
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	allocs := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	m := memTrimmer{quiet: -1}
+	t := time.NewTicker(trimWindow)
+	defer t.Stop()
+	last := allocs()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := allocs()
+			if m.window(now - last) {
+				debug.FreeOSMemory()
+			}
+			last = now
+		}
+	}
+}
