@@ -62,9 +62,6 @@ func (a *App) metricsHandler() http.Handler {
 		}
 		return float64(len(users))
 	})
-	counter("sip_overload_refusals_total", "New calls answered 503 because the box was overloaded (their setups queued; gateway/overload.go).", func() float64 {
-		return float64(a.gw.OverloadRefusals())
-	})
 	counter("hep_sent_total", "SIP messages sent to the HEP capture server (since the capture section last changed).", func() float64 {
 		sent, _ := a.gw.HEPStats()
 		return float64(sent)
@@ -107,7 +104,9 @@ var (
 	relayPktDesc   = prometheus.NewDesc("outpost_relay_packets_total", "RTP packets received by the relay, by the leg they came from (a = caller).", []string{"from"}, nil)
 	relayByteDesc  = prometheus.NewDesc("outpost_relay_bytes_total", "RTP bytes received by the relay, by the leg they came from.", []string{"from"}, nil)
 	relayLostDesc  = prometheus.NewDesc("outpost_relay_lost_total", "RTP packets lost before reaching the relay (RFC 3550), by leg.", []string{"from"}, nil)
-	sipDropDesc    = prometheus.NewDesc("outpost_sip_dropped_total", "SIP packets dropped unanswered or failing, by kind: the UDP fast path's not_sip, unparseable, "+
+	overloadDesc   = prometheus.NewDesc("outpost_sip_overload_refusals_total", "New calls answered 503 because the box was overloaded, by reason: "+
+		"queue (call setups waited for the CPU), memory (the live heap was full of recent calls' transactions); gateway/overload.go.", []string{"reason"}, nil)
+	sipDropDesc = prometheus.NewDesc("outpost_sip_dropped_total", "SIP packets dropped unanswered or failing, by kind: the UDP fast path's not_sip, unparseable, "+
 		"rate_limited (stateless refusals over their source's rate), stateless_ack (ACKs of stateless refusals); sipgo's unparseable, bad_request, unmatched_response, send_failed, …", []string{"kind"}, nil)
 )
 
@@ -120,6 +119,7 @@ func (l labelled) Describe(ch chan<- *prometheus.Desc) {
 	ch <- relayByteDesc
 	ch <- relayLostDesc
 	ch <- sipDropDesc
+	ch <- overloadDesc
 }
 
 func (l labelled) Collect(ch chan<- prometheus.Metric) {
@@ -135,6 +135,9 @@ func (l labelled) Collect(ch chan<- prometheus.Metric) {
 	for kind, n := range l.a.gw.DroppedByKind() {
 		ch <- prometheus.MustNewConstMetric(sipDropDesc, prometheus.CounterValue, float64(n), kind)
 	}
+	queue, memory := l.a.gw.OverloadRefusals()
+	ch <- prometheus.MustNewConstMetric(overloadDesc, prometheus.CounterValue, float64(queue), "queue")
+	ch <- prometheus.MustNewConstMetric(overloadDesc, prometheus.CounterValue, float64(memory), "memory")
 	now := time.Now()
 	for _, t := range l.a.gw.HQHealth() {
 		up := 0.0

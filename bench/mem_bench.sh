@@ -135,7 +135,7 @@ one_run() {
   created=$(echo "$sum" | tr ' ' '\n' | sed -n 's/^TotalCallCreated=//p')
   ok=$(echo "$sum" | tr ' ' '\n' | sed -n 's/^SuccessfulCall=//p'); failed=$(echo "$sum" | tr ' ' '\n' | sed -n 's/^FailedCall=//p')
   refusals=$(timeout 10 curl -s --max-time 5 --unix-socket "$SOCK" http://x/metrics 2>/dev/null |
-    awk '/^outpost_sip_overload_refusals_total /{print $2}')
+    awk '/^outpost_sip_overload_refusals_total\{/{split($1, k, "\""); r = r k[2] ":" $2 " "} END{print r}' | sed 's/ $//; s/ /,/')
   log "run=$run bindings=$nb rss_idle_kb=$idle rss_calls100_kb=$rss100 calls_uac=$cur calls_listed=$listed" \
       "flood_rate=$FLOOD_RATE flood_s=$FLOOD_S flood_wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')" \
       "created=${created:-?} done=${ok:-?} failed=${failed:-?} overload_503=${refusals:-?}" \

@@ -41,8 +41,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	at, fast := s.admitted.take(admittedKey(req))
 	if fast {
 		s.overload.observe(time.Since(at))
-	} else if s.overload.shedding() {
-		s.overload.refused.Add(1)
+	} else if s.overload.refuseNew() {
 		s.respond(tx, s.overloadResponse(req))
 		return
 	}
@@ -108,8 +107,7 @@ func (s *Server) admitInvite(req *sip.Request, _ string) (*sip.Response, bool) {
 			return res, false
 		}
 	}
-	if s.overload.shedding() {
-		s.overload.refused.Add(1)
+	if s.overload.refuseNew() {
 		return s.overloadResponse(req), true
 	}
 	s.admitted.put(key, time.Now())
@@ -126,8 +124,10 @@ func (s *Server) overloadResponse(req *sip.Request) *sip.Response {
 }
 
 // OverloadRefusals counts the new calls refused with 503 by the overload
-// gate (overload.go).
-func (s *Server) OverloadRefusals() uint64 { return s.overload.refused.Load() }
+// gate (overload.go): while setups queued, and while the heap was full.
+func (s *Server) OverloadRefusals() (queue, memory uint64) {
+	return s.overload.refusedQueue.Load(), s.overload.refusedMemory.Load()
+}
 
 // admittedKey names an INVITE's server transaction as sipgo matches a
 // retransmission (RFC 3261 §17.2.3: the top Via's branch, plus the

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,18 @@ import (
 // Requests of admitted calls (ACK, BYE, re-INVITEs, retransmissions of an
 // admitted INVITE) are never shed: the calls the box took, it keeps.
 //
+// Memory is the second reason to shed. Each admitted call leaves sipgo's
+// finished transactions behind for 32 s (RFC 3261/6026 timers J, L, M),
+// about 16 KiB a call, so a flood the CPU can carry (6,600 calls/s measured
+// here) still holds gigabytes (bench/mem_bench.sh: 1.5 GiB resident). While
+// the live heap (as of the last collection) is over overloadHeapLive, new
+// calls are shed the same way; it falls as the transactions expire. 64 MiB
+// is about two thousand concurrent calls with their transactions (1000
+// calls at 100 calls/s: 31 MiB, bench/RESULTS.md), far more than a branch
+// carries, and keeps the resident size under 200 MiB through any flood
+// (the process's memory limit, cmd/outpostd/memlimit.go, makes the
+// collector hold the heap near it).
+//
 // Decision: the target is 50 ms, ten times a quiet box's delay and a
 // tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after
 // 500 ms); the interval is 100 ms, CoDel's. Neither is configurable: they
@@ -48,23 +61,41 @@ const (
 	// enough for a trunk to spread its next attempts, short enough that a
 	// phone's user retrying by hand finds the box serving again.
 	overloadRetryAfter = "1"
+	overloadHeapLive   = 64 << 20
+	// overloadHeapEvery is how often shedding reads the live heap (a
+	// runtime/metrics read): it changes only at the end of a collection.
+	overloadHeapEvery = 10 * time.Millisecond
 )
 
 // overloadGate decides whether new calls are shed (see above).
 type overloadGate struct {
 	target, interval time.Duration
 	now              func() time.Time
+	heapLimit        uint64        // live heap bytes above which calls are shed
+	heapLive         func() uint64 // the live heap as of the last collection
 
-	mu    sync.Mutex
-	start time.Time     // of the current interval
-	min   time.Duration // smallest delay seen in it; -1 = none
-	shed  bool          // the previous interval's verdict
+	mu      sync.Mutex
+	start   time.Time     // of the current interval
+	min     time.Duration // smallest delay seen in it; -1 = none
+	shed    bool          // the previous interval's verdict
+	heapAt  time.Time     // when heapOver was read
+	heapOvr bool          // the live heap was over heapLimit then
 
-	refused atomic.Uint64 // new INVITEs answered 503 by the gate
+	// New INVITEs answered 503, by reason.
+	refusedQueue, refusedMemory atomic.Uint64
 }
 
 func newOverloadGate() *overloadGate {
-	return &overloadGate{target: overloadTarget, interval: overloadInterval, now: time.Now, min: -1}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	live := func() uint64 {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return sample[0].Value.Uint64()
+	}
+	return &overloadGate{target: overloadTarget, interval: overloadInterval, now: time.Now, min: -1,
+		heapLimit: overloadHeapLive, heapLive: live}
 }
 
 // roll ends the intervals that are over at now; g.mu is held.
@@ -92,10 +123,31 @@ func (g *overloadGate) observe(delay time.Duration) {
 	}
 }
 
-// shedding reports whether a new call is to be refused now.
-func (g *overloadGate) shedding() bool {
+// shedding reports whether new calls are to be refused now: while setups
+// queued, or while the live heap is over the limit.
+func (g *overloadGate) shedding() (queue, memory bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.roll(g.now())
-	return g.shed
+	now := g.now()
+	g.roll(now)
+	if g.shed {
+		return true, false
+	}
+	if now.Sub(g.heapAt) >= overloadHeapEvery || now.Before(g.heapAt) {
+		g.heapOvr, g.heapAt = g.heapLive() > g.heapLimit, now
+	}
+	return false, g.heapOvr
+}
+
+// refuseNew reports whether a new call is to be refused now, and counts
+// the refusal by its reason.
+func (g *overloadGate) refuseNew() bool {
+	queue, memory := g.shedding()
+	switch {
+	case queue:
+		g.refusedQueue.Add(1)
+	case memory:
+		g.refusedMemory.Add(1)
+	}
+	return queue || memory
 }

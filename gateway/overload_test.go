@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,18 +38,21 @@ func (c *fakeClock) set(t time.Time) {
 	c.t = t
 }
 
-func testGate() (*overloadGate, *fakeClock) {
+// testGate is a gate on a fake clock whose live heap is what *heap says.
+func testGate() (*overloadGate, *fakeClock, *atomic.Uint64) {
 	c := &fakeClock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	g := newOverloadGate()
 	g.now = c.now
-	return g, c
+	var heap atomic.Uint64
+	g.heapLive = heap.Load
+	return g, c, &heap
 }
 
 // The gate sheds for the interval after one whose smallest delay was over
 // the target, and only then: one quick setup among slow ones, an interval
 // without samples, or a long silence end the shedding.
 func TestOverloadGate(t *testing.T) {
-	g, c := testGate()
+	g, c, _ := testGate()
 	step := func(delays ...time.Duration) {
 		for _, d := range delays {
 			g.observe(d)
@@ -56,29 +60,52 @@ func TestOverloadGate(t *testing.T) {
 		}
 		c.set(g.start.Add(g.interval))
 	}
-	if g.shedding() {
+	shedding := func() bool { q, m := g.shedding(); return q || m }
+	if shedding() {
 		t.Fatal("a new gate sheds")
 	}
 	step(time.Second, 200*time.Millisecond, 60*time.Millisecond)
-	if !g.shedding() {
+	if !shedding() {
 		t.Fatal("every delay over the target: not shedding")
 	}
 	step(time.Second, 10*time.Millisecond)
-	if g.shedding() {
+	if shedding() {
 		t.Fatal("one setup under the target: still shedding")
 	}
 	step(time.Second)
-	if !g.shedding() {
+	if !shedding() {
 		t.Fatal("slow again: not shedding")
 	}
 	step() // everything was shed: no sample
-	if g.shedding() {
+	if shedding() {
 		t.Fatal("an interval without samples: still shedding")
 	}
 	step(time.Second)
 	c.advance(5 * g.interval) // then nothing for a while
-	if g.shedding() {
+	if shedding() {
 		t.Fatal("after a silence: shedding on an old verdict")
+	}
+}
+
+// While the live heap is over the limit, new calls are shed whatever the
+// delays; the heap is read again at most every overloadHeapEvery.
+func TestOverloadGateMemory(t *testing.T) {
+	g, c, heap := testGate()
+	shedding := g.refuseNew
+	heap.Store(overloadHeapLive + 1)
+	if !shedding() {
+		t.Fatal("heap over the limit: not shedding")
+	}
+	heap.Store(overloadHeapLive / 2)
+	if !shedding() {
+		t.Fatal("heap read again before overloadHeapEvery")
+	}
+	c.advance(overloadHeapEvery)
+	if shedding() {
+		t.Fatal("heap back under the limit: still shedding")
+	}
+	if q, m := g.refusedQueue.Load(), g.refusedMemory.Load(); q != 0 || m != 2 {
+		t.Fatalf("refusals counted queue %d, memory %d; want 0, 2", q, m)
 	}
 }
 
@@ -98,7 +125,7 @@ func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
 	cfg.PSTN = []PSTNGateway{{Name: "gw", Target: siptarget.MustParse("udp:"+gwConn.LocalAddr().String(), siptarget.UDP)}}
 	cfg.Dialplan = dialplan.Config{Inbound: []dialplan.Inbound{{Match: `^\+1555(\d{4})$`, To: "$1"}}, Extensions: []string{"1001", "1002"}}
 	s := startServer(t, cfg)
-	g, clock := testGate()
+	g, clock, _ := testGate()
 	s.overload = g
 	srv, _ := net.ResolveUDPAddr("udp", strings.TrimPrefix(s.Listeners()[0], "udp:"))
 	gw := &phone{t: t, conn: gwConn, to: srv}
@@ -122,7 +149,7 @@ func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
 	clock.advance(g.interval)
 	g.observe(time.Second)
 	clock.advance(g.interval)
-	if !g.shedding() {
+	if q, _ := g.shedding(); !q {
 		t.Fatal("gate not shedding")
 	}
 	gw.send(first) // retransmission of the admitted INVITE
@@ -136,8 +163,8 @@ func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
 	if again := gw.readStatus("503"); header(again, "To") != header(res, "To") {
 		t.Fatalf("retransmission answered with To %q, then %q", header(res, "To"), header(again, "To"))
 	}
-	if n := s.OverloadRefusals(); n != 2 {
-		t.Fatalf("OverloadRefusals %d, want 2", n)
+	if q, m := s.OverloadRefusals(); q != 2 || m != 0 {
+		t.Fatalf("OverloadRefusals queue %d, memory %d; want 2, 0", q, m)
 	}
 
 	// The admitted call is answered, ACKed and hung up through the box.

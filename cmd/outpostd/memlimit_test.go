@@ -19,3 +19,15 @@ func TestMemTotal(t *testing.T) {
 		}
 	}
 }
+
+func TestMemLimit(t *testing.T) {
+	for _, tc := range []struct{ total, want int64 }{
+		{256 << 20, 128 << 20}, // a small box: half of it
+		{24 << 30, memLimitCap},
+		{0, memLimitCap},
+	} {
+		if got := memLimit(tc.total); got != tc.want {
+			t.Errorf("memLimit(%d) = %d, want %d", tc.total, got, tc.want)
+		}
+	}
+}
