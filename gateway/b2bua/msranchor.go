@@ -123,7 +123,7 @@ func (a *msrAnchor) Offer(from Leg, sdp []byte) ([]byte, error) {
 		}
 		a.pending[from] = ans
 	}
-	return a.conn[to].out(dirOf(offer.Audio)), nil
+	return a.conn[to].out(sdpDirection(offer.Audio)), nil
 }
 
 func (a *msrAnchor) Answer(from Leg, sdp []byte) ([]byte, error) {
@@ -337,9 +337,9 @@ func (c *msrConn) out(dir sdprewrite.Direction) []byte {
 	return body
 }
 
-// dirOf is a description's direction, with RFC 2543 hold (c=0.0.0.0:
+// sdpDirection is a description's direction, with RFC 2543 hold (c=0.0.0.0:
 // the author receives nothing) taken into account.
-func dirOf(m sdprewrite.Media) sdprewrite.Direction {
+func sdpDirection(m sdprewrite.Media) sdprewrite.Direction {
 	if m.Hold {
 		return sdprewrite.Make(m.Direction.Sends(), false)
 	}
