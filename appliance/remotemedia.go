@@ -33,7 +33,7 @@ func (a *App) anchorMedia(callID string, legA, legB netip.Addr, onDead func(reas
 		return local()
 	}
 	m := b2bua.RemoteMSR{Name: e.MSR, URI: e.Contact, Control: poolControl{a.msr.pool, ctl}}
-	return a.gw.RemoteAnchor(callID, m, local, func(err error) { a.msr.noteFallback(e.MSR, err) }), nil
+	return a.gw.RemoteAnchor(callID, m, local, func(err error) { a.msr.noteFallback(e.MSR, err) }, onDead), nil
 }
 
 // chooseMedia decides where a call's media is anchored. own are the box's

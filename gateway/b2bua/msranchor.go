@@ -56,9 +56,11 @@ const msrSetupTimeout = 4 * time.Second
 // opened is released, onFallback is told why, and fallback's Anchor (the
 // box's own relay) takes the bridge over for good. A failure after that
 // (a re-INVITE of an MSR connection refused) refuses that offer/answer
-// exchange, as the relay would.
-func (b *B2BUA) RemoteAnchor(callID string, m RemoteMSR, fallback func() (Anchor, error), onFallback func(error)) Anchor {
-	return &msrAnchor{b: b, callID: callID, m: m, fallback: fallback, onFallback: onFallback}
+// exchange, as the relay would. A BYE from the MSR on either connection
+// (its media inactivity timeout, a restart) calls onDead, like the
+// relay's inactivity: the call ends.
+func (b *B2BUA) RemoteAnchor(callID string, m RemoteMSR, fallback func() (Anchor, error), onFallback func(error), onDead func(reason string)) Anchor {
+	return &msrAnchor{b: b, callID: callID, m: m, fallback: fallback, onFallback: onFallback, onDead: onDead}
 }
 
 // msrAnchor is the Anchor of a bridge anchored on a remote MSR.
@@ -68,6 +70,7 @@ type msrAnchor struct {
 	m          RemoteMSR
 	fallback   func() (Anchor, error)
 	onFallback func(error)
+	onDead     func(reason string)
 
 	mu      sync.Mutex
 	inner   Anchor // the fallback, once taken
@@ -304,7 +307,11 @@ func (a *msrAnchor) open(ctx context.Context, offer []byte) (*msrConn, []byte, e
 	}
 	p.confirm()
 	p.outSDP(offer)
-	// Registered: the MSR's in-dialog OPTIONS and BYE get answers.
+	// Registered: the MSR's in-dialog OPTIONS and BYE get answers, and
+	// its BYE means the call's media is gone.
+	if a.onDead != nil {
+		p.onBye = func() { a.onDead("MSR " + a.m.Name + " ended a media connection") }
+	}
 	a.b.register(p)
 	localTag, _ := p.local.Params.Get("tag")
 	remoteTag, _ := p.remote.Params.Get("tag")

@@ -80,7 +80,7 @@ func TestRemoteAnchor(t *testing.T) {
 	an := e.b.RemoteAnchor("call-1", rm, func() (Anchor, error) {
 		fellBack = true
 		return nil, errors.New("no fallback in this test")
-	}, nil)
+	}, nil, nil)
 	toB, err := an.Offer(LegA, sdpA)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestRemoteAnchorFallback(t *testing.T) {
 			ctl.err = c.joinErr
 			fa := &fakeAnchor{}
 			var why error
-			an := e.b.RemoteAnchor("call-2", rm, func() (Anchor, error) { return fa, nil }, func(err error) { why = err })
+			an := e.b.RemoteAnchor("call-2", rm, func() (Anchor, error) { return fa, nil }, func(err error) { why = err }, nil)
 			out, err := an.Offer(LegA, sdpA)
 			if err != nil || !strings.Contains(string(out), "a=x-anchor:offer-A") {
 				t.Fatalf("offer after the MSR failed: %v\n%s", err, out)
@@ -189,4 +189,33 @@ func TestRemoteAnchorFallback(t *testing.T) {
 			e.noCalls()
 		})
 	}
+}
+
+// TestRemoteAnchorMSRBye: a BYE from the MSR (its inactivity timeout) is
+// answered and ends the call through onDead; Close then ends only the
+// other connection.
+func TestRemoteAnchorMSRBye(t *testing.T) {
+	e, m, rm, _ := msrEnv(t, msrScript())
+	dead := make(chan string, 2)
+	an := e.b.RemoteAnchor("call-3", rm, func() (Anchor, error) { return nil, errors.New("no fallback") }, nil,
+		func(reason string) { dead <- reason })
+	if _, err := an.Offer(LegA, sdpA); err != nil {
+		t.Fatal(err)
+	}
+	d := recv(t, m.answered, "connection A")
+	recv(t, m.answered, "connection B")
+	if err := d.Bye(testCtx(t)); err != nil {
+		t.Fatalf("BYE from the MSR: %v", err)
+	}
+	if why := recv(t, dead, "onDead"); !strings.Contains(why, "box-b") {
+		t.Errorf("onDead(%q)", why)
+	}
+	an.Close()
+	recv(t, m.byes, "BYE of the other connection")
+	select {
+	case r := <-m.byes:
+		t.Errorf("a second BYE: %s", r.StartLine())
+	default:
+	}
+	e.noCalls()
 }
