@@ -99,7 +99,9 @@ func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(rea
 
 // anchors reports whether the policy anchors a call whose legs face
 // local addresses legA and legB.
-func (m *mediaPart) anchors(legA, legB netip.Addr) bool { return m.policy.Load().Always || legA != legB }
+func (m *mediaPart) anchors(legA, legB netip.Addr) bool {
+	return m.policy.Load().Always || legA != legB
+}
 
 // anchor adapts a relay session to b2bua.Anchor.
 type anchor struct {

@@ -7,7 +7,7 @@ import (
 func TestParseResponse(t *testing.T) {
 	good := map[string]Response{
 		`<mscmixer version="1.0" xmlns="urn:ietf:params:xml:ns:msc-mixer"><response status="200" reason="join successful"/></mscmixer>`: {200, "join successful"},
-		`<mscmixer version="1.0"><response status="412"/></mscmixer>`: {412, ""},
+		`<mscmixer version="1.0"><response status="412"/></mscmixer>`:                                                                   {412, ""},
 	}
 	for in, want := range good {
 		got, err := ParseResponse([]byte(in))
