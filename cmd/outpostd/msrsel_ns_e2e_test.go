@@ -31,7 +31,9 @@ const (
 // crosses box B both ways (counted at each phone, from box B's address
 // only), box A's relay holds nothing, and the BYE frees box B's ports.
 // Then box B is made inactive at box A (outpostctl media-resources set):
-// the next call is anchored on box A's own relay.
+// the next call is anchored on box A's own relay; made active again but
+// cut off the LAN, it does not answer and the call falls back to box A's
+// relay.
 func TestRemoteMSRAnchorsCall(t *testing.T) {
 	needSIPp(t)
 	tp := netnstest.New(t)
@@ -167,6 +169,25 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 	if m, _ := db.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 0") {
 		t.Errorf("box B holds ports for a call it was not chosen for:\n%s", grepLines(m, "outpost_relay"))
 	}
+
+	// Box B active again but unreachable (its registration still current
+	// at box A): the set-up there gets no answer and the call falls back
+	// to box A's relay.
+	if out, err := da.ctl("media-resources", "set", "box-b", "active"); err != nil {
+		t.Fatalf("media-resources set box-b active: %v\n%s", err, out)
+	}
+	tp.Down("lan", "pb")
+	trace, answer, done = call("500")
+	da.waitFor("the fallback call answered", 15*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	if got := trace.answerMedia(); got.Addr().String() != selBoxA {
+		t.Errorf("with box B unreachable the caller got media at %v, want box A's %s", got, selBoxA)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("fallback call: %v", err)
+	}
+	answer.stop()
+	waitMetric(t, da, "outpost_relay_ports_in_use 0", 5*time.Second)
+	tp.Up("lan", "pb")
 	da.stop()
 	db.stop()
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emiago/sipgo"
@@ -292,7 +293,25 @@ func (a *msrAnchor) open(ctx context.Context, offer []byte) (*msrConn, []byte, e
 	if err != nil {
 		return nil, nil, fmt.Errorf("INVITE to MSR %s: %w", a.m.URI, err)
 	}
-	if err := sess.WaitAnswer(ctx, sipgo.AnswerOptions{}); err != nil {
+	// Past ctx's deadline: CANCEL after a provisional response; with
+	// none (RFC 3261 §9.1 forbids a CANCEL then) stop waiting at once
+	// rather than for Timer B (sipgo's WaitAnswerForceCancelErr).
+	var responded atomic.Bool
+	wctx, wcancel := context.WithCancelCause(context.Background())
+	defer wcancel(nil)
+	stop := context.AfterFunc(ctx, func() {
+		if responded.Load() {
+			wcancel(context.Cause(ctx))
+		} else {
+			wcancel(sipgo.WaitAnswerForceCancelErr)
+		}
+	})
+	defer stop()
+	err = sess.WaitAnswer(wctx, sipgo.AnswerOptions{OnResponse: func(*sip.Response) error {
+		responded.Store(true)
+		return nil
+	}})
+	if err != nil {
 		if sess.InviteResponse != nil && sess.InviteResponse.IsSuccess() {
 			l := &leg{t: t, sess: sess}
 			discardLeg(a.b, l, laddr)

@@ -49,7 +49,9 @@ func msrScript(refuse ...int) script {
 		}
 		body := mkSDP("msr", k, 1, 30000+2*k, s.Audio.Direction.Reverse().String())
 		if err := d.Respond(200, "OK", body, sip.NewHeader("Content-Type", "application/sdp")); err != nil {
-			p.t.Errorf("msr: 200: %v", err)
+			// The box's BYE (a failed set-up) may overtake the handling
+			// of its ACK here; media/msr does not wait for ACKs.
+			p.t.Logf("msr: 200: %v", err)
 			return
 		}
 		p.answered <- d
@@ -157,10 +159,16 @@ func TestRemoteAnchorFallback(t *testing.T) {
 		{"second INVITE refused", []int{2}, nil, 1},
 		{"first INVITE refused", []int{1}, nil, 0},
 		{"join refused", nil, errors.New("412 connection does not exist"), 2},
+		{"MSR silent", nil, nil, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e, m, rm, ctl := msrEnv(t, msrScript(c.refuse...))
 			ctl.err = c.joinErr
+			if c.name == "MSR silent" {
+				// A socket that reads nothing: no response at all, the
+				// set-up gives up after msrSetupTimeout.
+				rm.URI = "sip:lan0;1@" + listenUDP(t).LocalAddr().String()
+			}
 			fa := &fakeAnchor{}
 			var why error
 			an := e.b.RemoteAnchor("call-2", rm, func() (Anchor, error) { return fa, nil }, func(err error) { why = err }, nil)
