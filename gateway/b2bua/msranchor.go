@@ -1,6 +1,7 @@
 package b2bua
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -88,6 +89,9 @@ type msrConn struct {
 	msrSDP  *sdprewrite.SDP
 	origin  sdprewrite.Origin // o= of what the leg receives
 	lastOut string            // last body sent to the leg, o= aside
+	// lastIn is the leg's last description given to the MSR, lastAns
+	// the MSR's answer to it.
+	lastIn, lastAns []byte
 }
 
 func (a *msrAnchor) Offer(from Leg, sdp []byte) ([]byte, error) {
@@ -145,8 +149,8 @@ func (a *msrAnchor) Answer(from Leg, sdp []byte) ([]byte, error) {
 	if _, err := a.update(from, sdp); err != nil {
 		return nil, err
 	}
+	// Kept: an early answer (18x) is repeated in the 2xx.
 	ans := a.pending[to]
-	a.pending[to] = nil
 	s, err := sdprewrite.Parse(ans)
 	if err != nil {
 		return nil, fmt.Errorf("b2bua: MSR %s answer: %w", a.m.Name, err)
@@ -239,12 +243,16 @@ func (a *msrAnchor) setup(from Leg, sdp []byte, offer *sdprewrite.SDP) error {
 // answer.
 func (a *msrAnchor) update(l Leg, sdp []byte) ([]byte, error) {
 	c := a.conn[l]
+	if c.lastIn != nil && bytes.Equal(c.lastIn, sdp) && c.lastAns != nil {
+		return c.lastAns, nil // a repeat (18x then 2xx, a refresh): nothing changes
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), msrSetupTimeout)
 	defer cancel()
 	ans, code, err := c.p.reoffer(ctx, sdp, "application/sdp")
 	if err != nil {
 		return nil, fmt.Errorf("b2bua: re-INVITE of MSR %s connection %s (%d): %w", a.m.Name, c.id, code, err)
 	}
+	c.lastIn, c.lastAns = bytes.Clone(sdp), ans
 	return ans, nil
 }
 
@@ -334,7 +342,8 @@ func (a *msrAnchor) open(ctx context.Context, offer []byte) (*msrConn, []byte, e
 	a.b.register(p)
 	localTag, _ := p.local.Params.Get("tag")
 	remoteTag, _ := p.remote.Params.Get("tag")
-	return &msrConn{p: p, id: remoteTag + ":" + localTag, origin: newOrigin()}, sess.InviteResponse.Body(), nil
+	ans := sess.InviteResponse.Body()
+	return &msrConn{p: p, id: remoteTag + ":" + localTag, origin: newOrigin(), lastIn: bytes.Clone(offer), lastAns: ans}, ans, nil
 }
 
 func cmpErr(err error) error {

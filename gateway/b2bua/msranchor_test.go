@@ -123,6 +123,16 @@ func TestRemoteAnchor(t *testing.T) {
 	if a, _ := sdprewrite.Parse(toA); a == nil || a.Audio.Port != 30002 {
 		t.Errorf("answer to leg A is not the MSR's first connection:\n%s", toA)
 	}
+	// The same answer again (an 18x's SDP repeated in the 2xx): the same
+	// answer to A, no second re-INVITE.
+	if again, err := an.Answer(LegB, sdpB); err != nil || string(again) != string(toA) {
+		t.Errorf("repeated answer: %v\n%s\nwant\n%s", err, again, toA)
+	}
+	select {
+	case r := <-m.reinvites:
+		t.Errorf("a repeated answer re-INVITEd the MSR:\n%s", r.Body())
+	default:
+	}
 
 	// A hold from A: its connection is re-INVITEd, B is offered sendonly.
 	toB2, err := an.Offer(LegA, mkSDP("a", 1, 2, 40000, "sendonly"))
