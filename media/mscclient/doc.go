@@ -19,7 +19,10 @@
 // Decisions:
 //   - Dialog-ID: this box sets up the connections with its own INVITEs,
 //     so no SIP dialog created the channel (RFC 6230 §5 COMEDIA); the
-//     Dialog-ID is a random token unless Config.DialogID says otherwise.
+//     Dialog-ID is a random token unless Config.DialogID says otherwise:
+//     a direct channel, as ECSS-10 opens them. An MSR that insists on a
+//     control dialog set up by INVITE answers SYNC 481; Dial fails, and
+//     the caller (the appliance) anchors the call on its own relay.
 //   - One channel per MSR, shared by every call anchored there (Pool);
 //     requests on it are matched to responses by transaction id, so calls
 //     do not wait for each other. A channel that fails (read error,
