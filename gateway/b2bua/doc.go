@@ -140,7 +140,9 @@
 //     relay's inactivity. Not done: a refused re-offer is not rolled back
 //     on the MSR; a failure after the first offer is not recovered (that
 //     exchange is refused); both legs are always on one MSR; the INVITEs
-//     go over UDP only, from the listener Config.LocalFor gives.
+//     go over UDP only, from the listener Config.LocalFor gives; the
+//     other leg is offered only the codec the MSR chose from the first
+//     offer (media/msr answers with one), plus telephone-event.
 //   - SDP is read (o=, directions) and edited (that o= line, a
 //     transfer's sendrecv offer) only with media/sdprewrite, the code
 //     base's one SDP reader: a pure leaf, the one media package this

@@ -110,7 +110,8 @@ func (a *msrAnchor) Offer(from Leg, sdp []byte) ([]byte, error) {
 	to := from.other()
 	if a.conn[from] == nil {
 		if err := a.setup(from, sdp, offer); err != nil {
-			a.b.log.Info("b2bua: media on remote MSR failed, using the local relay", "call", a.callID, "msr", a.m.Name, "err", err)
+			// Debug: onFallback logs it, rate-limited (one per call otherwise).
+			a.b.log.Debug("b2bua: media on remote MSR failed, using the local relay", "call", a.callID, "msr", a.m.Name, "err", err)
 			if a.onFallback != nil {
 				a.onFallback(err)
 			}
