@@ -16,6 +16,7 @@
 //	boxcert.go     the box's own SIP TLS certificate, made at first boot when the document has none
 //	backend.go     the API's reads (status, registrations, calls, config, route); interfaces.go, cdr.go, metrics*.go, trace.go
 //	localchoice.go which of the box's addresses faces a peer when several could (media resource selection)
+//	remotemedia.go where a call's media is anchored: the local relay or another box's MSR registered here (media resource selection)
 //
 // # Applying a document
 //

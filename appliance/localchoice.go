@@ -25,9 +25,10 @@ import (
 // keeps one resource per MSR name); the load is the box's, as the MSR agent
 // announces it.
 //
-// Resources that other media servers registered here are listed by
-// outpostctl media-resources but never chosen: anchoring a leg on another
-// box's relay needs a media-control client this box does not have.
+// This choice is between the box's own addresses only: which box anchors
+// a call's media at all (this box's relay, or another box's MSR that
+// registered here) is decided per call by anchorMedia (remotemedia.go),
+// with the same media/selection rules.
 type localChooser struct {
 	a   *App
 	mu  sync.Mutex // guards rnd

@@ -31,7 +31,7 @@ func (p gatewayPart) prepare(ctx context.Context, next *partConfigs) (change, er
 // wire adds the appliance's hooks to a translated gateway configuration.
 func (a *App) wire(cfg gateway.Config) gateway.Config {
 	cfg.Calls.OnEnd = a.recordCDR
-	cfg.Calls.Media = a.media.anchor
+	cfg.Calls.Media = a.anchorMedia
 	if cfg.TLS.CertPEM == "" {
 		cfg.TLS = a.boxTLS
 	}

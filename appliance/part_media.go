@@ -82,7 +82,7 @@ func (m *mediaPart) prepare(_ context.Context, next *partConfigs) (change, error
 
 // anchor is the B2BUA's MediaFunc.
 func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(reason string)) (b2bua.Anchor, error) {
-	if !m.policy.Load().Always && legA == legB {
+	if !m.anchors(legA, legB) {
 		return nil, nil // one segment: direct media
 	}
 	pol := m.policy.Load()
@@ -95,6 +95,12 @@ func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(rea
 	m.live[callID] = s
 	m.mu.Unlock()
 	return &anchor{m: m, id: callID, s: s, routes: pol.SRTPRoutes}, nil
+}
+
+// anchors reports whether the policy anchors a call whose legs face
+// local addresses legA and legB.
+func (m *mediaPart) anchors(legA, legB netip.Addr) bool {
+	return m.policy.Load().Always || legA != legB
 }
 
 // anchor adapts a relay session to b2bua.Anchor.

@@ -30,6 +30,8 @@ type msrPart struct {
 	capacity atomic.Int64
 	log      *slog.Logger
 	net      func() netcfg.State
+	// remoteState: anchoring calls on other MSRs (remotemedia.go).
+	remoteState
 }
 
 // newMSRPart builds the agent on the netcfg watcher's events (a fresh
@@ -39,7 +41,7 @@ type msrPart struct {
 // against msr.capacity_pps; packets counts the relay's RTP packets
 // (relay.Stats.TotalPackets).
 func newMSRPart(next *partConfigs, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, media msr.Media, packets func() uint64, log *slog.Logger) (*msrPart, error) {
-	p := &msrPart{table: selection.NewTable(next.Selection, time.Now), log: log, net: net}
+	p := &msrPart{table: selection.NewTable(next.Selection, time.Now), log: log, net: net, remoteState: newRemoteState()}
 	p.prefix.Store(next.MSR.HeaderPrefix)
 	p.capacity.Store(int64(next.MSRCapacityPPS))
 	load := msr.NewLoad(packets, func() int { return int(p.capacity.Load()) })
@@ -69,6 +71,7 @@ func (p *msrPart) register(m registrar.MSRRegistration) {
 // run runs the agent and expires the table until ctx ends.
 func (p *msrPart) run(ctx context.Context) error {
 	defer p.unsub()
+	defer p.pool.Close() // after the gateway: no call is anchored any more
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

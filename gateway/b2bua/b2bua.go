@@ -728,6 +728,8 @@ func (b *B2BUA) OnBye(req *sip.Request, tx sip.ServerTransaction) {
 	respond(tx, req, 200, "OK")
 	if c != nil {
 		c.hangup(p)
+	} else if p.onBye != nil {
+		p.onBye()
 	}
 }
 

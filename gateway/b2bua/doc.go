@@ -117,6 +117,32 @@
 //     every path that ends the bridge. Apart from that, SDP is relayed as
 //     is, except that after a transfer the o= line a party sees keeps its
 //     origin with the version raised (RFC 3264 §8).
+//   - Media on another box's MSR (RemoteAnchor, which the MediaFunc
+//     returns when media selection chose that MSR): the first offer
+//     opens one media connection per leg on the MSR's UA (an INVITE with
+//     the offer for the offering leg; for the other leg, whose SDP is not
+//     known yet, the same description made inactive, since the MSR
+//     refuses INVITEs without an offer and must not send before that leg
+//     answers), then joins them on the MSR's control channel
+//     (MediaControl: msc-mixer join). Each leg is offered or answered the
+//     MSR's address, port and codecs for its connection under an o= line
+//     of ours (version raised on change), in the direction the other leg
+//     asked; a leg's answer re-INVITEs its connection (the MSR then sends
+//     there), later offers re-INVITE the offerer's. Decision: this
+//     sequence rather than waiting for leg B's answer before the second
+//     INVITE, because the Anchor must hand leg B an offer at once; the
+//     join happens at the first offer, so that every failure of the MSR
+//     (no answer within 4 s, an error response, the join refused, the
+//     control channel down) is known before anything is sent to a leg and
+//     the bridge falls back to the local relay (the MediaFunc's fallback).
+//     Whatever was opened is BYEd on every path; Close BYEs both. A BYE
+//     from the MSR ends the call (the MediaFunc's onDead), like the
+//     relay's inactivity. Not done: a refused re-offer is not rolled back
+//     on the MSR; a failure after the first offer is not recovered (that
+//     exchange is refused); both legs are always on one MSR; the INVITEs
+//     go over UDP only, from the listener Config.LocalFor gives; the
+//     other leg is offered only the codec the MSR chose from the first
+//     offer (media/msr answers with one), plus telephone-event.
 //   - SDP is read (o=, directions) and edited (that o= line, a
 //     transfer's sendrecv offer) only with media/sdprewrite, the code
 //     base's one SDP reader: a pure leaf, the one media package this

@@ -71,6 +71,10 @@ type party struct {
 	oOut       sdprewrite.Origin // o= of sdpOut
 	oSrc       sdprewrite.Origin // o= of the SDP sdpOut was made from (continuity, see outSDP)
 	lastAck    *sip.Request      // our last ACK to a re-INVITE 2xx, re-sent on its retransmissions
+
+	// onBye, for a dialog outside any bridge (a media connection on a
+	// remote MSR, msranchor.go), is called when the other side ends it.
+	onBye func()
 }
 
 func (p *party) bridge() (*call, Leg) {

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/netcfg/netnstest"
+)
+
+// Two boxes and the phones on one LAN (a bridge in namespace lan):
+//
+//	ns a (box A, 198.18.64.1) ─┐
+//	ns b (box B, 198.18.64.2) ─┼─ ns lan (br0) ─ ns phone (198.18.64.20)
+const (
+	selBoxA  = "198.18.64.1"
+	selBoxB  = "198.18.64.2"
+	selPhone = "198.18.64.20"
+)
+
+// TestRemoteMSRAnchorsCall: box B's MSR registers its interface at box A
+// (msr.servers), the site matrix of box A makes box B nearer for box A's
+// site, and a call between two phones through box A gets its media
+// anchored on box B: both phones are given box B's address, their RTP
+// crosses box B both ways (counted at each phone, from box B's address
+// only), box A's relay holds nothing, and the BYE frees box B's ports.
+// Then box B is made inactive at box A (outpostctl media-resources set):
+// the next call is anchored on box A's own relay; made active again but
+// cut off the LAN, it does not answer and the call falls back to box A's
+// relay.
+func TestRemoteMSRAnchorsCall(t *testing.T) {
+	needSIPp(t)
+	tp := netnstest.New(t)
+	tp.IP("lan", "link", "add", "br0", "type", "bridge")
+	tp.Up("lan", "br0")
+	for _, x := range []struct{ ns, port, cidr string }{{"a", "pa", selBoxA}, {"b", "pb", selBoxB}, {"phone", "pphone", selPhone}} {
+		tp.Veth(x.ns, "lan0", "lan", x.port)
+		tp.IP("lan", "link", "set", x.port, "master", "br0")
+		tp.Up("lan", x.port)
+		tp.Addr(x.ns, "lan0", x.cidr+"/24")
+		tp.Up(x.ns, "lan0")
+	}
+	box := func(name, ip, site, server string, extra func(map[string]any)) string {
+		doc := benchDoc(2, []string{"udp:" + ip + ":5060"}, func(m map[string]any) {
+			m["site"].(map[string]any)["zone"] = "kzn"
+			m["site"].(map[string]any)["site"] = site
+			m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+			m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
+			m["msr"] = map[string]any{"enabled": true, "name": name, "servers": []string{server + ":5060"}, "service_interface": "lan0",
+				"interfaces": []string{"lan0"}, "register_interval_s": 60, "retry_interval_s": 1}
+			if extra != nil {
+				extra(m)
+			}
+		})
+		return writeJSON(t, filepath.Join(t.TempDir(), name+".json"), doc)
+	}
+	// Box A's site is "a"; box B ("b") is nearer to it than itself.
+	cfgA := box("box-a", selBoxA, "a", selBoxB, func(m map[string]any) {
+		m["media_resources"] = map[string]any{"matrix": map[string]any{"a": map[string]any{"a": 10, "b": 1}}}
+	})
+	cfgB := box("box-b", selBoxB, "b", selBoxA, nil)
+	da := startDaemonIn(t, tp.NS("a"), t.TempDir(), cfgA)
+	db := startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
+
+	// Box B's MSR UA (the service UA, with the control channel) is in box
+	// A's media resources.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := da.ctl("media-resources")
+		if err == nil && strings.Contains(out, "box-b") && strings.Contains(out, selBoxB) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("box B's MSR never registered at box A: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond) // registration at box A: no event the test can await
+	}
+
+	caller := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40000"), 0)
+	callee := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40002"), 0)
+	reg := filepath.Join(t.TempDir(), "register.csv")
+	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
+	if out, err := sippIn(t, tp.NS("phone"), "reg_auth.xml", selBoxA+":5060", reg, 1, 10, "-i", selPhone, "-p", "5070"); err != nil {
+		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+	}
+	call := func(hold string) (*sippServer, *sippServer, <-chan error) {
+		answer := startSIPpServer(t, tp, "phone", selPhone, "uas_answer.xml", "-p", "5070")
+		dir := t.TempDir()
+		csv := filepath.Join(dir, "caller.csv")
+		os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
+		trace := &sippServer{t: t, trace: filepath.Join(dir, "messages.log")}
+		done := make(chan error, 1)
+		go func() {
+			out, err := sippIn(t, tp.NS("phone"), "uac_call_long.xml", selBoxA+":5060", csv, 1, 100,
+				"-i", selPhone, "-trace_msg", "-message_file", trace.trace, "-d", hold)
+			if err != nil {
+				err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+			}
+			done <- err
+		}()
+		return trace, answer, done
+	}
+
+	trace, answer, done := call("3000")
+	da.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
+	toCallee := answer.inviteMedia()
+	toCaller := trace.answerMedia()
+	if toCaller.Addr().String() != selBoxB || toCallee.Addr().String() != selBoxB {
+		t.Fatalf("media not anchored on box B: caller -> %v, callee -> %v (box B is %s)", toCaller, toCallee, selBoxB)
+	}
+	if m, _ := da.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 0") || !strings.Contains(m, "outpost_relay_sessions 0") {
+		t.Errorf("box A's relay holds ports during a call anchored on box B:\n%s", grepLines(m, "outpost_relay"))
+	}
+	if m, _ := db.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 4") {
+		t.Errorf("box B does not hold two media connections (4 ports):\n%s", grepLines(m, "outpost_relay"))
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { caller.send(toCaller, 50) })
+	wg.Go(func() { callee.send(toCallee, 50) })
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	answer.stop()
+	for _, x := range []struct {
+		name string
+		p    *rtpPeer
+		from netip.AddrPort
+	}{{"caller", caller, toCaller}, {"callee", callee, toCallee}} {
+		x.p.mu.Lock()
+		got, sources := x.p.got, fmt.Sprint(x.p.sources)
+		for src := range x.p.sources {
+			if src != x.from.String() {
+				t.Errorf("%s received RTP from %s, want only from box B's %v", x.name, src, x.from)
+			}
+		}
+		x.p.mu.Unlock()
+		t.Logf("%s received %d of 50 packets through box B (sources %s)", x.name, got, sources)
+		if got < 45 {
+			t.Errorf("%s received %d of 50 packets through box B", x.name, got)
+		}
+	}
+	// The BYE ended both media connections on box B: its ports are free.
+	waitMetric(t, db, "outpost_relay_ports_in_use 0", 5*time.Second)
+	if m, _ := da.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 0") {
+		t.Errorf("box A holds relay ports after the call:\n%s", grepLines(m, "outpost_relay"))
+	}
+
+	// Box B made inactive at box A: the next call stays on box A's relay.
+	if out, err := da.ctl("media-resources", "set", "box-b", "inactive"); err != nil {
+		t.Fatalf("media-resources set box-b inactive: %v\n%s", err, out)
+	}
+	trace, answer, done = call("500")
+	da.waitFor("the second call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	if got := trace.answerMedia(); got.Addr().String() != selBoxA {
+		t.Errorf("with box B inactive the caller got media at %v, want box A's %s", got, selBoxA)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	answer.stop()
+	if m, _ := db.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 0") {
+		t.Errorf("box B holds ports for a call it was not chosen for:\n%s", grepLines(m, "outpost_relay"))
+	}
+
+	// Box B active again but unreachable (its registration still current
+	// at box A): the set-up there gets no answer and the call falls back
+	// to box A's relay.
+	if out, err := da.ctl("media-resources", "set", "box-b", "active"); err != nil {
+		t.Fatalf("media-resources set box-b active: %v\n%s", err, out)
+	}
+	tp.Down("lan", "pb")
+	trace, answer, done = call("500")
+	da.waitFor("the fallback call answered", 15*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	if got := trace.answerMedia(); got.Addr().String() != selBoxA {
+		t.Errorf("with box B unreachable the caller got media at %v, want box A's %s", got, selBoxA)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("fallback call: %v", err)
+	}
+	answer.stop()
+	waitMetric(t, da, "outpost_relay_ports_in_use 0", 5*time.Second)
+	tp.Up("lan", "pb")
+	da.stop()
+	db.stop()
+}
+
+// waitMetric polls d's metrics until they contain line.
+func waitMetric(t *testing.T, d *daemon, line string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		m, _ := d.metrics()
+		if strings.Contains(m, line) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics never showed %q within %v:\n%s", line, within, grepLines(m, "outpost_relay"))
+		}
+		time.Sleep(100 * time.Millisecond) // metrics have no event to await
+	}
+}
