@@ -111,6 +111,7 @@ type leg struct {
 	// timer for a silent target, which then lingers for a late answer).
 	settled atomic.Bool
 	sess    *sipgo.DialogClientSession
+	rel     reliableState // RFC 3262 (prack.go)
 }
 
 // localAddr is the listener the leg's requests leave from.
@@ -614,9 +615,9 @@ func (r *ringer) runLeg(l *leg) {
 	for attempt := 0; ; attempt++ {
 		req := r.legRequest(l.t)
 		if minSE > 0 {
-			// No Supported: timer: the callee refreshes (RFC 4028 §9),
-			// and its refreshes are answered here (onReinvite, onUpdate).
 			v := strconv.Itoa(minSE)
+			req.RemoveHeader("Session-Expires")
+			req.RemoveHeader("Min-SE")
 			req.AppendHeader(sip.NewHeader("Session-Expires", v))
 			req.AppendHeader(sip.NewHeader("Min-SE", v))
 		}
@@ -636,11 +637,12 @@ func (r *ringer) runLeg(l *leg) {
 				l.cancel(context.Canceled)
 				return // nobody relays a stopped leg's ringing
 			}
-			if res.IsProvisional() && res.StatusCode > 100 {
+			if res.IsProvisional() && res.StatusCode > 100 && r.provisional(l, res) {
 				r.events <- legEvent{leg: l, prov: res}
 			}
 		})
-		n := retryMinSE(err, minSE)
+		tried, _, _ := sessionExpires(req)
+		n := retryMinSE(err, max(minSE, tried))
 		if n == 0 || attempt >= maxSessionRetries || l.stopped.Load() || l.ctx.Err() != nil {
 			break
 		}
