@@ -37,9 +37,9 @@ type call struct {
 	contact sip.Uri
 	// rel sends the caller's provisionals reliably (its INVITE had
 	// Require: 100rel); nil = unreliably, as RFC 3261 does.
-	rel     *uasReliable
-	ring    context.Context         // the ringing phase: until answer or failure
-	abort   context.CancelCauseFunc // ends ring with a cause
+	rel   *uasReliable
+	ring  context.Context         // the ringing phase: until answer or failure
+	abort context.CancelCauseFunc // ends ring with a cause
 
 	// guarded by b.mu
 	info CallInfo
