@@ -2,9 +2,9 @@ package b2bua
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
-	"strconv"
 	"testing"
 	"time"
 
