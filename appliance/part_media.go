@@ -163,7 +163,17 @@ func (m *mediaPart) liveStats(callID string) *[2]api.MediaLeg {
 }
 
 func apiLeg(s relay.LegStats) api.MediaLeg {
-	return api.MediaLeg{Packets: s.Packets, Bytes: s.Bytes, Lost: s.Lost, JitterMs: s.Jitter, Relayed: s.Relayed, Port: s.Port}
+	return api.MediaLeg{Packets: s.Packets, Bytes: s.Bytes, Lost: s.Lost, JitterMs: s.Jitter, Relayed: s.Relayed, Port: s.Port,
+		Protection: protection(s.SRTP)}
+}
+
+// protection names a leg's media protection from its SDES suite (the
+// relay's LegStats.SRTP): the suite's name only, never a key.
+func protection(suite string) string {
+	if suite == "" {
+		return "rtp"
+	}
+	return "srtp:" + suite
 }
 
 func (m *mediaPart) run(ctx context.Context) error { return m.r.Run(ctx) }

@@ -2,6 +2,7 @@ package appliance
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/netip"
@@ -69,5 +70,58 @@ func TestAnchorSRTPPerRoute(t *testing.T) {
 			t.Errorf("%s: refusal %v does not carry 488", tc.route, err)
 		}
 		an.Close()
+	}
+}
+
+// TestAnchorMediaProtection: the calls API (liveStats) and the CDR
+// (takeStats) name each leg's protection — the SDES suite of an SRTP leg,
+// "rtp" for a plain one — and never carry key material.
+func TestAnchorMediaProtection(t *testing.T) {
+	d := &config.Document{Media: config.Media{SRTPRoutes: map[string]string{"hq": "require"}}}
+	next := &partConfigs{Relay: relay.Config{PortMin: 49200, PortMax: 49399}, Anchor: anchorPolicyOf(d)}
+	m, err := newMediaPart(next, func() []int { return nil }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	local := netip.MustParseAddr("127.0.0.1")
+	an, err := m.anchor("call-srtp", local, local, func(string) {})
+	if err != nil || an == nil {
+		t.Fatalf("anchor %v, %v", an, err)
+	}
+	an.(interface{ SetRoute(string) }).SetRoute("hq")
+	plain := []byte("v=0\r\no=p 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
+	toB, err := an.Offer(0, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offer, err := sdprewrite.Parse(toB)
+	if err != nil || len(offer.Audio.Crypto) == 0 {
+		t.Fatalf("offer to B has no a=crypto: %v\n%s", err, toB)
+	}
+	// B answers SRTP with the first suite offered and a key of its own.
+	c := offer.Audio.Crypto[0]
+	c.Key = []byte(strings.Repeat("k", len(c.Key)))
+	ans := "v=0\r\no=q 2 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 41000 RTP/SAVP 0\r\na=rtpmap:0 PCMU/8000\r\na=crypto:" + c.Line() + "\r\n"
+	if _, err := an.Answer(1, []byte(ans)); err != nil {
+		t.Fatalf("SRTP answer: %v", err)
+	}
+	live := m.liveStats("call-srtp")
+	if live == nil || live[0].Protection != "rtp" || live[1].Protection != "srtp:"+c.Suite {
+		t.Fatalf("live media %+v, want rtp / srtp:%s", live, c.Suite)
+	}
+	an.Close()
+	js := m.takeStats("call-srtp")
+	if !strings.Contains(js, `"protection":"rtp"`) || !strings.Contains(js, `"protection":"srtp:`+c.Suite+`"`) {
+		t.Errorf("CDR media %s lacks the protection of each leg", js)
+	}
+	for _, key := range [][]byte{c.Key, offer.Audio.Crypto[0].Key} {
+		if strings.Contains(js, string(key)) || strings.Contains(js, base64.StdEncoding.EncodeToString(key)) {
+			t.Errorf("CDR media %s carries key material", js)
+		}
 	}
 }
