@@ -125,3 +125,70 @@ func TestAnchorMediaProtection(t *testing.T) {
 		}
 	}
 }
+
+// TestAnchorSRTPPerInterface: media.srtp_interfaces sets a leg's policy by
+// the interface holding the box's address on that leg; a route's entry in
+// media.srtp_routes wins for leg B; legs on other interfaces take
+// media.srtp (route > interface > global).
+func TestAnchorSRTPPerInterface(t *testing.T) {
+	d := &config.Document{Media: config.Media{SRTPInterfaces: map[string]string{"lan0": "require"}, SRTPRoutes: map[string]string{"pstn": "off"}}}
+	pol := anchorPolicyOf(d)
+	if !pol.Always || pol.SRTP != relay.SRTPOff || pol.SRTPInterfaces["lan0"] != relay.SRTPRequire {
+		t.Fatalf("policy %+v", pol)
+	}
+	next := &partConfigs{Relay: relay.Config{PortMin: 49400, PortMax: 49599}, Anchor: pol}
+	m, err := newMediaPart(next, func() []int { return nil }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lan, wan := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	m.ifaceOf = func(ip netip.Addr) string {
+		switch ip {
+		case lan:
+			return "lan0"
+		case wan:
+			return "wan0"
+		}
+		return ""
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	plain := []byte("v=0\r\no=p 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
+	for _, tc := range []struct {
+		name      string
+		a, b      netip.Addr
+		route     string
+		offerOK   bool // leg A's plain offer is taken
+		wantSAVP  bool // the box offers SRTP to leg B
+		plainAnsB bool // leg B's plain answer is taken
+	}{
+		{"A on lan0 requires SRTP", lan, wan, "local", false, false, false},
+		{"B on lan0 requires SRTP", wan, lan, "local", true, true, false},
+		{"route beats interface", wan, lan, "pstn", true, false, true},
+		{"no entry: media.srtp off", wan, wan, "hq", true, false, true},
+	} {
+		an, err := m.anchor("call-"+tc.name, tc.a, tc.b, func(string) {})
+		if err != nil || an == nil {
+			t.Fatalf("%s: anchor %v, %v", tc.name, an, err)
+		}
+		an.(interface{ SetRoute(string) }).SetRoute(tc.route)
+		toB, err := an.Offer(0, plain)
+		if (err == nil) != tc.offerOK {
+			t.Errorf("%s: plain offer from A: %v", tc.name, err)
+		}
+		if err == nil {
+			s, _ := sdprewrite.Parse(toB)
+			if got := sdprewrite.IsSecure(s.Audio.Proto); got != tc.wantSAVP {
+				t.Errorf("%s: offer to B is %s", tc.name, s.Audio.Proto)
+			}
+			ans := strings.Replace(string(plain), "o=p 1 1", "o=q 2 1", 1)
+			if _, err := an.Answer(1, []byte(ans)); (err == nil) != tc.plainAnsB {
+				t.Errorf("%s: plain answer from B: %v", tc.name, err)
+			}
+		}
+		an.Close()
+	}
+}
