@@ -26,9 +26,9 @@ type mediaPart struct {
 	// ifaceOf names the interface holding a local address ("" = none
 	// known); nil = no interface is known (media.srtp_interfaces unused).
 	ifaceOf func(netip.Addr) string
-	mu     sync.Mutex
-	live   map[string]*relay.Session // by call ID, while the call lasts
-	done   map[string][2]relay.LegStats
+	mu      sync.Mutex
+	live    map[string]*relay.Session // by call ID, while the call lasts
+	done    map[string][2]relay.LegStats
 }
 
 // anchorPolicy says which calls are anchored. With Always (media.relay),
