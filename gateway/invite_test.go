@@ -78,7 +78,7 @@ func TestLocatorContactLocal(t *testing.T) {
 	if res := p.read(); !strings.HasPrefix(res, "SIP/2.0 200") {
 		t.Fatalf("REGISTER: %q", res)
 	}
-	cs := locator{s.Registrar()}.Contacts("1001")
+	cs := locator{reg: s.Registrar()}.Contacts("1001")
 	if len(cs) != 1 || "udp:"+cs[0].Local != lis {
 		t.Fatalf("contacts %+v, want one with Local %s", cs, lis)
 	}

@@ -204,7 +204,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	}
 	s.poolNow.Store(s.pool.cur)
 	reg.SetRedirect(s.redirect)
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from, s.signPool), poolLocator{locator{reg}, s}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from, s.signPool), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

@@ -31,6 +31,11 @@ type Contact struct {
 	// from the address the phone registered to). "" = unknown: LocalFor,
 	// LocalAddr or the A leg's listener, as for other targets.
 	Local string
+	// FlowFailed: the contact registered with RFC 5626 outbound and the
+	// connection it registered over is gone. It is not called (a new
+	// connection would not reach it; RFC 5626 §5.3) and counts as a 430
+	// Flow Failed answer.
+	FlowFailed bool
 }
 
 // Locator gives the registrar's live bindings of an extension.
@@ -455,6 +460,8 @@ func reasonPhrase(code int) string {
 		return "Busy Here"
 	case 487:
 		return "Request Terminated"
+	case 430:
+		return "Flow Failed"
 	case 488:
 		return "Not Acceptable Here"
 	case 491:

@@ -222,7 +222,7 @@ func failure(res dialResult) (Disposition, string) {
 		return NoAnswer, "no-answer"
 	case res.best != nil && (res.best.status == 486 || res.best.status == 600):
 		return Busy, "user-busy"
-	case res.best == nil || res.best.status == 0 || res.best.status == 408 || res.best.status == 480 ||
+	case res.best == nil || res.best.status == 0 || res.best.status == 408 || res.best.status == 430 || res.best.status == 480 ||
 		res.best.status >= 500 && res.best.status < 600 || res.best.status >= 300 && res.best.status < 400:
 		return Unreachable, "unavailable"
 	}

@@ -22,7 +22,11 @@
 //     Call-ID, From tag and CSeq of an INVITE being set up, on another
 //     branch) is refused the same way.
 //   - Route "local": the callee's live contacts come from the Locator (none
-//     gives 480). Every contact is called at once (forking) with the A
+//     gives 480). A contact registered with RFC 5626 outbound whose
+//     connection is gone (Contact.FlowFailed) is not called: its leg
+//     fails at once as 430 Flow Failed (RFC 5626 §5.3), which the caller
+//     gets when no other fork does better, and which counts as
+//     unreachable for voicemail. Every contact is called at once (forking) with the A
 //     leg's SDP and Content-Type; 180/183 (with SDP) are relayed to the A
 //     leg, any number of them (sipgo's WaitAnswer stops after 11
 //     responses; waitAnswer resumes it, so an HQ ring group forking to
