@@ -65,6 +65,7 @@ func (c Config) flowTimer() int  { return orDefault(c.FlowTimer, defaultFlowTime
 // defaultFlowTimer is RFC 5626 §4.4.1's keep-alive interval for
 // connection-oriented flows (95 to 120 s recommended).
 const defaultFlowTimer = 120
+
 func (c Config) authFailLimit() int {
 	return orDefault(c.AuthFailLimit, 10)
 }
