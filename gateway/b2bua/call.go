@@ -619,11 +619,9 @@ func (c *call) media() Anchor {
 }
 
 // keepalive probes both parties with in-dialog OPTIONS every
-// Config.KeepAlive; 408, 481 or no response ends the call as dead.
-// RFC 4028 session timers were not chosen: as a B2BUA they mean refreshing
-// each leg on its own, answering refreshes locally, 422 retries in the
-// forking code, and phones that do not support them still need a probe.
-// An in-dialog OPTIONS (RFC 3261 §11) works with any UA.
+// Config.KeepAlive; 408, 481 or no response ends the call as dead. It
+// runs beside the RFC 4028 session timers (sessiontimer.go): an
+// in-dialog OPTIONS (RFC 3261 §11) works with any UA, timer or not.
 func (c *call) keepalive() {
 	defer c.b.inflight.Add(-1)
 	iv := c.set.cfg.KeepAlive
