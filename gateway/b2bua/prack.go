@@ -161,18 +161,20 @@ func (u *uasReliable) start(sdp bool) (rseq uint32, prack chan struct{}, ok bool
 
 // ack takes a PRACK for rseq; false when it names no provisional we sent
 // (RFC 3262 §3: 481). A PRACK retransmitted after the first is still 200.
-func (u *uasReliable) ack(rseq uint32) bool {
+// done, called once the PRACK is answered, lets our 2xx go (so that the
+// PRACK's 200 leaves first).
+func (u *uasReliable) ack(rseq uint32) (ok bool, done func()) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch {
 	case u.pending != 0 && rseq == u.pending:
 		u.acked, u.pending = rseq, 0
-		close(u.prack)
-		return true
+		ch := u.prack
+		return true, func() { close(ch) }
 	case rseq != 0 && rseq == u.acked:
-		return true
+		return true, func() {}
 	}
-	return false
+	return false, nil
 }
 
 // finish stops retransmitting and waits for the retransmitter.
@@ -237,7 +239,7 @@ func (c *call) awaitPrack() {
 		return
 	}
 	u.mu.Lock()
-	wait, prack := u.pending != 0 && u.sdp, u.prack
+	wait, prack := u.prack != nil && u.sdp, u.prack // closed once PRACKed and answered
 	u.mu.Unlock()
 	if wait {
 		t := time.NewTimer(64 * sip.T1)
@@ -283,11 +285,19 @@ func (b *B2BUA) OnPrack(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	rseq, cseq, method, ok := parseRAck(h.Value())
-	if !ok || method != string(sip.INVITE) || c.aReq.CSeq() == nil || cseq != c.aReq.CSeq().SeqNo || !c.rel.ack(rseq) {
+	if ok {
+		ok = method == string(sip.INVITE) && c.aReq.CSeq() != nil && cseq == c.aReq.CSeq().SeqNo
+	}
+	var done func()
+	if ok {
+		ok, done = c.rel.ack(rseq)
+	}
+	if !ok {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist")
 		return
 	}
 	respond(tx, req, 200, "OK")
+	done()
 }
 
 // stopReliable ends the caller's reliable provisionals once its INVITE
