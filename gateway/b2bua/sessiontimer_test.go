@@ -2,6 +2,7 @@ package b2bua
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +218,30 @@ func TestSessionExpiresHeader(t *testing.T) {
 			t.Errorf("%q: %d %q %v, want %d %q %v", tc.v, n, ref, ok, tc.n, tc.ref, tc.good)
 		}
 	}
+}
+
+// FuzzSessionHeaders: the readers of Session-Expires, Min-SE, RSeq and
+// RAck never panic and keep their bounds on any header value.
+func FuzzSessionHeaders(f *testing.F) {
+	for _, s := range []string{"1800", "90;refresher=uac", " 120 ; refresher = UAS ;x=1", "1 2 INVITE", "4294967296 1 INVITE", "", ";;;=", "-1", "99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		r := sip.NewResponse(183, "Session Progress")
+		for _, name := range []string{"Session-Expires", "Min-SE", "RSeq", "RAck", "Require", "Supported"} {
+			r.AppendHeader(sip.NewHeader(name, v))
+		}
+		if n, ref, ok := sessionExpires(r); ok && (n <= 0 || n > maxSessionExpires || ref != strings.ToLower(ref)) {
+			t.Errorf("Session-Expires %q read as %d %q", v, n, ref)
+		}
+		if n := minSEOf(r); n < 0 || n > maxSessionExpires {
+			t.Errorf("Min-SE %q read as %d", v, n)
+		}
+		if n, ok := rseqOf(r); ok && n == 0 {
+			t.Errorf("RSeq %q read as 0", v)
+		}
+		if _, _, m, ok := parseRAck(v); ok && m != strings.ToUpper(m) {
+			t.Errorf("RAck %q method %q", v, m)
+		}
+	})
 }
