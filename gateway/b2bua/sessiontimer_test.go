@@ -245,3 +245,45 @@ func FuzzSessionHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionIntervalEndToEnd: the caller's Session-Expires and Min-SE
+// reach the callee; the callee's shorter interval (its 2xx) is the
+// caller's too, with the caller, which supports timers and named no
+// refresher, as its refresher.
+func TestSessionIntervalEndToEnd(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		p.answeredWithB()
+		if err := d.Respond(200, "OK", sdpB, sip.NewHeader("Content-Type", "application/sdp"),
+			sip.NewHeader("Session-Expires", "900;refresher=uac"), sip.NewHeader("Require", "timer")); err != nil {
+			p.t.Errorf("200: %v", err)
+			return
+		}
+		p.answered <- d
+	})
+	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	oc := a.dialWith(ctx, e.box, "1002", []sip.Header{
+		sip.NewHeader("Supported", "timer"), sip.NewHeader("Session-Expires", "1800"), sip.NewHeader("Min-SE", "600"),
+	}, nil)
+	if oc.err != nil || oc.final != 200 {
+		t.Fatalf("A got %d (%v), want 200", oc.final, oc.err)
+	}
+	inv := recv(t, b.invites, "INVITE at B")
+	if se, min := header(inv, "Session-Expires"), header(inv, "Min-SE"); se != "1800" || min != "600" {
+		t.Errorf("INVITE to B has Session-Expires %q, Min-SE %q; want 1800, 600", se, min)
+	}
+	if se := header(oc.sess.InviteResponse, "Session-Expires"); se != "900;refresher=uac" {
+		t.Errorf("2xx to A has Session-Expires %q, want 900;refresher=uac", se)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.answered, "answer at B")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.byes, "BYE at B")
+	e.noCalls()
+}
