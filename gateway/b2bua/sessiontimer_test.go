@@ -128,7 +128,7 @@ func TestSessionExpiresWithoutRefresh(t *testing.T) {
 // refresh with Session-Expires naming the callee and keeps the call up
 // past the interval; it sends the callee no refresh of its own.
 func TestSessionTimerCalleeRefreshes(t *testing.T) {
-	const unit = 20 * time.Millisecond
+	const unit = 30 * time.Millisecond
 	shortSessions(t, unit)
 	e := newEnv(t, Config{})
 	a := newPhone(t, "1001", nil)
@@ -144,10 +144,11 @@ func TestSessionTimerCalleeRefreshes(t *testing.T) {
 	e.loc.set("1002", b.contact())
 	ctx := testCtx(t)
 	oc, d := e.call(ctx, a, b, "1002")
-	for i := range 3 { // three refreshes span more than the 90-unit interval
+	for i := range 5 { // five refreshes span more than the 90-unit interval
 		// The callee's own refresh period (RFC 4028 §10: before the
-		// session expires; the box would end it 60 units after the last).
-		time.Sleep(40 * unit)
+		// session expires; the box would end it 60 units after the
+		// last, which leaves 40 units of margin on a loaded machine).
+		time.Sleep(20 * unit)
 		res := b.send(ctx, d, boxOfUAS(d), sip.UPDATE, nil, "", sip.NewHeader("Session-Expires", "90;refresher=uac"), sip.NewHeader("Supported", "timer"))
 		if res == nil || res.StatusCode != 200 {
 			t.Fatalf("refresh %d: %v", i, res)
