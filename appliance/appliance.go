@@ -145,6 +145,7 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	if a.media, err = newMediaPart(first, a.boundPorts, log.With("part", "media")); err != nil {
 		return nil, partFailed("media", err)
 	}
+	a.media.ifaceOf = a.ifaceOf
 	if first, err = translate(doc, a.env()); err != nil { // the machine's first mode
 		return nil, fmt.Errorf("appliance: %w", err)
 	}

@@ -127,7 +127,9 @@ func (b bindingStore) LoadBindings(ctx context.Context, now time.Time) ([]regist
 	}
 	out := make([]registrar.Binding, len(rows))
 	for i, r := range rows {
-		out[i] = registrar.Binding(r)
+		out[i] = registrar.Binding{AOR: r.AOR, ContactURI: r.ContactURI, Contact: r.Contact, Source: r.Source, Local: r.Local,
+			CallID: r.CallID, CSeq: r.CSeq, Q: r.Q, Expires: r.Expires, Registered: r.Registered, UserAgent: r.UserAgent,
+			Instance: r.Instance, RegID: r.RegID} // Outbound is not kept: the flow died with the restart
 	}
 	return out, nil
 }
@@ -135,7 +137,9 @@ func (b bindingStore) LoadBindings(ctx context.Context, now time.Time) ([]regist
 func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding, dels []registrar.BindingKey) error {
 	rows := make([]store.Binding, len(ups))
 	for i, u := range ups {
-		rows[i] = store.Binding(u)
+		rows[i] = store.Binding{AOR: u.AOR, ContactURI: u.ContactURI, Contact: u.Contact, Source: u.Source, Local: u.Local,
+			CallID: u.CallID, CSeq: u.CSeq, Q: u.Q, Expires: u.Expires, Registered: u.Registered, UserAgent: u.UserAgent,
+			Instance: u.Instance, RegID: u.RegID}
 	}
 	keys := make([]store.BindingKey, len(dels))
 	for i, d := range dels {

@@ -23,9 +23,12 @@ type mediaPart struct {
 	log    *slog.Logger
 	policy atomic.Pointer[anchorPolicy]
 	ports  func() []int // ports the box's other parts have bound (SIP, management, MSR control)
-	mu     sync.Mutex
-	live   map[string]*relay.Session // by call ID, while the call lasts
-	done   map[string][2]relay.LegStats
+	// ifaceOf names the interface holding a local address ("" = none
+	// known); nil = no interface is known (media.srtp_interfaces unused).
+	ifaceOf func(netip.Addr) string
+	mu      sync.Mutex
+	live    map[string]*relay.Session // by call ID, while the call lasts
+	done    map[string][2]relay.LegStats
 }
 
 // anchorPolicy says which calls are anchored. With Always (media.relay),
@@ -34,16 +37,30 @@ type mediaPart struct {
 // different local addresses (different interfaces/VLANs, or a PSTN gateway
 // on its own segment); the phones of one VLAN then talk directly.
 //
-// SRTP is the policy of leg A (the caller's side) and of leg B when the
-// call's route has no entry in SRTPRoutes (media.srtp_routes, by dial-plan
-// route: the leg the call is routed to, e.g. "hq" for the HQ trunk). The
-// relay applies it per leg (relay.SessionConfig.SRTP); the route reaches
-// the anchor through SetRoute, which the B2BUA calls before the first
-// offer. Keys are never logged (relay, sdprewrite).
+// SRTP policy of a leg, most specific first: for leg B (the leg the call
+// is routed to) the route's entry in SRTPRoutes (media.srtp_routes, by
+// dial-plan route, e.g. "hq" for the HQ trunk); for either leg the entry
+// in SRTPInterfaces (media.srtp_interfaces) of the interface its media
+// faces, the one holding the box's address on that leg (ifaceOf); else
+// SRTP (media.srtp). So route > interface > global: a route names a peer
+// (HQ requires SRTP wherever it is reached), an interface a network
+// segment. The relay applies it per leg (relay.SessionConfig.SRTP); the
+// route reaches the anchor through SetRoute, which the B2BUA calls before
+// the first offer. Keys are never logged (relay, sdprewrite).
 type anchorPolicy struct {
-	Always     bool
-	SRTP       relay.SRTPPolicy            `json:",omitempty"`
-	SRTPRoutes map[string]relay.SRTPPolicy `json:",omitempty"`
+	Always         bool
+	SRTP           relay.SRTPPolicy            `json:",omitempty"`
+	SRTPRoutes     map[string]relay.SRTPPolicy `json:",omitempty"`
+	SRTPInterfaces map[string]relay.SRTPPolicy `json:",omitempty"`
+}
+
+// forLeg is the policy of a leg whose media faces interface ifname ("" =
+// not known) before any route override.
+func (p *anchorPolicy) forLeg(ifname string) relay.SRTPPolicy {
+	if pol, ok := p.SRTPInterfaces[ifname]; ok && ifname != "" {
+		return pol
+	}
+	return p.SRTP
 }
 
 func newMediaPart(next *partConfigs, ports func() []int, log *slog.Logger) (*mediaPart, error) {
@@ -87,7 +104,7 @@ func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(rea
 	}
 	pol := m.policy.Load()
 	s, err := m.r.NewSession(relay.SessionConfig{ID: callID, LocalA: legA, LocalB: legB, OnInactive: onDead,
-		SRTP: [2]relay.SRTPPolicy{pol.SRTP, pol.SRTP}})
+		SRTP: [2]relay.SRTPPolicy{pol.forLeg(m.iface(legA)), pol.forLeg(m.iface(legB))}})
 	if err != nil {
 		return nil, fmt.Errorf("media relay: %w", err)
 	}
@@ -101,6 +118,14 @@ func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(rea
 // local addresses legA and legB.
 func (m *mediaPart) anchors(legA, legB netip.Addr) bool {
 	return m.policy.Load().Always || legA != legB
+}
+
+// iface names the interface holding local address ip ("" = unknown).
+func (m *mediaPart) iface(ip netip.Addr) string {
+	if m.ifaceOf == nil {
+		return ""
+	}
+	return m.ifaceOf(ip)
 }
 
 // anchor adapts a relay session to b2bua.Anchor.
@@ -169,7 +194,17 @@ func (m *mediaPart) liveStats(callID string) *[2]api.MediaLeg {
 }
 
 func apiLeg(s relay.LegStats) api.MediaLeg {
-	return api.MediaLeg{Packets: s.Packets, Bytes: s.Bytes, Lost: s.Lost, JitterMs: s.Jitter, Relayed: s.Relayed, Port: s.Port}
+	return api.MediaLeg{Packets: s.Packets, Bytes: s.Bytes, Lost: s.Lost, JitterMs: s.Jitter, Relayed: s.Relayed, Port: s.Port,
+		Protection: protection(s.SRTP)}
+}
+
+// protection names a leg's media protection from its SDES suite (the
+// relay's LegStats.SRTP): the suite's name only, never a key.
+func protection(suite string) string {
+	if suite == "" {
+		return "rtp"
+	}
+	return "srtp:" + suite
 }
 
 func (m *mediaPart) run(ctx context.Context) error { return m.r.Run(ctx) }
@@ -194,4 +229,15 @@ func (a *App) boundPorts() []int {
 		out = append(out, int(c.Listen.Port()))
 	}
 	return out
+}
+
+// ifaceOf names the interface that holds local address ip now (the
+// netlink state), for media.srtp_interfaces; "" when none does.
+func (a *App) ifaceOf(ip netip.Addr) string {
+	for _, ad := range a.netState().Addrs {
+		if ad.Prefix.Addr() == ip.Unmap() {
+			return ad.LinkName
+		}
+	}
+	return ""
 }

@@ -245,12 +245,23 @@ func relayConfig(d *config.Document) relay.Config {
 		SRTP: relay.SRTPPolicy(d.Media.EffectiveSRTP())}
 }
 
-// anchorPolicyOf is which calls are anchored and each route's SRTP
-// policy (media.srtp, media.srtp_routes). SRTP other than off anchors
-// every call: only a call through the relay can be decrypted or
-// encrypted, and the route is known only once the call is anchored.
+// anchorPolicyOf is which calls are anchored and each route's and
+// interface's SRTP policy (media.srtp, media.srtp_routes,
+// media.srtp_interfaces). SRTP other than off anchors every call: only a
+// call through the relay can be decrypted or encrypted, and the route is
+// known only once the call is anchored.
 func anchorPolicyOf(d *config.Document) anchorPolicy {
 	p := anchorPolicy{Always: d.Media.Relay, SRTP: relay.SRTPPolicy(d.Media.EffectiveSRTP())}
+	for ifname := range d.Media.SRTPInterfaces {
+		pol := relay.SRTPPolicy(d.Media.SRTPForInterface(ifname))
+		if pol != relay.SRTPOff {
+			p.Always = true
+		}
+		if p.SRTPInterfaces == nil {
+			p.SRTPInterfaces = map[string]relay.SRTPPolicy{}
+		}
+		p.SRTPInterfaces[ifname] = pol
+	}
 	for _, route := range []string{"local", "hq", "pstn"} {
 		pol := relay.SRTPPolicy(d.Media.SRTPFor(route))
 		if pol != relay.SRTPOff {

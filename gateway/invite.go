@@ -238,7 +238,12 @@ func (c Config) b2buaConfig(hq *hqTrunk, pstn *pstnHealth, warning func() string
 }
 
 // locator hands the B2BUA the registrar's live bindings.
-type locator struct{ reg *registrar.Registrar }
+type locator struct {
+	reg *registrar.Registrar
+	// flow reports whether the connection a stream binding registered
+	// over is still open (RFC 5626 outbound); nil = always.
+	flow func(transport, addr string) bool
+}
 
 func (l locator) Contacts(ext string) []b2bua.Contact {
 	var out []b2bua.Contact
@@ -251,6 +256,9 @@ func (l locator) Contacts(ext string) []b2bua.Contact {
 		c := b2bua.Contact{URI: u.String(), Transport: transport, Addr: addr}
 		if lt, la, ok := strings.Cut(b.Local, ":"); ok && lt == transport {
 			c.Local = la // calls leave from the listener it registered to
+		}
+		if b.Outbound && l.flow != nil && !l.flow(transport, addr) {
+			c.FlowFailed = true // RFC 5626 §5.3: 430, no new connection
 		}
 		out = append(out, c)
 	}
@@ -304,4 +312,20 @@ func contactURI(v string) string {
 	}
 	v, _, _ = strings.Cut(v, ";")
 	return strings.TrimSpace(v)
+}
+
+// flowOpen reports whether the box still holds the connection (tcp or
+// tls) to addr that a phone registered over: sipgo's pool keeps it by the
+// phone's address while it is open.
+func (s *Server) flowOpen(transport, addr string) bool {
+	pool := s.ua.TransportLayer().Pool(transport)
+	if pool == nil {
+		return false
+	}
+	c := pool.Get(addr)
+	if c == nil {
+		return false
+	}
+	_, _ = c.TryClose() // Get took a reference
+	return true
 }

@@ -63,7 +63,7 @@ func TestLocatorContactLocal(t *testing.T) {
 	lis := s.Listeners()[0]
 	p := newPhone(t, lis)
 	p.registerAs1001()
-	cs := locator{s.Registrar()}.Contacts("1001")
+	cs := locator{reg: s.Registrar()}.Contacts("1001")
 	if len(cs) != 1 || "udp:"+cs[0].Local != lis {
 		t.Fatalf("contacts %+v, want one with Local %s", cs, lis)
 	}

@@ -43,13 +43,14 @@ func checkRequest(req *sip.Request) *sip.Response {
 			return bad(req, "Bad Date")
 		}
 	}
-	// §8.2.2.3: the box supports no extension a request may require
-	// (bext01). Not for ACK and CANCEL, which are never refused.
+	// §8.2.2.3: an extension the box does not support refused (bext01):
+	// INVITE and UPDATE may require timer (RFC 4028), INVITE 100rel (RFC
+	// 3262); nothing else. Not for ACK and CANCEL, which are never refused.
 	if req.Method != sip.ACK && req.Method != sip.CANCEL {
 		var tags []string
 		for _, h := range req.GetHeaders("Require") {
 			for t := range strings.SplitSeq(h.Value(), ",") {
-				if t = strings.TrimSpace(t); t != "" {
+				if t = strings.TrimSpace(t); t != "" && !supportedExtension(req.Method, t) {
 					tags = append(tags, t)
 				}
 			}
@@ -93,6 +94,18 @@ func checkRequest(req *sip.Request) *sip.Response {
 		}
 	}
 	return nil
+}
+
+// supportedExtension reports whether a request of method may require
+// option tag.
+func supportedExtension(method sip.RequestMethod, tag string) bool {
+	switch {
+	case strings.EqualFold(tag, "timer"):
+		return method == sip.INVITE || method == sip.UPDATE
+	case strings.EqualFold(tag, "100rel"):
+		return method == sip.INVITE
+	}
+	return false
 }
 
 // refused answers req with checkRequest's refusal, if any, and says so.

@@ -26,9 +26,12 @@ func TestCheckRequest(t *testing.T) {
 		{"bad date", base + "Date: Fri, 01 Jan 2010 16:00:00 EST\r\n", 400, ""},
 		{"good date", base + "Date: Fri, 01 Jan 2010 16:00:00 GMT\r\n", 0, ""},
 		{"require", base + "Require: foo, bar\r\n", 420, "foo, bar"},
-		// RFC 3262: no reliable provisional responses here. Supported:
-		// 100rel is fine (they are not sent), Require: 100rel is not.
-		{"require 100rel", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Require: 100rel\r\n", 420, "Unsupported: 100rel"},
+		// RFC 3262 and RFC 4028: an INVITE may require 100rel and timer,
+		// other methods neither (UPDATE: timer only).
+		{"require 100rel", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Require: 100rel, timer\r\n", 0, ""},
+		{"require 100rel and more", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Require: 100rel, foo\r\n", 420, "Unsupported: foo"},
+		{"options require timer", base + "Require: timer\r\n", 420, "Unsupported: timer"},
+		{"update require 100rel", strings.Replace(base, "OPTIONS", "UPDATE", 2) + "Require: timer, 100rel\r\n", 420, "Unsupported: 100rel"},
 		{"supported 100rel", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Supported: 100rel, timer\r\n", 0, ""},
 		{"invite unknown body", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Content-Type: application/unknown\r\nContent-Length: 3\r\n\r\nabc", 415, "application/sdp"},
 		{"invite sdp", strings.Replace(base, "OPTIONS", "INVITE", 2) + "Content-Type: application/sdp\r\nContent-Length: 3\r\n\r\nv=0", 0, ""},
@@ -76,9 +79,8 @@ func TestCheckRequestUnknownAuthScheme(t *testing.T) {
 }
 
 // A CANCEL matching no INVITE transaction gets 481 (RFC 3261 §9.2), and so
-// does a PRACK: the box never sends reliable provisional responses, so no
-// PRACK matches one (RFC 3262 §3). Neither is 405: both are methods the
-// box knows.
+// does a PRACK outside any ringing call (RFC 3262 §3). Neither is 405:
+// both are methods the box knows.
 func TestStrayCancelAndPrack(t *testing.T) {
 	s := startServer(t, testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"}))
 	p := newPhone(t, s.Listeners()[0])

@@ -205,7 +205,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	}
 	s.poolNow.Store(s.pool.cur)
 	reg.SetRedirect(s.redirect)
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from, s.signPool), poolLocator{locator{reg}, s}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from, s.signPool), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -216,6 +216,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnBye(s.b2b.OnBye)
 	srv.OnRefer(s.b2b.OnRefer)
 	srv.OnUpdate(s.b2b.OnUpdate)
+	srv.OnPrack(s.onPrack)
 	srv.OnNoRoute(s.onNoRoute)
 
 	if s.capture.exp, err = s.newExporter(cfg.Capture); err != nil {
@@ -425,6 +426,15 @@ func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
 	return res
 }
 
+// onPrack passes a PRACK (RFC 3262) to the B2BUA: 200 when it
+// acknowledges a reliable provisional response of a ringing call, else 481.
+func (s *Server) onPrack(req *sip.Request, tx sip.ServerTransaction) {
+	if s.refused(req, tx) {
+		return
+	}
+	s.b2b.OnPrack(req, tx)
+}
+
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
 	if s.refused(req, tx) {
 		return
@@ -454,10 +464,9 @@ func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	switch req.Method {
-	case sip.CANCEL, sip.PRACK:
+	case sip.CANCEL:
 		// A CANCEL that sipgo matched to no INVITE transaction (RFC 3261
-		// §9.2), or a PRACK: the box sends no reliable provisional
-		// responses, so none matches (RFC 3262 §3).
+		// §9.2).
 		s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist", nil))
 		return
 	}

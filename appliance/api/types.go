@@ -213,6 +213,10 @@ type MediaLeg struct {
 	JitterMs float64 `json:"jitter_ms"`
 	Relayed  uint64  `json:"relayed"`
 	Port     int     `json:"port,omitempty"` // the box's RTP port facing the leg
+	// Protection is the leg's media protection as negotiated:
+	// "srtp:AES_CM_128_HMAC_SHA1_80" (the SDES suite, RFC 4568) or "rtp";
+	// never key material.
+	Protection string `json:"protection,omitempty"`
 }
 
 // Call is one call in progress, GET /api/v1/calls.

@@ -235,6 +235,11 @@ type Media struct {
 	// SRTPRoutes overrides SRTP for the leg a call is routed to, by the
 	// dial plan's route: "local", "hq", "pstn".
 	SRTPRoutes map[string]string `json:"srtp_routes,omitempty"`
+	// SRTPInterfaces overrides SRTP for a leg by the interface its media
+	// faces (the one holding the box's address on that leg), by interface
+	// name: {"lan0": "offer", "wan0": "require"}. A route's entry in
+	// SRTPRoutes wins over it for the leg the call is routed to.
+	SRTPInterfaces map[string]string `json:"srtp_interfaces,omitempty"`
 }
 
 // SRTP policies of media.srtp and media.srtp_routes.
@@ -246,6 +251,15 @@ const (
 
 // EffectiveSRTP is media.srtp, default "off".
 func (m Media) EffectiveSRTP() string { return cmp.Or(m.SRTP, SRTPOff) }
+
+// SRTPForInterface is the policy of a leg whose media faces interface
+// ifname: its media.srtp_interfaces entry, else media.srtp.
+func (m Media) SRTPForInterface(ifname string) string {
+	if p, ok := m.SRTPInterfaces[ifname]; ok && p != "" {
+		return p
+	}
+	return m.EffectiveSRTP()
+}
 
 // SRTPFor is the policy of a leg the dial plan routed with route: its
 // media.srtp_routes entry, else media.srtp.

@@ -574,6 +574,14 @@ func (v *validator) media() {
 			v.add(p, "unknown route %q (want local, hq or pstn)", route)
 		}
 	}
+	for _, ifname := range slices.Sorted(maps.Keys(m.SRTPInterfaces)) {
+		p := key("media.srtp_interfaces", ifname)
+		if msg := ifnameProblem(ifname); msg != "" {
+			v.add(p, "%s", msg)
+			continue
+		}
+		srtpPolicy(p, m.SRTPInterfaces[ifname])
+	}
 }
 
 func (v *validator) msr() {

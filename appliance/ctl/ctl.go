@@ -205,12 +205,12 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			// first on a narrow terminal; Call-IDs and URIs are cut.
 			w.Columns(col{min: 12}, col{min: 16}, col{min: 16}, col{drop: 3}, col{drop: 4, min: 12}, col{}, col{drop: 5},
 				col{drop: 2}, col{drop: 1})
-			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED\tMEDIA A pkt/lost/jit\tMEDIA B")
+			fmt.Fprintln(w, "CALL-ID\tFROM\tTO\tROUTE\tTARGET\tSTATE\tSTARTED\tMEDIA A pkt/lost/jit/prot\tMEDIA B")
 			for _, x := range cs {
 				ma, mb := "-", "-"
 				if m := x.Media; m != nil {
-					ma = fmt.Sprintf("%d/%d/%.1fms", m[0].Packets, m[0].Lost, m[0].JitterMs)
-					mb = fmt.Sprintf("%d/%d/%.1fms", m[1].Packets, m[1].Lost, m[1].JitterMs)
+					ma = fmt.Sprintf("%d/%d/%.1fms/%s", m[0].Packets, m[0].Lost, m[0].JitterMs, m[0].Protection)
+					mb = fmt.Sprintf("%d/%d/%.1fms/%s", m[1].Packets, m[1].Lost, m[1].JitterMs, m[1].Protection)
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.From, x.To, x.Route, x.Target, x.State,
 					x.Started.Local().Format(time.TimeOnly), ma, mb)

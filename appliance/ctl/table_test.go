@@ -31,7 +31,8 @@ func (busyBox) Registrations(context.Context) []api.Registration {
 
 func (busyBox) Calls(context.Context) []api.Call {
 	return []api.Call{{ID: "6b8e5c3a-0f2d-4c1e-9a7b-3d5f8e2c1a40@192.168.1.50", From: "1001", To: "0049301234567", Target: "sip:0049301234567@pstn-gw-1.example.com:5060",
-		Route: "pstn", State: "confirmed", Started: t0, Media: &[2]api.MediaLeg{{Packets: 123456, Lost: 12, JitterMs: 1.5}, {Packets: 123000, Lost: 0, JitterMs: 0.8}}}}
+		Route: "pstn", State: "confirmed", Started: t0, Media: &[2]api.MediaLeg{{Packets: 123456, Lost: 12, JitterMs: 1.5, Protection: "rtp"},
+			{Packets: 123000, Lost: 0, JitterMs: 0.8, Protection: "srtp:AES_CM_128_HMAC_SHA1_80"}}}}
 }
 
 func (busyBox) CDRs(context.Context, time.Time, int) ([]api.CDR, error) {
@@ -69,7 +70,7 @@ func TestTablesFit80Columns(t *testing.T) {
 	}{
 		{[]string{"status"}, []string{"987654321", "branch-042.json"}, nil},
 		{[]string{"registrations"}, []string{"AOR", "CONTACT", "EXPIRES IN", "sip:1001@192.168.1.5", "udp:192.168.1.50:5060"}, []string{"USER AGENT", "Zoiper"}},
-		{[]string{"calls"}, []string{"CALL-ID", "FROM", "TO", "STATE", "confirmed", "0049301234567"}, []string{"MEDIA B"}},
+		{[]string{"calls"}, []string{"CALL-ID", "FROM", "TO", "STATE", "confirmed", "0049301234567"}, []string{"MEDIA B", "srtp:AES_CM_128_HMAC_SHA1_80"}},
 		{[]string{"cdr"}, []string{"STARTED", "CALLER", "DIALLED", "CODE", "DISPOSITION", "answered", "125s"}, []string{"sip:pstn-gw-1", "survivable"}},
 		{[]string{"config", "history"}, []string{"VERSION", "…", "2026-11-29.json"}, []string{"/home/technician"}},
 	} {

@@ -273,3 +273,33 @@ func TestForkingAndCancelWithSIPp(t *testing.T) {
 	ringing() // the CANCEL reached the callee
 	d.stop()
 }
+
+// TestReliableProvisionalsWithSIPp: RFC 3262 both ways through the
+// daemon. The callee answers with a reliable 183 with SDP and a 200
+// without; the box PRACKs it (the callee's scenario checks RAck). The
+// caller's INVITE requires 100rel: it gets the 183 reliably (its scenario
+// checks Require and RSeq), PRACKs it, and the 200 carries the callee's
+// answer from the 183.
+func TestReliableProvisionalsWithSIPp(t *testing.T) {
+	needSIPp(t)
+	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	udp := d.listener("udp")
+
+	answered := answeringPhoneWith(t, udp, "user0001", "pw0001", "uas_100rel.xml")
+	caller := filepath.Join(t.TempDir(), "caller.csv")
+	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := sipp(t, "uac_call_100rel.xml", udp, caller, 1, 1)
+	if err != nil {
+		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
+	}
+	answered()
+	if calls, err := d.api.Calls(t.Context()); err != nil || len(calls) != 0 {
+		t.Fatalf("calls after hang-up: %v %+v", err, calls)
+	}
+	d.stop()
+}

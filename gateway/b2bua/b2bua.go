@@ -31,6 +31,11 @@ type Contact struct {
 	// from the address the phone registered to). "" = unknown: LocalFor,
 	// LocalAddr or the A leg's listener, as for other targets.
 	Local string
+	// FlowFailed: the contact registered with RFC 5626 outbound and the
+	// connection it registered over is gone. It is not called (a new
+	// connection would not reach it; RFC 5626 §5.3) and counts as a 430
+	// Flow Failed answer.
+	FlowFailed bool
 }
 
 // Locator gives the registrar's live bindings of an extension.
@@ -113,6 +118,13 @@ type Config struct {
 	// of an answered call; 408, 481 or no answer (within the interval,
 	// at most 32 s) ends the call as Dead. 0 = 90 s; negative = off.
 	KeepAlive time.Duration
+	// SessionExpires is the RFC 4028 session interval, in seconds, the
+	// box asks of a callee (and uses on the caller's dialog) when the
+	// caller sent no Session-Expires; the box refreshes a dialog whose
+	// peer keeps no timer itself. 0 = 1800; negative = none of the box's
+	// own (a caller's or callee's timer is still honoured); at least 90
+	// (RFC 4028 §4).
+	SessionExpires int
 	// MaxCalls bounds the calls in progress (ringing or answered); a new
 	// INVITE beyond it gets 503 with Retry-After, so a flood cannot grow
 	// the box's memory without bound. 0 = 4000; negative = no limit.
@@ -271,6 +283,9 @@ func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
 		cfg.KeepAlive = defaultKeepAlive
 	case cfg.KeepAlive < 0:
 		cfg.KeepAlive = 0
+	}
+	if cfg.SessionExpires > 0 && cfg.SessionExpires < minSE {
+		return nil, fmt.Errorf("b2bua: session expires %d s: below RFC 4028's minimum of %d s", cfg.SessionExpires, minSE)
 	}
 	s := &settings{cfg: cfg}
 	for i, g := range cfg.PSTNGateways {
@@ -445,6 +460,8 @@ func reasonPhrase(code int) string {
 		return "Busy Here"
 	case 487:
 		return "Request Terminated"
+	case 430:
+		return "Flow Failed"
 	case 488:
 		return "Not Acceptable Here"
 	case 491:
@@ -567,6 +584,11 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		_ = a.Respond(483, "Too Many Hops", nil, set.warnings()...)
 		return
 	}
+	if n, _, ok := sessionExpires(req); ok && n < minSE {
+		// RFC 4028 §9: below the box's Min-SE.
+		_ = a.Respond(422, "Session Interval Too Small", nil, append(set.warnings(), sip.NewHeader("Min-SE", strconv.Itoa(minSE)))...)
+		return
+	}
 	if req.GetHeader("Replaces") != nil {
 		b.onReplaces(req, a, arrived, contact, trusted)
 		return
@@ -577,6 +599,9 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 	c := newCall(b, set)
 	c.a, c.aTx, c.aReq, c.d, c.arrived, c.laddr, c.contact, c.key = a, tx, req, d, arrived, laddr, contact, a.ID
 	c.trusted = trusted
+	if hasOption(req, "100rel", "Require") {
+		c.rel = newUASReliable() // RFC 3262 §3: the caller requires reliable provisionals
+	}
 	now := time.Now()
 	c.info = CallInfo{To: number, Target: d.Target, Route: d.Route, State: StateRouting, Started: now}
 	if h := req.CallID(); h != nil {

@@ -210,6 +210,7 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	srv.OnRefer(b.OnRefer)
 	srv.OnUpdate(b.OnUpdate)
 	srv.OnOptions(b.OnOptions)
+	srv.OnPrack(b.OnPrack)
 	serve(t, ua, srv, conn, closing, nil)
 	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String(), ua: ua, srv: srv, closing: closing}
 	t.Logf("box at %s", e.box)
@@ -299,6 +300,7 @@ type phone struct {
 	updates   chan *sip.Request               // UPDATEs received
 	notifies  chan *sip.Request               // NOTIFYs received (answered 200)
 	options   chan *sip.Request               // in-dialog OPTIONS received
+	pracks    chan *sip.Request               // PRACKs received (answered 200)
 	invites   chan *sip.Request               // INVITEs received
 	cancelled chan error                      // cause when a ringing INVITE ended unanswered
 	acks      chan *sip.Request               // ACKs received
@@ -330,6 +332,7 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		updates:   make(chan *sip.Request, 16),
 		notifies:  make(chan *sip.Request, 16),
 		options:   make(chan *sip.Request, 64),
+		pracks:    make(chan *sip.Request, 16),
 	}
 	p.optionsCode.Store(200)
 	p.cli, err = sipgo.NewClient(ua, sipgo.WithClientConnectionAddr(p.addr))
@@ -394,6 +397,10 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 	srv.OnUpdate(func(req *sip.Request, tx sip.ServerTransaction) {
 		p.updates <- req
 		p.answerInDialog(req, tx)
+	})
+	srv.OnPrack(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.pracks <- req
+		_ = tx.Respond(sip.NewResponseFromRequest(req, 200, "OK", nil))
 	})
 	srv.OnNotify(func(req *sip.Request, tx sip.ServerTransaction) {
 		p.notifies <- req

@@ -1,6 +1,7 @@
 package b2bua
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"sync"
@@ -34,8 +35,11 @@ type call struct {
 	arrived *sip.Addr // the listener A's INVITE arrived on (for requests to A)
 	laddr   *sip.Addr // the listener B legs leave from
 	contact sip.Uri
-	ring    context.Context         // the ringing phase: until answer or failure
-	abort   context.CancelCauseFunc // ends ring with a cause
+	// rel sends the caller's provisionals reliably (its INVITE had
+	// Require: 100rel); nil = unreliably, as RFC 3261 does.
+	rel   *uasReliable
+	ring  context.Context         // the ringing phase: until answer or failure
+	abort context.CancelCauseFunc // ends ring with a cause
 
 	// guarded by b.mu
 	info CallInfo
@@ -86,6 +90,7 @@ func (c *call) respondA(code int, reason string) {
 	if reason == "" {
 		reason = reasonPhrase(code)
 	}
+	c.stopReliable()
 	res := sip.NewResponseFromRequest(c.a.InviteRequest, code, reason, nil)
 	addHeaders(res, c.set.warnings())
 	c.a.InviteResponse = res
@@ -97,6 +102,7 @@ func (c *call) respondA(code int, reason string) {
 // the A leg has its final response (and, for a 2xx, its ACK).
 func (c *call) run() {
 	defer c.abort(nil)
+	defer c.stopReliable()
 	stopWatch := context.AfterFunc(c.a.Context(), func() { c.abort(errCallerGone) })
 	defer stopWatch()
 
@@ -216,7 +222,7 @@ func failure(res dialResult) (Disposition, string) {
 		return NoAnswer, "no-answer"
 	case res.best != nil && (res.best.status == 486 || res.best.status == 600):
 		return Busy, "user-busy"
-	case res.best == nil || res.best.status == 0 || res.best.status == 408 || res.best.status == 480 ||
+	case res.best == nil || res.best.status == 0 || res.best.status == 408 || res.best.status == 430 || res.best.status == 480 ||
 		res.best.status >= 500 && res.best.status < 600 || res.best.status >= 300 && res.best.status < 400:
 		return Unreachable, "unavailable"
 	}
@@ -269,6 +275,18 @@ func (c *call) specOf(d dialplan.Decision, ts []target) (dialSpec, error) {
 		s.maxFwd = h.Val() - 1
 	}
 	s.headers = []sip.Header{sip.NewHeader(loopHeader, c.token)}
+	// RFC 4028: the caller's Session-Expires (or the box's own) and a
+	// Min-SE no lower than the caller's; RFC 3262: the box PRACKs a
+	// callee's reliable provisionals itself (not with a late offer: the
+	// PRACK would have to carry an answer only the caller has).
+	sup := "timer"
+	if len(c.offer) > 0 {
+		sup = "100rel, timer"
+	}
+	s.headers = append(s.headers, sip.NewHeader("Supported", sup))
+	if se, mse := c.set.sessionOffer(c.aReq); se > 0 {
+		s.headers = append(s.headers, sip.NewHeader("Session-Expires", strconv.Itoa(se)), sip.NewHeader("Min-SE", strconv.Itoa(mse)))
+	}
 	return s, nil
 }
 
@@ -358,10 +376,24 @@ func (c *call) relayProvisional(r *sip.Response) {
 			body = out
 		}
 	}
+	if c.rel != nil && len(c.offer) == 0 {
+		// A reliable 18x with SDP would be our offer, answered in the
+		// caller's PRACK, which the callee never gets: the caller's
+		// answer comes in its ACK to our 2xx instead.
+		body = nil
+	}
 	var hdrs []sip.Header
 	if len(body) > 0 {
 		ct := sip.ContentTypeHeader(contentTypeOf(r))
 		hdrs = append(hdrs, &ct)
+	}
+	if c.rel != nil {
+		if !c.sendReliable(r.StatusCode, r.Reason, body, hdrs) {
+			c.b.log.Debug("b2bua: provisional not relayed: the last reliable one waits for its PRACK", "call", c.info.ID, "status", r.StatusCode)
+			return
+		}
+		c.setState(StateRinging)
+		return
 	}
 	if err := c.a.Respond(r.StatusCode, r.Reason, body, hdrs...); err != nil {
 		c.b.log.Debug("b2bua: relay provisional", "call", c.info.ID, "err", err)
@@ -376,6 +408,12 @@ func (c *call) answer(l *leg) bool {
 	res := l.sess.InviteResponse
 	body := res.Body()
 	late := len(c.offer) == 0 // A sent no offer: B's 2xx carries it, A's ACK the answer
+	if len(body) == 0 && !late {
+		// The answer came in a reliable 18x (RFC 3262) and the 2xx does
+		// not repeat it: the caller, which got that 18x unreliably or not
+		// at all, gets it in our 2xx.
+		body = l.rel.earlyAnswer()
+	}
 	if an := c.media(); an != nil && len(body) > 0 {
 		var err error
 		if late {
@@ -394,7 +432,12 @@ func (c *call) answer(l *leg) bool {
 	pb := newCalleeParty(c.b, l, l.localAddr(c.laddr), l.contact(c.contact))
 	pa.trusted = c.trusted
 	pa.noteIn(c.aReq.Body(), contentTypeOf(c.aReq))
-	pb.noteIn(res.Body(), contentTypeOf(res))
+	if len(res.Body()) > 0 {
+		pb.noteIn(res.Body(), contentTypeOf(res))
+	} else {
+		pb.noteIn(l.rel.earlyAnswer(), "application/sdp")
+	}
+	pa.se = c.set.callerSession(c.aReq, pb.se.interval)
 	pb.outSDP(c.offer)
 	body = pa.outSDP(body)
 	pa.attach(c, LegA)
@@ -415,9 +458,12 @@ func (c *call) answer(l *leg) bool {
 
 	hdrs := c.set.warnings()
 	if len(body) > 0 {
-		ct := sip.ContentTypeHeader(contentTypeOf(res))
+		ct := sip.ContentTypeHeader(cmp.Or(contentTypeOf(res), "application/sdp"))
 		hdrs = append(hdrs, &ct)
 	}
+	hdrs = append(hdrs, sip.NewHeader("Supported", "100rel, timer"))
+	hdrs = append(hdrs, pa.answerSessionHeaders(c.aReq)...)
+	c.awaitPrack()
 	if err := c.a.Respond(res.StatusCode, res.Reason, body, hdrs...); err != nil {
 		c.b.log.Info("b2bua: caller did not confirm the answer", "call", c.info.ID, "err", err)
 		pa.confirm()
@@ -429,6 +475,10 @@ func (c *call) answer(l *leg) bool {
 	c.confirmed = true
 	ended := c.ended
 	c.mu.Unlock()
+	if !ended {
+		pa.startSession()
+		pb.startSession()
+	}
 	if !ended && c.set.cfg.KeepAlive > 0 {
 		c.b.inflight.Add(1)
 		go c.keepalive()
@@ -569,11 +619,9 @@ func (c *call) media() Anchor {
 }
 
 // keepalive probes both parties with in-dialog OPTIONS every
-// Config.KeepAlive; 408, 481 or no response ends the call as dead.
-// RFC 4028 session timers were not chosen: as a B2BUA they mean refreshing
-// each leg on its own, answering refreshes locally, 422 retries in the
-// forking code, and phones that do not support them still need a probe.
-// An in-dialog OPTIONS (RFC 3261 §11) works with any UA.
+// Config.KeepAlive; 408, 481 or no response ends the call as dead. It
+// runs beside the RFC 4028 session timers (sessiontimer.go): an
+// in-dialog OPTIONS (RFC 3261 §11) works with any UA, timer or not.
 func (c *call) keepalive() {
 	defer c.b.inflight.Add(-1)
 	iv := c.set.cfg.KeepAlive

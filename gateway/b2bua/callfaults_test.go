@@ -341,13 +341,14 @@ func TestLateAnswerAfterAttemptTimeout(t *testing.T) {
 
 // TestSessionIntervalTooSmall: a callee (an SBC in front of a gateway)
 // that refuses the INVITE with 422 and Min-SE (RFC 4028 §7.4) is called
-// again with Session-Expires and Min-SE at that value; the call goes up.
+// again with Session-Expires and Min-SE at that value (above the box's
+// default 1800 s); the call goes up.
 func TestSessionIntervalTooSmall(t *testing.T) {
 	e := newEnv(t, Config{})
 	a := newPhone(t, "1001", nil)
 	b := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
-		if req.GetHeader("Session-Expires") == nil {
-			if err := d.Respond(422, "Session Interval Too Small", nil, sip.NewHeader("Min-SE", "1800")); err != nil {
+		if header(req, "Session-Expires") != "3600" {
+			if err := d.Respond(422, "Session Interval Too Small", nil, sip.NewHeader("Min-SE", "3600")); err != nil {
 				p.t.Errorf("422: %v", err)
 			}
 			return
@@ -359,8 +360,11 @@ func TestSessionIntervalTooSmall(t *testing.T) {
 	oc, _ := e.call(ctx, a, b, "1002")
 	recv(t, b.invites, "first INVITE at B")
 	again := recv(t, b.invites, "INVITE after the 422 at B")
-	if se, min := header(again, "Session-Expires"), header(again, "Min-SE"); se != "1800" || min != "1800" {
-		t.Errorf("retry has Session-Expires %q, Min-SE %q; want 1800, 1800", se, min)
+	if se, min := header(again, "Session-Expires"), header(again, "Min-SE"); se != "3600" || min != "3600" {
+		t.Errorf("retry has Session-Expires %q, Min-SE %q; want 3600, 3600", se, min)
+	}
+	if n := len(again.GetHeaders("Session-Expires")); n != 1 {
+		t.Errorf("retry has %d Session-Expires headers, want 1", n)
 	}
 	if err := oc.sess.Bye(ctx); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ var (
 	errCallerGone  = errors.New("b2bua: caller cancelled")
 	errCallerBye   = errors.New("b2bua: caller sent BYE before the answer")
 	errLostRace    = errors.New("b2bua: another leg answered first")
+	errFlowFailed  = errors.New("b2bua: the contact's outbound flow is gone")
 )
 
 // maxEventsPerLeg sizes the event buffer per B leg. A leg may send any
@@ -89,6 +90,9 @@ type target struct {
 	// stream: laddr is the TCP or TLS listener a contact registered on,
 	// which our Contact names with its transport (streamContact).
 	stream bool
+	// flowFailed: an RFC 5626 outbound contact whose flow is gone: the
+	// leg fails with 430 without an INVITE (Contact.FlowFailed).
+	flowFailed bool
 }
 
 // name is the target as a CDR names it.
@@ -111,6 +115,7 @@ type leg struct {
 	// timer for a silent target, which then lingers for a late answer).
 	settled atomic.Bool
 	sess    *sipgo.DialogClientSession
+	rel     reliableState // RFC 3262 (prack.go)
 }
 
 // localAddr is the listener the leg's requests leave from.
@@ -249,7 +254,7 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 			if tr == "" {
 				tr = "UDP"
 			}
-			t := target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true}
+			t := target{uri: u, user: d.Target, transport: tr, dest: ct.Addr, contact: true, flowFailed: ct.FlowFailed}
 			if ct.Local != "" {
 				// The listener the phone registered to (its NAT binding).
 				// Over TCP or TLS the INVITE goes on the connection it
@@ -608,15 +613,20 @@ func (r *ringer) runLeg(l *leg) {
 			r.events <- ev
 		}
 	}()
+	if l.t.flowFailed {
+		ev.status, ev.err = 430, errFlowFailed
+		send = l.settled.CompareAndSwap(false, true)
+		return
+	}
 	var sess *sipgo.DialogClientSession
 	var err error
 	minSE := 0 // the Min-SE a 422 asked for (RFC 4028 §7.4); 0 = none
 	for attempt := 0; ; attempt++ {
 		req := r.legRequest(l.t)
 		if minSE > 0 {
-			// No Supported: timer: the callee refreshes (RFC 4028 §9),
-			// and its refreshes are answered here (onReinvite, onUpdate).
 			v := strconv.Itoa(minSE)
+			req.RemoveHeader("Session-Expires")
+			req.RemoveHeader("Min-SE")
 			req.AppendHeader(sip.NewHeader("Session-Expires", v))
 			req.AppendHeader(sip.NewHeader("Min-SE", v))
 		}
@@ -636,11 +646,12 @@ func (r *ringer) runLeg(l *leg) {
 				l.cancel(context.Canceled)
 				return // nobody relays a stopped leg's ringing
 			}
-			if res.IsProvisional() && res.StatusCode > 100 {
+			if res.IsProvisional() && res.StatusCode > 100 && r.provisional(l, res) {
 				r.events <- legEvent{leg: l, prov: res}
 			}
 		})
-		n := retryMinSE(err, minSE)
+		tried, _, _ := sessionExpires(req)
+		n := retryMinSE(err, max(minSE, tried))
 		if n == 0 || attempt >= maxSessionRetries || l.stopped.Load() || l.ctx.Err() != nil {
 			break
 		}

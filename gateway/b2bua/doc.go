@@ -22,7 +22,11 @@
 //     Call-ID, From tag and CSeq of an INVITE being set up, on another
 //     branch) is refused the same way.
 //   - Route "local": the callee's live contacts come from the Locator (none
-//     gives 480). Every contact is called at once (forking) with the A
+//     gives 480). A contact registered with RFC 5626 outbound whose
+//     connection is gone (Contact.FlowFailed) is not called: its leg
+//     fails at once as 430 Flow Failed (RFC 5626 §5.3), which the caller
+//     gets when no other fork does better, and which counts as
+//     unreachable for voicemail. Every contact is called at once (forking) with the A
 //     leg's SDP and Content-Type; 180/183 (with SDP) are relayed to the A
 //     leg, any number of them (sipgo's WaitAnswer stops after 11
 //     responses; waitAnswer resumes it, so an HQ ring group forking to
@@ -85,11 +89,38 @@
 //   - Early media with a late offer (an INVITE without SDP): the callee's
 //     SDP in an 18x is its offer and goes through the Anchor as one (its
 //     2xx repeats it), never to the caller untouched.
-//   - RFC 4028: a B leg refused with 422 and Min-SE is called again with
-//     Session-Expires and Min-SE at that value (at most twice). The box
-//     does not say Supported: timer, so the callee, when it keeps a
-//     timer, is the refresher (RFC 4028 §9); its refreshes (a re-INVITE
-//     repeating its SDP, an UPDATE without body) are answered here.
+//   - RFC 4028 session timers, per dialog (a B2BUA ends both): B legs
+//     carry Supported: timer, the caller's Session-Expires (else
+//     Config.SessionExpires, default 1800 s) and a Min-SE no lower than
+//     the caller's nor than 90 s; a B leg refused with 422 and Min-SE is
+//     called again with both at that value (at most twice). A caller's
+//     Session-Expires below 90 s gets 422 with Min-SE: 90 (the box's
+//     Min-SE is the RFC's floor). The callee's dialog takes the interval
+//     and refresher of its 2xx; a 2xx without Session-Expires (no timer
+//     at the callee) makes the box the refresher at the interval it
+//     asked for. The caller's dialog takes its own Session-Expires
+//     (lowered to the callee's interval when shorter), else the callee's
+//     interval, else Config.SessionExpires; the refresher is the one the
+//     caller named, else the caller when it supports timer, else the
+//     box; our 2xx says so (Session-Expires;refresher=, Require: timer
+//     only to a caller that supports it).
+//   - RFC 3262: B legs with an offer say Supported: 100rel. A callee's
+//     reliable 18x (Require: 100rel, RSeq) is PRACKed by the box itself
+//     (RAck, in the early dialog, CSeq above the INVITE's; a later
+//     in-dialog request continues above it); a retransmission of one
+//     already PRACKed is not relayed again; its SDP is the callee's
+//     answer, and a 2xx without SDP gives the caller that answer. Toward
+//     the caller an 18x is relayed unreliably unless its INVITE had
+//     Require: 100rel: then every relayed 18x goes with Require: 100rel
+//     and RSeq, retransmitted (T1 doubling to T2) until the caller's
+//     PRACK or 64*T1; while one waits for its PRACK a later 18x is not
+//     relayed (RFC 3262 §3: one outstanding at a time), and our 2xx waits
+//     (bounded by 64*T1) for the PRACK of one that carried SDP. With a
+//     late offer (no SDP in the caller's INVITE) such 18x go without
+//     SDP (the caller's PRACK would carry an answer the callee cannot
+//     get). A PRACK naming no provisional we sent (unknown dialog, RSeq
+//     or CSeq) gets 481 (OnPrack). Supported: 100rel alone changes
+//     nothing toward the caller.
 //
 // Answered calls:
 //
@@ -176,11 +207,26 @@
 //   - Admission: beyond Config.MaxCalls calls in progress (default 4000) a
 //     new INVITE gets 503 with Retry-After, so a flood cannot grow memory
 //     without bound.
+//   - Session timers of answered calls (RFC 4028, negotiated at set-up,
+//     each party on its own; a transferred party keeps its own): where
+//     the box is the refresher it refreshes at half the interval, with an
+//     UPDATE without body when the party's Allow lists UPDATE, else a
+//     re-INVITE repeating the description it last got from us (run as one
+//     of the call's offer/answer exchanges, so never across another; a
+//     busy call or a passing refusal is retried 2 s later, a 422 raises
+//     the interval, 405/501 to UPDATE falls back to re-INVITE; 408, 481
+//     or no answer ends the call, Dead). Where the party is the refresher
+//     and no refresh came, the call is ended (BYE both legs, Dead) the
+//     smaller of 32 s and a third of the interval before it expires (RFC
+//     4028 §10). Every re-INVITE or UPDATE answered 2xx, either way,
+//     refreshes its dialog; a party's refresh carrying Session-Expires
+//     resets interval and refresher, one without leaves them; a refresh
+//     below 90 s gets 422. Relayed re-INVITEs and UPDATEs carry the
+//     receiving dialog's Session-Expires. Tests shorten the second of
+//     Session-Expires (the unexported sessionUnit), never the values.
 //   - Dead calls: every Config.KeepAlive both parties get an in-dialog
-//     OPTIONS; 408, 481 or no answer ends the call (BYE to both, Dead).
-//     RFC 4028 session timers are not run by the box (see set-up for the
-//     422 retry): phones without timer support still need a probe, which
-//     OPTIONS gives with any UA. In-dialog OPTIONS to us get 200 for
+//     OPTIONS; 408, 481 or no answer ends the call (BYE to both, Dead):
+//     a probe for phones whose dialogs have no timer. In-dialog OPTIONS to us get 200 for
 //     a live dialog and 481 otherwise (over UDP only once the gateway's
 //     stateless OPTIONS fast path lets in-dialog OPTIONS through).
 //   - CDR: Config.OnEnd gets one CDR per call (a bridge made by a transfer
@@ -214,16 +260,17 @@
 //     wherever the Contact says (no policy limits them to known peers);
 //   - INFO, early-dialog UPDATE, offerless INVITE with Replaces; a
 //     transfer target does not get voicemail forwarding;
-//   - 100rel (RFC 3262): no reliable provisional responses are sent or
-//     asked for; the gateway answers Require: 100rel with 420 and a PRACK
-//     with 481, and Supported: 100rel is simply not used. A callee's
-//     reliable 18x (Require: 100rel, which it should not send unasked) is
-//     relayed but not PRACKed;
-//   - session timers as a refresher: the box never says Supported: timer,
-//     keeps no Session-Expires of its own, does not relay the caller's
-//     Session-Expires to B legs nor a callee's to the caller, and does
-//     not refuse a short Session-Expires with 422 (a UAS without timer
-//     support ignores it, RFC 4028 §9);
+//   - 100rel (RFC 3262): offers and answers in PRACK and its 2xx
+//     (early offer/answer beyond the first answer in a reliable 18x),
+//     reliable 18x toward a caller that sent no offer carry no SDP, a
+//     caller that never PRACKs is not refused with 5xx (retransmissions
+//     just stop after 64*T1), and B legs without an offer do not offer
+//     100rel;
+//   - session timers: a refresh re-INVITE's answer that changes the
+//     party's media is noted but not relayed; a caller refused by the
+//     callee's 422 beyond its own Session-Expires keeps its own interval
+//     (each dialog on its own); a party that replaced another (INVITE
+//     with Replaces) gets no timer of its own;
 //   - Refer-Sub: false (RFC 4488) and REFERs to other methods than INVITE;
 //   - after a transfer, the transferee's answer to the re-INVITE carrying
 //     the new party's session is not passed on (the new party already has

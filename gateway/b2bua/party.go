@@ -71,6 +71,12 @@ type party struct {
 	oOut       sdprewrite.Origin // o= of sdpOut
 	oSrc       sdprewrite.Origin // o= of the SDP sdpOut was made from (continuity, see outSDP)
 	lastAck    *sip.Request      // our last ACK to a re-INVITE 2xx, re-sent on its retransmissions
+	se         sessionState      // RFC 4028 session timer (sessiontimer.go)
+
+	// life ends when the party is gone (BYE sent or received): it stops
+	// the party's session timer.
+	life context.Context
+	kill context.CancelFunc
 
 	// onBye, for a dialog outside any bridge (a media connection on a
 	// remote MSR, msranchor.go), is called when the other side ends it.
@@ -237,6 +243,7 @@ func (p *party) bye() {
 	}
 	p.gone = true
 	p.mu.Unlock()
+	p.kill()
 	select {
 	case <-p.confirmed:
 	case <-time.After(64 * sip.T1):
@@ -377,6 +384,7 @@ func respond2xx(tx sip.ServerTransaction, res *sip.Response, ack <-chan struct{}
 func newCallerParty(b *B2BUA, req *sip.Request, a *sipgo.DialogServerSession, arrived *sip.Addr, contact sip.Uri) *party {
 	p := &party{b: b, transport: req.Transport(), laddr: arrived, contact: contact, dest: req.Source(), srv: a,
 		confirmed: make(chan struct{})}
+	p.life, p.kill = context.WithCancel(context.Background())
 	if h := req.CallID(); h != nil {
 		p.callID = h.Value()
 	}
@@ -413,6 +421,7 @@ func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
 	req, res := s.InviteRequest, s.InviteResponse
 	p := &party{b: b, transport: l.t.transport, laddr: laddr, contact: contact, dest: res.Source(), cli: s, name: l.t.name(),
 		confirmed: make(chan struct{})}
+	p.life, p.kill = context.WithCancel(context.Background())
 	p.callID = req.CallID().Value()
 	p.local = *req.From()
 	p.local.Params = req.From().Params.Clone()
@@ -431,7 +440,8 @@ func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
 	for i := len(rr) - 1; i >= 0; i-- {
 		p.routes = append(p.routes, rr[i].Value()) // UAC: reversed (RFC 3261 §12.1.2)
 	}
-	p.cseq.Store(req.CSeq().SeqNo)
+	p.cseq.Store(max(req.CSeq().SeqNo, l.rel.cseq.Load())) // PRACKs (prack.go) used numbers after the INVITE's
 	p.localIP = addrOf(laddr, contact)
+	p.se = calleeSession(req, res)
 	return p
 }

@@ -171,6 +171,9 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		_ = respondBody(tx, req, 488, "Not Acceptable Here", nil, "", acceptSDP)
 		return
 	}
+	if tooSmall422(tx, req) {
+		return
+	}
 	ex := newExchange(p, req)
 	ex.late = len(body) == 0
 	if code := c.begin(ex); code != 0 {
@@ -207,6 +210,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 	q := c.peer(l)
 	out := q.newRequest(sip.INVITE)
 	out.AppendHeader(sip.NewHeader("Allow", allowInDialog))
+	q.addSessionHeaders(out)
 	if mf := req.MaxForwards(); mf != nil {
 		if mf.Val() == 0 {
 			respond(tx, req, 483, "Too Many Hops")
@@ -262,6 +266,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 	}
 
 	// 2xx from the other party.
+	q.refreshedOut(res)
 	ans, act := res.Body(), contentTypeOf(res)
 	q.noteIn(ans, act)
 	if len(body) > 0 {
@@ -318,6 +323,8 @@ func (c *call) respondInvite(p *party, req *sip.Request, tx sip.ServerTransactio
 	}
 	res.AppendHeader(&sip.ContactHeader{Address: p.contact})
 	res.AppendHeader(sip.NewHeader("Allow", allowInDialog))
+	p.refreshedIn(req) // any answered re-INVITE refreshes the session (RFC 4028 §9)
+	addHeaders(res, p.answerSessionHeaders(req))
 	ex.answered.Store(true)
 	if !respond2xx(tx, res, ex.acked, c.life.Done()) {
 		c.b.log.Info("b2bua: no ACK for re-INVITE 2xx", "call", c.info.ID, "from", p.name)
@@ -431,11 +438,16 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 	if p == nil {
 		return
 	}
+	if tooSmall422(tx, req) {
+		return
+	}
 	body, ct := req.Body(), contentTypeOf(req)
 	p.refresh(req.Contact())
 	if len(body) == 0 {
 		res := sip.NewResponseFromRequest(req, 200, "OK", nil)
 		res.AppendHeader(&sip.ContactHeader{Address: p.contact})
+		p.refreshedIn(req)
+		addHeaders(res, p.answerSessionHeaders(req))
 		_ = tx.Respond(res)
 		return
 	}
@@ -460,6 +472,7 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	q := c.peer(l)
 	out := q.newRequest(sip.UPDATE)
+	q.addSessionHeaders(out)
 	h := sip.ContentTypeHeader(ct)
 	out.AppendHeader(&h)
 	out.SetBody(q.outSDP(offer))
@@ -493,6 +506,7 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	q.refresh(res.Contact())
+	q.refreshedOut(res)
 	ans, act := res.Body(), contentTypeOf(res)
 	q.noteIn(ans, act)
 	if an != nil && len(ans) > 0 {
@@ -508,6 +522,8 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 		out2.AppendHeader(&h)
 	}
 	out2.AppendHeader(&sip.ContactHeader{Address: p.contact})
+	p.refreshedIn(req)
+	addHeaders(out2, p.answerSessionHeaders(req))
 	_ = tx.Respond(out2)
 }
 

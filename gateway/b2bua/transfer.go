@@ -136,6 +136,7 @@ func (p *party) leave() {
 	p.mu.Lock()
 	p.gone = true
 	p.mu.Unlock()
+	p.kill()
 	p.b.forget(p)
 }
 
@@ -293,7 +294,13 @@ func (c *call) up() {
 	c.mu.Lock()
 	c.confirmed = true
 	ended := c.ended
+	parties := c.parties
 	c.mu.Unlock()
+	for _, p := range parties {
+		if p != nil && !ended {
+			p.startSession() // a transfer target's timer; the transferee's goes on
+		}
+	}
 	if !ended && c.set.cfg.KeepAlive > 0 {
 		c.b.inflight.Add(1)
 		go c.keepalive()

@@ -25,6 +25,12 @@ type Binding struct {
 	UserAgent  string
 	Instance   string // +sip.instance (RFC 5626), informative
 	RegID      int
+	// Outbound: the binding is bound to its flow (RFC 5626 §6: registered
+	// over TCP or TLS with Supported: outbound, reg-id and +sip.instance):
+	// requests to it go over that connection only, and when it is gone
+	// the caller gets 430 rather than a new connection. Not persisted: a
+	// restart drops every connection, and the phone registers again.
+	Outbound bool
 }
 
 // BindingKey identifies a binding.

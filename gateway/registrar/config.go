@@ -50,12 +50,22 @@ type Config struct {
 	// can be replayed while its nonce lives). Off by default: such a
 	// response is a failed authentication, answered with a fresh challenge.
 	AllowNoQop bool
+	// FlowTimer is the keep-alive interval, in seconds, given in the
+	// Flow-Timer header of a 200 to an RFC 5626 outbound registration
+	// (the phone sends a CRLF keep-alive at least that often). 0 = 120.
+	FlowTimer int
 }
 
 const defaultExpires = 3600
 
 func (c Config) minExpires() int { return orDefault(c.MinExpires, 60) }
 func (c Config) maxExpires() int { return orDefault(c.MaxExpires, 3600) }
+func (c Config) flowTimer() int  { return orDefault(c.FlowTimer, defaultFlowTimer) }
+
+// defaultFlowTimer is RFC 5626 §4.4.1's keep-alive interval for
+// connection-oriented flows (95 to 120 s recommended).
+const defaultFlowTimer = 120
+
 func (c Config) authFailLimit() int {
 	return orDefault(c.AuthFailLimit, 10)
 }

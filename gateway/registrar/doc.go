@@ -12,6 +12,17 @@
 //   - REGISTER processing: several contacts per AOR, per-contact expires,
 //     Expires header vs parameter, "Contact: *" with "Expires: 0",
 //     Call-ID/CSeq ordering, 423 with Min-Expires, 200 listing every binding;
+//   - RFC 5626 outbound for phones on TCP or TLS: a REGISTER with
+//     Supported: outbound and one Contact with reg-id and +sip.instance
+//     gets Require: outbound and Flow-Timer (Config.FlowTimer, default
+//     120 s: the phone's CRLF keep-alive period, which the gateway
+//     answers) in its 200, and that binding is flow-bound
+//     (Binding.Outbound): the gateway calls it only over the connection
+//     it registered on, and once that is gone the caller gets 430 Flow
+//     Failed (RFC 5626 §5.3) instead of a new connection toward a phone
+//     behind NAT. More than one Contact with reg-id is a 400. Without
+//     Supported: outbound reg-id only identifies the binding (instance
+//     and reg-id replace the older one);
 //   - failed-authentication budgets (below) and a registration-storm guard
 //     (503 + Retry-After with jitter above a configured admission rate), so
 //     that a thousand phones rebooting together are spread out instead of
@@ -62,5 +73,9 @@
 //
 // What it does not do: transport (the gateway owns sockets and the sipgo
 // server), routing of calls to bindings (the B2BUA reads Lookup), and
-// upstream registration at HQ.
+// upstream registration at HQ. Outbound over UDP (STUN keep-alives on the
+// SIP port) is not done: UDP registrations with Supported: outbound are
+// plain ones (no Require: outbound, RFC 5626 §6 allows it); the
+// flow-bound mark is not persisted (a restart drops every connection) and
+// Path (RFC 3327) is not supported.
 package registrar

@@ -314,6 +314,10 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 		}
 	}
 
+	outbound, bad := outboundRequest(req, contacts)
+	if bad != "" {
+		return reply(req, sip.StatusBadRequest, bad)
+	}
 	minExp, maxExp := st.cfg.minExpires(), st.cfg.maxExpires()
 	ups := make([]contactUpdate, 0, len(contacts))
 	for _, c := range contacts {
@@ -358,6 +362,7 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 			UserAgent:  h.userAgent,
 			Instance:   strings.Trim(c.Params.GetOr("+sip.instance", ""), `"`),
 			RegID:      regID,
+			Outbound:   outbound && regID > 0,
 		}})
 	}
 
@@ -435,6 +440,12 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 	}
 	res := r.okLocked(req, next, now)
 	t.mu.Unlock()
+	if outbound {
+		// RFC 5626 §6: the registrar supports outbound for this flow, and
+		// how often the phone should keep it alive.
+		res.AppendHeader(sip.NewHeader("Require", "outbound"))
+		res.AppendHeader(sip.NewHeader("Flow-Timer", strconv.Itoa(st.cfg.flowTimer())))
+	}
 
 	if added > 0 {
 		r.stats.registered.Add(1)
@@ -476,6 +487,43 @@ func (r *Registrar) okLocked(req *sip.Request, bs []*Binding, now time.Time) *si
 	}
 	res.AppendHeader(sip.NewHeader("Date", now.UTC().Format(time.RFC1123)))
 	return res
+}
+
+// outboundRequest reports whether a REGISTER asks for RFC 5626 outbound:
+// over TCP or TLS (the flow is the connection; UDP flows would need STUN
+// keep-alives, not done), with Supported: outbound and a Contact with
+// reg-id and +sip.instance. More than one Contact with reg-id is a 400
+// (RFC 5626 §6), returned as bad.
+func outboundRequest(req *sip.Request, contacts []*sip.ContactHeader) (ok bool, bad string) {
+	n := 0
+	instance := false
+	for _, c := range contacts {
+		if c.Params.Has("reg-id") {
+			n++
+			instance = c.Params.Has("+sip.instance")
+		}
+	}
+	if n == 0 || !supportsOutbound(req) {
+		return false, ""
+	}
+	if n > 1 {
+		return false, "More Than One reg-id Contact"
+	}
+	tr := strings.ToLower(req.Transport())
+	return instance && (tr == "tcp" || tr == "tls"), ""
+}
+
+func supportsOutbound(req *sip.Request) bool {
+	for _, name := range []string{"Supported", "k"} {
+		for _, h := range req.GetHeaders(name) {
+			for t := range strings.SplitSeq(h.Value(), ",") {
+				if strings.EqualFold(strings.TrimSpace(t), "outbound") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func sameBinding(a, b *Binding) bool {
