@@ -80,6 +80,13 @@ func newMediaRigCfg(t *testing.T, inactivity time.Duration, adjust func(*Config)
 	a := newAgent(t, cfg, n, WithMedia(relayMedia{r}))
 	run(t, a)
 	collect(t, reg, "wan0", "lan0")
+	// The REGISTERs leave during the pass that publishes the service
+	// status at its end: wait for that too.
+	for deadline := time.Now().Add(5 * time.Second); !a.Service().Local.IsValid(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no service address published")
+		}
+	}
 	ua, err := sipgo.NewUA()
 	if err != nil {
 		t.Fatal(err)
