@@ -58,7 +58,8 @@
 //     socket facing the other leg. Everything it reads that Offer/Answer
 //     change is an immutable legConf behind an atomic pointer; per-packet
 //     state belongs to the reader alone. No heap allocation per packet
-//     (BenchmarkForwardRTP, TestReaders). Config.Batch > 1 switches each
+//     (BenchmarkForwardRTP, BenchmarkForwardPath, TestReaders,
+//     TestForwardPathsDoNotAllocate). Config.Batch > 1 switches each
 //     reader to raw recvmmsg/sendmmsg through the socket's RawConn
 //     (still on the netpoller, still allocation-free; x/net's ReadBatch
 //     was not used because it allocates a net.Addr per message). Measured
@@ -68,6 +69,29 @@
 //     (16 buffers per socket); it only pays once readers fall behind
 //     (beyond ~50k packets/s on this 2-core box). The default stays one
 //     packet per system call.
+//   - RTP and RTCP wire formats are github.com/pion/rtp and pion/rtcp's:
+//     each RTP reader (sessions' and endpoints') owns one rtp.Packet and
+//     Unmarshals every packet into it, so the payload (what G.711
+//     transcoding rewrites) and the header extensions point into the read
+//     buffer and the CSRC and extension slices are reused: after a
+//     reader's first packet with CSRCs or an extension, parsing allocates
+//     nothing. The rewritten header goes back into the read buffer with
+//     Header.MarshalTo of the fixed 12 bytes only, and only when
+//     something changed (payload type, SSRC rewrite, marker): the relay
+//     never changes CSRCs, extensions or padding, and re-marshalling an
+//     RFC 8285 block would normalise it (padding moved, elements after
+//     ID 15 dropped) and could shift the payload; such packets pass byte
+//     for byte (TestForwardPaths/ext-padding). RTCP compounds are walked
+//     with rtcp.Header and SR/RR read into reused rtcp.SenderReport and
+//     rtcp.ReceiverReport; the sender SSRC and SR RTP timestamp are then
+//     written in place at their RFC 3550 offsets, because pion/rtcp v1.2
+//     has no MarshalTo (Marshal allocates the packet anew). The one case
+//     that allocates is a dropped one: pion builds its error for an RTP
+//     packet whose CSRC list or header extension is truncated with
+//     fmt.Errorf (2 allocations, 80–96 B, BenchmarkForwardMalformed); no
+//     second parser is kept for it, since such a packet must come from
+//     the latched source and is never relayed. Datagrams shorter than 12
+//     bytes or not version 2 are refused before pion and allocate nothing.
 //   - SRTP (SDES, RFC 4568), per leg and independent of the other leg:
 //     each leg has a policy (SessionConfig.SRTP, else Config.SRTP): off
 //     (plain RTP only; an RTP/SAVP offer is 488), offer (the box offers
