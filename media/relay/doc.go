@@ -51,24 +51,28 @@
 //     source is offset to continue the old one, with the marker bit set.
 //     While the SSRC does not change nothing is rewritten. RTCP SR/RR
 //     sender SSRCs (and SR timestamps) follow the same mapping.
-//   - Hot path: one goroutine per socket, blocked in ReadFromUDPAddrPort
-//     (the Go netpoller multiplexes thousands of them); the packet is
-//     checked, accounted (media/rtpstats, RFC 3550 A.1/A.3/A.8), rewritten
-//     in place in the read buffer and sent with WriteToUDPAddrPort from the
-//     socket facing the other leg. Everything it reads that Offer/Answer
-//     change is an immutable legConf behind an atomic pointer; per-packet
-//     state belongs to the reader alone. No heap allocation per packet
-//     (BenchmarkForwardRTP, BenchmarkForwardPath, TestReaders,
-//     TestForwardPathsDoNotAllocate). Config.Batch > 1 switches each
-//     reader to raw recvmmsg/sendmmsg through the socket's RawConn
-//     (still on the netpoller, still allocation-free; x/net's ReadBatch
-//     was not used because it allocates a net.Addr per message). Measured
-//     side by side (bench/RESULTS.relay.md): at the design point, one
-//     socket per stream at 50 packets/s, a batch holds one packet, so
-//     batching costs more CPU per packet and 3–4× the memory per call
-//     (16 buffers per socket); it only pays once readers fall behind
-//     (beyond ~50k packets/s on this 2-core box). The default stays one
-//     packet per system call.
+//   - Hot path: one goroutine per socket, parked on the Go netpoller
+//     (which multiplexes thousands of them) until its socket is readable;
+//     the packet is checked, accounted (media/rtpstats, RFC 3550
+//     A.1/A.3/A.8), rewritten in place in the read buffer and sent from
+//     the socket facing the other leg. Everything it reads that
+//     Offer/Answer change is an immutable legConf behind an atomic
+//     pointer; per-packet state belongs to the reader alone. No heap
+//     allocation per packet (BenchmarkForwardRTP, BenchmarkForwardPath,
+//     TestReaders, TestForwardPathsDoNotAllocate). On Linux the reader
+//     reads and sends with recvmmsg/sendmmsg through the socket's RawConn
+//     (x/net's ReadBatch was not used because it allocates a net.Addr per
+//     message), as raw system calls: they cannot block (MSG_DONTWAIT), and
+//     the scheduler notification of a plain system call (which also wakes
+//     a parked sysmon thread) was about a quarter of the relay's CPU at
+//     10 kpps (bench/RESULTS.md, issue 16 item 5). Elsewhere it uses
+//     ReadFromUDPAddrPort/WriteToUDPAddrPort. By default one datagram per
+//     call; Config.Batch > 1 reads up to that many. Measured side by side
+//     (bench/RESULTS.md, issue 4): at the design point, one socket per
+//     stream at 50 packets/s, a batch holds one packet, so batching costs
+//     more CPU per packet and 3–4× the memory per call (16 buffers per
+//     socket); it only pays once readers fall behind (beyond ~50k
+//     packets/s on this 2-core box).
 //   - RTP and RTCP wire formats are github.com/pion/rtp and pion/rtcp's:
 //     each RTP reader (sessions' and endpoints') owns one rtp.Packet and
 //     Unmarshals every packet into it, so the payload (what G.711
