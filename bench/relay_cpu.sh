@@ -8,7 +8,8 @@
 #   REPS       runs per revision and step (the summary gives the median)
 #   SESSIONS   sessions per step (x2 streams x 50 pps); default 100 500 = 10 and 50 kpps
 # Environment: REVS="HEAD~1 HEAD" (git revisions; "." = the work tree as it is), DUR_S=10 (seconds of RTP per
-#   run), BENCH_IP=127.0.0.77, RUN=/tmp/outpost-relaycpu
+#   run), RELAYD_FLAGS="" (more relayd flags, e.g. "-gomaxprocs 1" as under a CPU cap), BENCH_IP=127.0.0.77,
+#   RUN=/tmp/outpost-relaycpu
 # Per run: relayd's CPU (utime+stime from /proc, its own process) over the generator's whole run (setup, DUR_S of
 # RTP, 2 s drain), as % of one core, and the generator's loss. Output: one line per run, then the medians; also
 # in bench/results/relay-cpu-DATE.txt. Time: about REPS x steps x revisions x (DUR_S + 3) s. Needs go, git,
@@ -22,6 +23,7 @@ REVS=${REVS:-"HEAD~1 HEAD"}
 DUR=${DUR_S:-10}
 IP=${BENCH_IP:-127.0.0.77}
 RUN=${RUN:-/tmp/outpost-relaycpu}
+read -r -a XFLAGS <<< "${RELAYD_FLAGS:-}"
 case "$REPS" in ''|*[!0-9]*|0) echo "relay_cpu: REPS must be a positive number" >&2; exit 2;; esac
 for s in $STEPS; do case "$s" in ''|*[!0-9]*|0) echo "relay_cpu: bad step '$s'" >&2; exit 2;; esac; done
 for t in go git python3 timeout; do command -v "$t" >/dev/null || { echo "relay_cpu: $t not installed" >&2; exit 2; }; done
@@ -41,7 +43,7 @@ for rev in $REVS; do # relayd-N for the N-th revision
 done
 
 log "# date: $(date -u '+%Y-%m-%d %H:%M UTC')  machine: $(nproc) x $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r)"
-log "# command: bench/relay_cpu.sh $REPS $STEPS  REVS=\"$REVS\" ($(cd "$REPO" && for r in $REVS; do [ "$r" = . ] && echo -n "work-tree " || echo -n "$(git rev-parse --short "$r") "; done))"
+log "# command: bench/relay_cpu.sh $REPS $STEPS  REVS=\"$REVS\" RELAYD_FLAGS=\"${RELAYD_FLAGS:-}\" ($(cd "$REPO" && for r in $REVS; do [ "$r" = . ] && echo -n "work-tree " || echo -n "$(git rev-parse --short "$r") "; done))"
 HZ=$(getconf CLK_TCK)
 IFS=. read -r a b c d <<< "$IP"
 NGHEX=$(printf '%02X%02X%02X%02X:%04X' "$d" "$c" "$b" "$a" 22299) # as /proc/net/udp shows local addresses
@@ -51,7 +53,7 @@ for rep in $(seq "$REPS"); do
     i=0
     for rev in $REVS; do
       i=$((i + 1))
-      "$RUN/relayd-$i" -ng "$IP:22299" -ip "$IP" -ports 52000-59999 > "$RUN/relayd.log" 2>&1 &
+      "$RUN/relayd-$i" -ng "$IP:22299" -ip "$IP" -ports 52000-59999 "${XFLAGS[@]}" > "$RUN/relayd.log" 2>&1 &
       pid=$!
       for _ in $(seq 100); do grep -q " $NGHEX " /proc/net/udp && break; sleep 0.05; done # relayd's ng socket is bound
       t0=$(ticks $pid); w0=$(date +%s.%N)
