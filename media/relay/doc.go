@@ -64,15 +64,16 @@
 //     (x/net's ReadBatch was not used because it allocates a net.Addr per
 //     message), as raw system calls: they cannot block (MSG_DONTWAIT), and
 //     the scheduler notification of a plain system call (which also wakes
-//     a parked sysmon thread) was about a quarter of the relay's CPU at
-//     10 kpps (bench/RESULTS.md, issue 16 item 5). Elsewhere it uses
-//     ReadFromUDPAddrPort/WriteToUDPAddrPort. By default one datagram per
-//     call; Config.Batch > 1 reads up to that many. Measured side by side
-//     (bench/RESULTS.md, issue 4): at the design point, one socket per
-//     stream at 50 packets/s, a batch holds one packet, so batching costs
-//     more CPU per packet and 3–4× the memory per call (16 buffers per
-//     socket); it only pays once readers fall behind (beyond ~50k
-//     packets/s on this 2-core box).
+//     a parked sysmon thread) cost 9–17 % of the relay's CPU at 10 kpps
+//     and up to 15 % at 50 kpps (bench/RESULTS.md, issue 16 item 5).
+//     Elsewhere, and for Endpoints (media-server connections) everywhere,
+//     the readers use ReadFromUDPAddrPort/WriteToUDPAddrPort. By default
+//     one datagram per call; Config.Batch > 1 reads up to that many.
+//     Measured side by side (bench/RESULTS.md, issue 4): at the design
+//     point, one socket per stream at 50 packets/s, a batch holds one
+//     packet, so batching costs more CPU per packet and 3–4× the memory
+//     per call (16 buffers per socket); it only pays once readers fall
+//     behind (beyond ~50k packets/s on this 2-core box).
 //   - RTP and RTCP wire formats are github.com/pion/rtp and pion/rtcp's:
 //     each RTP reader (sessions' and endpoints') owns one rtp.Packet and
 //     Unmarshals every packet into it, so the payload (what G.711
