@@ -14,6 +14,9 @@ TESTFLAGS ?= -race -count=1 -timeout 20m
 # qemu (each says so); no -race, to stay within a few minutes on two cores; -count=1:
 # the tests run every time (about 20 s), not from the test cache.
 CHECK_TESTFLAGS ?= -short -count=1 -timeout 10m
+# make bench: every Go benchmark of the repository (the relay's per-packet ones included),
+# each for about a second; allocs/op are exact, ns/op depend on the box.
+BENCHFLAGS ?= -benchtime=1s -timeout 30m
 # Build tags whose files vet and staticcheck also cover (bench/relayd is built with relaybench).
 LINT_TAGS := relaybench
 # staticcheck, installed into bin/tools/VERSION when missing (a version supporting Go 1.26).
@@ -57,7 +60,7 @@ test-deps:
 	@./scripts/test-deps.sh
 
 bench: build test-deps
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem $(BENCHFLAGS) ./...
 	@echo "load benchmark against Kamailio: bench/reg_bench.sh (see bench/RESULTS.md)"
 
 # Quick checks, under 3 minutes on two cores with a warm build cache: gofmt, go vet,

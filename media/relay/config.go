@@ -60,8 +60,8 @@ type Config struct {
 	SocketBuffer int
 	// Batch > 1 makes each socket's reader use recvmmsg/sendmmsg with up
 	// to Batch datagrams per system call (Linux only; elsewhere ignored).
-	// 0 or 1: one ReadFromUDPAddrPort/WriteToUDPAddrPort per packet, the
-	// default (see the package doc and bench/RESULTS.relay.md for why).
+	// 0 or 1: one datagram per system call, the default (see the package
+	// doc and bench/RESULTS.md for why).
 	// Applies to sessions created afterwards.
 	Batch int
 	// SRTP is the SDES-SRTP policy of every leg whose SessionConfig.SRTP

@@ -51,23 +51,52 @@
 //     source is offset to continue the old one, with the marker bit set.
 //     While the SSRC does not change nothing is rewritten. RTCP SR/RR
 //     sender SSRCs (and SR timestamps) follow the same mapping.
-//   - Hot path: one goroutine per socket, blocked in ReadFromUDPAddrPort
-//     (the Go netpoller multiplexes thousands of them); the packet is
-//     checked, accounted (media/rtpstats, RFC 3550 A.1/A.3/A.8), rewritten
-//     in place in the read buffer and sent with WriteToUDPAddrPort from the
-//     socket facing the other leg. Everything it reads that Offer/Answer
-//     change is an immutable legConf behind an atomic pointer; per-packet
-//     state belongs to the reader alone. No heap allocation per packet
-//     (BenchmarkForwardRTP, TestReaders). Config.Batch > 1 switches each
-//     reader to raw recvmmsg/sendmmsg through the socket's RawConn
-//     (still on the netpoller, still allocation-free; x/net's ReadBatch
-//     was not used because it allocates a net.Addr per message). Measured
-//     side by side (bench/RESULTS.relay.md): at the design point, one
-//     socket per stream at 50 packets/s, a batch holds one packet, so
-//     batching costs more CPU per packet and 3–4× the memory per call
-//     (16 buffers per socket); it only pays once readers fall behind
-//     (beyond ~50k packets/s on this 2-core box). The default stays one
-//     packet per system call.
+//   - Hot path: one goroutine per socket, parked on the Go netpoller
+//     (which multiplexes thousands of them) until its socket is readable;
+//     the packet is checked, accounted (media/rtpstats, RFC 3550
+//     A.1/A.3/A.8), rewritten in place in the read buffer and sent from
+//     the socket facing the other leg. Everything it reads that
+//     Offer/Answer change is an immutable legConf behind an atomic
+//     pointer; per-packet state belongs to the reader alone. No heap
+//     allocation per packet (BenchmarkForwardRTP, BenchmarkForwardPath,
+//     TestReaders, TestForwardPathsDoNotAllocate). On Linux the reader
+//     reads and sends with recvmmsg/sendmmsg through the socket's RawConn
+//     (x/net's ReadBatch was not used because it allocates a net.Addr per
+//     message), as raw system calls: they cannot block (MSG_DONTWAIT), and
+//     the scheduler notification of a plain system call (which also wakes
+//     a parked sysmon thread) cost 9–17 % of the relay's CPU at 10 kpps
+//     and up to 15 % at 50 kpps (bench/RESULTS.md, issue 16 item 5).
+//     Elsewhere, and for Endpoints (media-server connections) everywhere,
+//     the readers use ReadFromUDPAddrPort/WriteToUDPAddrPort. By default
+//     one datagram per call; Config.Batch > 1 reads up to that many.
+//     Measured side by side (bench/RESULTS.md, issue 4): at the design
+//     point, one socket per stream at 50 packets/s, a batch holds one
+//     packet, so batching costs more CPU per packet and 3–4× the memory
+//     per call (16 buffers per socket); it only pays once readers fall
+//     behind (beyond ~50k packets/s on this 2-core box).
+//   - RTP and RTCP wire formats are github.com/pion/rtp and pion/rtcp's:
+//     each RTP reader (sessions' and endpoints') owns one rtp.Packet and
+//     Unmarshals every packet into it, so the payload (what G.711
+//     transcoding rewrites) and the header extensions point into the read
+//     buffer and the CSRC and extension slices are reused: after a
+//     reader's first packet with CSRCs or an extension, parsing allocates
+//     nothing. The rewritten header goes back into the read buffer with
+//     Header.MarshalTo of the fixed 12 bytes only, and only when
+//     something changed (payload type, SSRC rewrite, marker): the relay
+//     never changes CSRCs, extensions or padding, and re-marshalling an
+//     RFC 8285 block would normalise it (padding moved, elements after
+//     ID 15 dropped) and could shift the payload; such packets pass byte
+//     for byte (TestForwardPaths/ext-padding). RTCP compounds are walked
+//     with rtcp.Header and SR/RR read into reused rtcp.SenderReport and
+//     rtcp.ReceiverReport; the sender SSRC and SR RTP timestamp are then
+//     written in place at their RFC 3550 offsets, because pion/rtcp v1.2
+//     has no MarshalTo (Marshal allocates the packet anew). The one case
+//     that allocates is a dropped one: pion builds its error for an RTP
+//     packet whose CSRC list or header extension is truncated with
+//     fmt.Errorf (2 allocations, 80–96 B, BenchmarkForwardMalformed); no
+//     second parser is kept for it, since such a packet must come from
+//     the latched source and is never relayed. Datagrams shorter than 12
+//     bytes or not version 2 are refused before pion and allocate nothing.
 //   - SRTP (SDES, RFC 4568), per leg and independent of the other leg:
 //     each leg has a policy (SessionConfig.SRTP, else Config.SRTP): off
 //     (plain RTP only; an RTP/SAVP offer is 488), offer (the box offers

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outpost/outpost/media/g711"
 	"github.com/outpost/outpost/media/sdprewrite"
+	"github.com/pion/rtp"
 )
 
 // Endpoint terminates one RTP stream on the box: a media server's
@@ -248,15 +249,17 @@ func (e *Endpoint) Close() EndpointStats {
 	return e.Stats()
 }
 
-// accept applies the latching policy (owned by one reader).
+// accept applies the latching policy (owned by one reader). An endpoint
+// sends to the signalled address, so the learned one is not published
+// (publishing it through a local would allocate once per packet).
 func (e *Endpoint) accept(lt *latch, src, signalled netip.AddrPort, gen uint64) bool {
-	var pub atomic.Pointer[netip.AddrPort]
-	return lt.accept(src, gen, signalled, e.policy, 1, &pub)
+	return lt.accept(src, gen, signalled, e.policy, 1, nil)
 }
 
 func (e *Endpoint) readRTP() {
 	defer e.wg.Done()
 	var lt latch
+	var pkt rtp.Packet // reused: parsing allocates nothing per packet
 	buf := make([]byte, maxPacket)
 	for {
 		n, src, err := e.pair.rtp.ReadFromUDPAddrPort(buf)
@@ -266,55 +269,69 @@ func (e *Endpoint) readRTP() {
 			}
 			continue
 		}
-		c := e.conf.Load()
-		if !e.accept(&lt, src, c.remote, c.gen) {
-			e.refused.Add(1)
-			continue
-		}
-		p := buf[:n]
-		start, end, ok := rtpPayload(p)
+		to, dst, ok := e.forwardRTP(&pkt, &lt, buf[:n], src)
 		if !ok {
-			e.dropped.Add(1)
 			continue
 		}
-		e.rtpIn.Add(1)
-		to := e.out.Load()
-		if to == nil || !c.sends {
-			e.dropped.Add(1)
-			continue
-		}
-		oc := to.conf.Load()
-		if oc == nil || !oc.receives {
-			e.dropped.Add(1)
-			continue
-		}
-		pt := p[1] & 0x7F
-		switch {
-		case pt == c.codec.PT:
-			if !c.codec.Is(oc.codec.Name) {
-				switch {
-				case c.codec.Is("PCMU") && oc.codec.Is("PCMA"):
-					g711.UlawToAlawInPlace(p[start:end])
-				case c.codec.Is("PCMA") && oc.codec.Is("PCMU"):
-					g711.AlawToUlawInPlace(p[start:end])
-				default:
-					e.dropped.Add(1)
-					continue
-				}
-			}
-			p[1] = p[1]&0x80 | oc.codec.PT&0x7F
-		case c.te.Name != "" && pt == c.te.PT && oc.te.Name != "":
-			p[1] = p[1]&0x80 | oc.te.PT&0x7F
-		default:
-			e.dropped.Add(1)
-			continue
-		}
-		if _, err := to.pair.rtp.WriteToUDPAddrPort(p, oc.remote); err != nil {
+		if _, err := to.pair.rtp.WriteToUDPAddrPort(buf[:n], dst); err != nil {
 			e.dropped.Add(1)
 			continue
 		}
 		e.forwarded.Add(1)
 	}
+}
+
+// forwardRTP handles one RTP packet p from src, parsed into the reader's
+// pkt: latching, then the payload type mapped and the payload transcoded
+// in place for the endpoint it goes to. It returns that endpoint and the
+// address to send p to, or ok false when the packet is not forwarded.
+func (e *Endpoint) forwardRTP(pkt *rtp.Packet, lt *latch, p []byte, src netip.AddrPort) (to *Endpoint, dst netip.AddrPort, ok bool) {
+	c := e.conf.Load()
+	if !e.accept(lt, src, c.remote, c.gen) {
+		e.refused.Add(1)
+		return nil, dst, false
+	}
+	if !parseRTP(pkt, p) {
+		e.dropped.Add(1)
+		return nil, dst, false
+	}
+	e.rtpIn.Add(1)
+	to = e.out.Load()
+	if to == nil || !c.sends {
+		e.dropped.Add(1)
+		return nil, dst, false
+	}
+	oc := to.conf.Load()
+	if oc == nil || !oc.receives {
+		e.dropped.Add(1)
+		return nil, dst, false
+	}
+	h := &pkt.Header
+	in := h.PayloadType
+	switch {
+	case h.PayloadType == c.codec.PT:
+		if !c.codec.Is(oc.codec.Name) {
+			switch {
+			case c.codec.Is("PCMU") && oc.codec.Is("PCMA"):
+				g711.UlawToAlawInPlace(pkt.Payload)
+			case c.codec.Is("PCMA") && oc.codec.Is("PCMU"):
+				g711.AlawToUlawInPlace(pkt.Payload)
+			default:
+				e.dropped.Add(1)
+				return nil, dst, false
+			}
+		}
+		h.PayloadType = oc.codec.PT & 0x7F
+	case c.te.Name != "" && h.PayloadType == c.te.PT && oc.te.Name != "":
+		h.PayloadType = oc.te.PT & 0x7F
+	default:
+		e.dropped.Add(1)
+		return nil, dst, false
+	}
+	if h.PayloadType != in {
+		writeRTPHeader(p, h)
+	}
+	return to, oc.remote, true
 }
 
 func (e *Endpoint) readRTCP() {

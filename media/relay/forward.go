@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
@@ -63,7 +62,8 @@ type latch struct {
 
 // accept applies the latching policy to a packet from src and reports
 // whether it is taken. When the learned address changes it is published
-// through pub (the address the other leg's reader sends to).
+// through pub (the address the other leg's reader sends to) unless pub is
+// nil.
 func (lt *latch) accept(src netip.AddrPort, gen uint64, signalled netip.AddrPort, policy Latching, n int, pub *atomic.Pointer[netip.AddrPort]) bool {
 	if lt.gen != gen { // new SDP from the leg: learn again
 		*lt = latch{gen: gen}
@@ -79,8 +79,10 @@ func (lt *latch) accept(src netip.AddrPort, gen uint64, signalled netip.AddrPort
 	// at once on the signalled address, else after n packets.
 	if src != lt.peer {
 		lt.peer = src
-		a := src
-		pub.Store(&a) // rare: once per change of source while learning
+		if pub != nil {
+			a := src
+			pub.Store(&a) // rare: once per change of source while learning
+		}
 	}
 	lt.count++
 	if src == signalled || lt.count >= n {
@@ -112,11 +114,10 @@ type ssrcMap struct {
 	tsOff   uint32
 }
 
-// apply rewrites the header of RTP packet p in place.
-func (w *rewriter) apply(p []byte) {
-	seq := binary.BigEndian.Uint16(p[2:])
-	ts := binary.BigEndian.Uint32(p[4:])
-	ssrc := binary.BigEndian.Uint32(p[8:])
+// apply rewrites RTP header h (parsed from the packet being forwarded)
+// and reports whether it changed anything that must be written back.
+func (w *rewriter) apply(h *rtp.Header) (changed bool) {
+	seq, ts, ssrc := h.SequenceNumber, h.Timestamp, h.SSRC
 	switch {
 	case !w.started:
 		w.started, w.in, w.out = true, ssrc, ssrc
@@ -132,20 +133,19 @@ func (w *rewriter) apply(p []byte) {
 		w.seqOff = w.lastSeq + 1 - seq
 		w.tsOff = w.lastTS + step - ts
 		w.remap = w.in != w.out || w.seqOff != 0 || w.tsOff != 0
-		p[1] |= 0x80
+		h.Marker, changed = true, true
 		if w.pub != nil {
 			w.pub.Store(&ssrcMap{in: w.in, out: w.out, tsOff: w.tsOff}) // once per source change
 		}
 	}
 	oseq, ots := seq+w.seqOff, ts+w.tsOff
 	if w.remap {
-		binary.BigEndian.PutUint16(p[2:], oseq)
-		binary.BigEndian.PutUint32(p[4:], ots)
-		binary.BigEndian.PutUint32(p[8:], w.out)
+		h.SequenceNumber, h.Timestamp, h.SSRC = oseq, ots, w.out
+		changed = true
 	}
 	if !w.hasSent {
 		w.hasSent, w.lastSeq, w.lastTS = true, oseq, ots
-		return
+		return changed
 	}
 	if d := oseq - w.lastSeq; d != 0 && d < 0x8000 { // newer packet
 		if dt := ots - w.lastTS; dt > 0 && dt < 1<<20 {
@@ -153,30 +153,7 @@ func (w *rewriter) apply(p []byte) {
 		}
 		w.lastSeq, w.lastTS = oseq, ots
 	}
-}
-
-// rtpPayload returns the payload bounds of RTP packet p (RFC 3550 §5.1:
-// CSRCs, header extension and padding skipped), or ok false when p is not
-// RTP version 2 or is truncated.
-func rtpPayload(p []byte) (start, end int, ok bool) {
-	if len(p) < 12 || p[0]>>6 != 2 {
-		return 0, 0, false
-	}
-	start = 12 + 4*int(p[0]&0x0F)
-	if p[0]&0x10 != 0 { // extension
-		if len(p) < start+4 {
-			return 0, 0, false
-		}
-		start += 4 + 4*int(binary.BigEndian.Uint16(p[start+2:]))
-	}
-	end = len(p)
-	if p[0]&0x20 != 0 { // padding: last byte counts it
-		end -= int(p[len(p)-1])
-	}
-	if start > end {
-		return 0, 0, false
-	}
-	return start, end, true
+	return changed
 }
 
 // legIO is the per-leg state the forwarding path touches. Fields written
@@ -209,10 +186,14 @@ type forwarder struct {
 	in, out *legIO
 	policy  Latching
 	latchN  int
-	// Headers pion/srtp parses into, reused so that no packet allocates;
-	// hdr belongs to the RTP reader, rtcpHdr to the RTCP reader.
-	hdr     rtp.Header
+	// Reused so that no packet allocates. pkt belongs to the RTP reader:
+	// every RTP packet is parsed into it (pion/rtp) and pion/srtp parses
+	// into its Header. The rest belong to the RTCP reader: rtcpHdr for
+	// pion/srtp, sr and rr for the reports whose SSRC follows the rewrite.
+	pkt     rtp.Packet
 	rtcpHdr rtcp.Header
+	sr      rtcp.SenderReport
+	rr      rtcp.ReceiverReport
 }
 
 // unprotect counts a packet SRTP refused: a replay (RFC 3711 §3.3.2) is
@@ -246,7 +227,7 @@ func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (out []byte, 
 	// anything else reads the packet, so that an unauthenticated packet
 	// can neither be relayed nor steer latching.
 	if rx := in.rx.Load(); rx != nil {
-		dec, err := rx.rtp.DecryptRTP(p, p, &f.hdr)
+		dec, err := rx.rtp.DecryptRTP(p, p, &f.pkt.Header)
 		if err != nil {
 			in.unprotect(err)
 			return nil, nil, dst, false
@@ -257,13 +238,13 @@ func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (out []byte, 
 		in.refused.Add(1)
 		return nil, nil, dst, false
 	}
-	start, end, valid := rtpPayload(p)
-	if !valid {
+	if !parseRTP(&f.pkt, p) {
 		in.dropped.Add(1)
 		return nil, nil, dst, false
 	}
+	h := &f.pkt.Header
 	in.statsMu.Lock()
-	in.stats.Update(binary.BigEndian.Uint16(p[2:]), binary.BigEndian.Uint32(p[4:]), nowNs, len(p))
+	in.stats.Update(h.SequenceNumber, h.Timestamp, nowNs, len(p))
 	in.statsMu.Unlock()
 	in.rtpIn.Add(1)
 	if !c.relay {
@@ -271,22 +252,27 @@ func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (out []byte, 
 		return nil, nil, dst, false
 	}
 	peer, pr := f.out.peerRTP.Load(), f.out.pair.Load()
-	rule := c.table[p[1]&0x7F]
+	rule := c.table[h.PayloadType]
 	if peer == nil || !peer.IsValid() || pr == nil || rule.op == opDrop {
 		in.dropped.Add(1)
 		return nil, nil, dst, false
 	}
-	in.rw.apply(p)
-	p[1] = p[1]&0x80 | rule.out
+	changed := in.rw.apply(h)
+	if h.PayloadType != rule.out {
+		h.PayloadType, changed = rule.out, true
+	}
+	if changed {
+		writeRTPHeader(p, h)
+	}
 	switch rule.op {
 	case opUlawToAlaw:
-		g711.UlawToAlawInPlace(p[start:end])
+		g711.UlawToAlawInPlace(f.pkt.Payload)
 	case opAlawToUlaw:
-		g711.AlawToUlawInPlace(p[start:end])
+		g711.AlawToUlawInPlace(f.pkt.Payload)
 	}
 	// SRTP to the other leg: encrypt in place with the box's key.
 	if tx := f.out.tx.Load(); tx != nil {
-		enc, err := tx.rtp.EncryptRTP(p, p, &f.hdr)
+		enc, err := tx.rtp.EncryptRTP(p, p, &f.pkt.Header)
 		if err != nil { // e.g. 2^48 packets under one key (RFC 3711 §9.2)
 			in.dropped.Add(1)
 			return nil, nil, dst, false
@@ -320,12 +306,12 @@ func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (out []byte, conn *
 		return nil, nil, dst, false
 	}
 	peer, pr := f.out.peerRTCP.Load(), f.out.pair.Load()
-	if peer == nil || !peer.IsValid() || pr == nil || len(p) < 8 || p[0]>>6 != 2 {
+	if peer == nil || !peer.IsValid() || pr == nil || !f.rtcpValid(p) {
 		in.dropped.Add(1)
 		return nil, nil, dst, false
 	}
 	if m := in.ssrc.Load(); m != nil && (m.in != m.out || m.tsOff != 0) {
-		patchRTCP(p, m)
+		f.followRewrite(p, m)
 	}
 	if tx := f.out.tx.Load(); tx != nil {
 		enc, err := tx.rtcp.EncryptRTCP(p, p, &f.rtcpHdr)
@@ -337,24 +323,4 @@ func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (out []byte, conn *
 	}
 	in.rtcp.Add(1)
 	return p, pr.rtcp, *peer, true
-}
-
-// patchRTCP walks a compound RTCP packet (RFC 3550 §6.1) and rewrites the
-// sender SSRC of SR (200) and RR (201) packets, and the SR's RTP
-// timestamp, to match the rewritten RTP stream.
-func patchRTCP(p []byte, m *ssrcMap) {
-	for off := 0; off+8 <= len(p); {
-		pt := p[off+1]
-		n := (int(binary.BigEndian.Uint16(p[off+2:])) + 1) * 4
-		if off+n > len(p) {
-			return
-		}
-		if (pt == 200 || pt == 201) && binary.BigEndian.Uint32(p[off+4:]) == m.in {
-			binary.BigEndian.PutUint32(p[off+4:], m.out)
-			if pt == 200 && n >= 20 {
-				binary.BigEndian.PutUint32(p[off+16:], binary.BigEndian.Uint32(p[off+16:])+m.tsOff)
-			}
-		}
-		off += n
-	}
 }

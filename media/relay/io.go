@@ -10,8 +10,9 @@ import (
 const maxPacket = 2048
 
 // readRTP relays RTP arriving on the socket facing leg l until the socket
-// is closed. One goroutine per socket: the Go netpoller multiplexes them,
-// ReadFromUDPAddrPort and WriteToUDPAddrPort do not allocate.
+// is closed: the portable reader (Linux uses readBatched). One goroutine
+// per socket: the Go netpoller multiplexes them, ReadFromUDPAddrPort and
+// WriteToUDPAddrPort do not allocate.
 func (s *Session) readRTP(l Leg, p *pair) {
 	defer s.wg.Done()
 	f := &s.fwd[l]

@@ -42,6 +42,12 @@ func newMmsg(n, size int) *mmsg {
 	return m
 }
 
+// The system calls are made with RawSyscall6, not Syscall6: with
+// MSG_DONTWAIT on a non-blocking socket they never block, so telling the
+// scheduler (entersyscall/exitsyscall, which also wakes a parked sysmon
+// thread: a futex wake and two context switches) is pure cost: 9–17 % of
+// bench/relayd's CPU at 10 kpps (bench/RESULTS.md, issue 16 item 5).
+
 // recv is the RawConn.Read callback: one non-blocking recvmmsg. It returns
 // false on EAGAIN so that the runtime parks the goroutine on the netpoller.
 func (m *mmsg) recv(fd uintptr) bool {
@@ -51,8 +57,11 @@ func (m *mmsg) recv(fd uintptr) bool {
 		m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
 		m.hdrs[i].Len = 0
 	}
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(len(m.hdrs)), unix.MSG_DONTWAIT, 0, 0)
-	if e == unix.EAGAIN || e == unix.EINTR {
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(len(m.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	for e == unix.EINTR { // parking now could miss data already queued (edge-triggered poller)
+		n, _, e = unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(len(m.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	}
+	if e == unix.EAGAIN {
 		return false
 	}
 	m.n, m.err = int(n), nil
@@ -64,8 +73,11 @@ func (m *mmsg) recv(fd uintptr) bool {
 
 // send is the RawConn.Write callback: sendmmsg of hdrs[off:n].
 func (m *mmsg) send(fd uintptr) bool {
-	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[m.off])), uintptr(m.n-m.off), unix.MSG_DONTWAIT, 0, 0)
-	if e == unix.EAGAIN || e == unix.EINTR {
+	n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[m.off])), uintptr(m.n-m.off), unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EINTR {
+		return true // m.off unchanged: the caller's loop sends again
+	}
+	if e == unix.EAGAIN {
 		return false
 	}
 	if e != 0 {
@@ -110,10 +122,12 @@ func (m *mmsg) setDest(i int, p []byte, dst netip.AddrPort, v6 bool) {
 	m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
 }
 
-// readBatched is the recvmmsg/sendmmsg variant of readRTP and readRTCP:
+// readBatched is the Linux reader of a session's socket (RTP or RTCP):
 // it reads up to n datagrams per system call, forwards each, and sends
-// the forwarded ones with one sendmmsg per output socket run. Used when
-// Config.Batch > 1.
+// the forwarded ones with one sendmmsg per output socket run. n is
+// Config.Batch, or 1 by default: one datagram per recvmmsg and sendmmsg,
+// like readRTP and readRTCP (the portable readers) but through raw
+// system calls.
 func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
 	defer s.wg.Done()
 	f := &s.fwd[l]

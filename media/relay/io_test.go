@@ -8,16 +8,23 @@ import (
 	"time"
 )
 
-// Both reader variants (per-packet and recvmmsg/sendmmsg) relay a burst in
-// order, from the right address, refuse strangers, relay RTCP, and
-// allocate nothing per packet in the real read → forward → write loop.
+// Every reader variant (the default, one datagram per raw recvmmsg and
+// sendmmsg on Linux; 16 per call; the portable ReadFromUDPAddrPort one)
+// relays a burst in order, from the right address, refuses strangers,
+// relays RTCP, and allocates nothing per packet in the real read →
+// forward → write loop.
 func TestReaders(t *testing.T) {
-	for _, batch := range []int{0, 16} {
-		t.Run(map[int]string{0: "per-packet", 16: "batch16"}[batch], func(t *testing.T) {
-			if batch > 1 && !batchSupported {
+	for _, tc := range []struct {
+		name     string
+		batch    int
+		portable bool
+	}{{"default", 0, false}, {"batch16", 16, false}, {"portable", 0, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.batch > 1 && !batchSupported {
 				t.Skip("recvmmsg reader is Linux only")
 			}
-			r := newRelay(t, Config{Batch: batch})
+			r := newRelay(t, Config{Batch: tc.batch})
+			r.portableReaders = tc.portable
 			pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
 			_ = pb.rtp.SetReadBuffer(4 << 20)
 			s, toBoxA, toBoxB := call(t, r, pa, pb, []string{"0 PCMU"}, []string{"8 PCMA"})

@@ -52,6 +52,9 @@ type Relay struct {
 	running   bool
 	closed    bool
 	done      Stats // counters of closed sessions and endpoints
+	// portableReaders makes new sessions use readRTP/readRTCP even on
+	// Linux, so that the tests cover the readers of other platforms.
+	portableReaders bool
 }
 
 // New returns a Relay for cfg (zero fields = defaults). Sessions can be

@@ -210,7 +210,8 @@ func (s *Session) ensurePair(l Leg) (*pair, error) {
 	s.pairs[l] = p
 	s.io[l].pair.Store(p)
 	s.wg.Add(2)
-	if n := s.batch; n > 1 && batchSupported {
+	if batchSupported && !s.r.portableReaders {
+		n := max(s.batch, 1)
 		go s.readBatched(l, p.rtp, false, n)
 		go s.readBatched(l, p.rtcp, true, n)
 	} else {

@@ -28,5 +28,9 @@
 //   - Probation (MIN_SEQUENTIAL) is left out: the relay has already
 //     latched the source, so the first packet is trusted.
 //
+// Update takes the sequence number and timestamp as numbers: the caller
+// parses the packet (media/relay with github.com/pion/rtp, into a header
+// it reuses), so there is one RTP parser and this package needs none.
+//
 // The package imports nothing of this module.
 package rtpstats
