@@ -78,7 +78,7 @@ type Config struct {
 	// SRVService replaces the transport's SRV service label ("_service._proto",
 	// e.g. "_sipinternaltls._tcp" for a Lync/Skype pool); "" = by Transport.
 	SRVService string
-	Servers   []string            // DNS servers "ip:port" (bare ip = port 53); empty = the system resolver
+	Servers    []string // DNS servers "ip:port" (bare ip = port 53); empty = the system resolver
 	// ResolvConf is the system resolver's configuration file, read when
 	// Servers is empty (at each query that reaches DNS, so a DHCP or PPPoE
 	// renewal that rewrites it is followed); "" = /etc/resolv.conf.
@@ -97,13 +97,13 @@ type staticEntry struct {
 
 // Resolver locates the HQ SIP servers. It is safe for concurrent use.
 type Resolver struct {
-	domain    string // display form, no trailing dot
-	fqdn      string // lower-case FQDN
-	srvName   string // _sip._udp.<fqdn>
+	domain  string // display form, no trailing dot
+	fqdn    string // lower-case FQDN
+	srvName string // _sip._udp.<fqdn>
 	// srvAlt is asked when srvName has no records (NXDOMAIN or NODATA),
 	// before falling back to A/AAAA: _sip._tls.<fqdn> for tls (the older
 	// RFC 2543 form some servers still publish); "" = none.
-	srvAlt string
+	srvAlt    string
 	transport siptarget.Transport
 	port      uint16 // default port of the transport
 	static    []staticEntry
