@@ -26,6 +26,9 @@ type optionsPinger struct {
 	// answers there (sipgo would otherwise open an ephemeral socket with
 	// Via 0.0.0.0). nil = let sipgo choose.
 	from func(hostport string) *sip.Addr
+	// host is the Request-URI host of a probe to target: the HQ domain
+	// for an HQ target (hqTrunk.RequestHost); "" = the target's address.
+	host func(target string) string
 }
 
 func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, error) {
@@ -33,7 +36,11 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	req := sip.NewRequest(sip.OPTIONS, sip.Uri{Scheme: "sip", Host: g.Host, Port: int(g.Port)})
+	ruri := sip.Uri{Scheme: "sip", Host: g.Host, Port: int(g.Port)}
+	if h := p.host(target); h != "" {
+		ruri = sip.Uri{Scheme: "sip", Host: h}
+	}
+	req := sip.NewRequest(sip.OPTIONS, ruri)
 	req.SetTransport(g.Transport.SIPName())
 	req.SetDestination(g.HostPort())
 	fromHost := "outpost.invalid"
@@ -44,7 +51,7 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 	from := &sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "outpost", Host: fromHost}}
 	from.Params.Add("tag", sip.GenerateTagN(12))
 	req.AppendHeader(from)
-	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: g.Host}})
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: ruri.Host}})
 	start := time.Now()
 	res, err := p.cli.Do(ctx, req)
 	if err == nil && res == nil {
@@ -69,6 +76,7 @@ type prober struct {
 	ctx    context.Context // the Server's Run context; nil = not running
 	cli    *sipgo.Client
 	from   func(hostport string) *sip.Addr
+	host   func(target string) string
 	notify atomic.Pointer[func(HQTargetEvent)]
 }
 
@@ -85,12 +93,12 @@ func (p *prober) tell(ev HQTargetEvent) {
 	}
 }
 
-func (p *prober) init(ua *sipgo.UserAgent, from func(hostport string) *sip.Addr) {
+func (p *prober) init(ua *sipgo.UserAgent, from func(hostport string) *sip.Addr, host func(target string) string) {
 	p.cli, _ = sipgo.NewClient(ua) // NewClient fails only on bad options
-	p.from = from
+	p.from, p.host = from, host
 }
 
-func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, from: p.from} }
+func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, from: p.from, host: p.host} }
 
 func (p *prober) run(ctx context.Context, hq *hqTrunk, log *slog.Logger) {
 	p.ctx = ctx

@@ -163,6 +163,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.fp.SetRefusalRate(cfg.refusalRate())
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
+		sipgo.WithUserAgenTLSConfig(s.clientTLS()),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
 		sipgo.WithUserAgentTransactionLayerOptions(sip.WithTransactionLayerLogger(sipLog)),
 	)
@@ -204,7 +205,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	}
 	s.poolNow.Store(s.pool.cur)
 	reg.SetRedirect(s.redirect)
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from, s.signPool), poolLocator{locator{reg}, s}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, &s.local, s.signPool), poolLocator{locator{reg}, s}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -229,7 +230,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.listeners = bound
 	s.fp.SetSockets(bound.UDP())
 	s.local.set(cfg, bound)
-	s.probe.init(ua, s.local.from)
+	s.probe.init(ua, s.local.from, s.hqRequestHost)
 	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
 	reg.OnPresence(s.up.presence)
 	ucfg, err := checkedUpstream(cfg, s.hq, bound)

@@ -81,6 +81,14 @@ type Trunk interface {
 	Report(target string, status int, err error)   // status 0 = no final response
 }
 
+// RequestHoster is a Trunk that names the host of a B leg's Request-URI
+// (and To) per target: the HQ domain, so a domain-routed HQ (a Lync pool)
+// takes the call as its own while the target is only the next hop; ""
+// = the target's address.
+type RequestHoster interface {
+	RequestHost(target string) string
+}
+
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN and HQ calls.
 type Config struct {
@@ -137,6 +145,12 @@ type Config struct {
 	// the Anchor's address facing that leg; nil = LocalAddr, else the
 	// listener the A leg arrived on.
 	LocalFor func(dest string) *sip.Addr `json:"-"`
+	// StreamFor, when set, picks the box's TCP or TLS listener (transport
+	// "TCP", "TLS") facing a B leg to dest over that transport, which our
+	// Contact then names with its transport, so the peer's requests in
+	// the dialog come back over TCP or TLS (an HQ that speaks only TLS);
+	// nil, or no such listener = as LocalFor.
+	StreamFor func(transport, dest string) *sip.Addr `json:"-"`
 	// OnEnd receives the CDR of every call, once, when it ends. It runs on
 	// the goroutine that ended the call: keep it short.
 	OnEnd func(CDR) `json:"-"`

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -309,7 +310,7 @@ func contactURI(s *settings, user, transport string) sip.Uri {
 func (a *Agent) request(j *job, t target, contact *sip.Uri, expires int) *sip.Request {
 	j.cseq++
 	aor := sip.Uri{Scheme: "sip", User: j.user, Host: j.domain}
-	req := sip.NewRequest(sip.REGISTER, sip.Uri{Scheme: "sip", Host: j.domain})
+	req := sip.NewRequest(sip.REGISTER, sip.Uri{Scheme: "sip", Host: cmp.Or(j.set.registrar, j.domain)})
 	req.SetTransport(t.transport)
 	req.SetDestination(t.dest)
 	if l := j.set.laddr; l != nil && t.transport == "UDP" {
