@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/outpost/outpost/gateway/resolve"
@@ -16,19 +17,22 @@ import (
 // agent, and since every attempt's destination is an address the gateway
 // resolved (req.SetDestination("ip:port")), sipgo sets the config's
 // ServerName to that IP: Go would then check the certificate for the IP
-// and send no SNI. So the config sipgo gets (clientTLS) skips Go's own
-// check and verifies in VerifyConnection against the name HQ is known by
-// instead: hq.domain when set (RFC 5922 §4: the domain the box was
-// configured with, not an SRV target), else a static target's host name,
-// else the IP itself (a target configured by IP literal, whose
-// certificate must then carry that IP). The roots are hq.ca_pem (the
-// system roots when empty) and the client certificate
-// hq.client_cert_pem/key_pem (mutual TLS). Both are read from the running
+// and sends no SNI; and the handshake's ConnectionState does not say which
+// peer it is (no SNI, no address). So the config sipgo gets (clientTLS)
+// skips Go's own check and verifyHQ verifies instead: the chain against
+// hq.ca_pem (the system roots when empty), and the leaf against the names
+// HQ is known by: each pool's domain (hq.domain, hq.backup.domain: RFC
+// 5922 §4, the domain the box was configured with, not an SRV target),
+// else its static targets' hosts (a name, or an IP literal the
+// certificate must then carry). The client certificate is
+// hq.client_cert_pem/key_pem (mutual TLS). All are read from the running
 // HQ trunk at each handshake, so a push applies to the next connection.
 //
 // Not done: SNI. sipgo gives no hook to set the name of one dial, so the
-// ClientHello carries none (Go sends no SNI for an IP). A server that
-// picks its certificate by SNI presents its default one.
+// ClientHello carries none (Go sends no SNI for an IP); a server that picks
+// its certificate by SNI presents its default one. And a certificate for
+// the backup pool's name is accepted from a primary target (both are HQ):
+// the handshake cannot tell which target it talks to.
 
 // hqTLS is the TLS client side of an HQ trunk: parsed from HQConfig when
 // the trunk is built, so bad PEM is refused by Prepare.
@@ -72,30 +76,61 @@ func (s *Server) clientTLS() *tls.Config {
 }
 
 // verifyHQ verifies a TLS server's certificate chain against HQ's roots
-// and the name the server is known by (tlsName).
+// and its leaf against HQ's names (see above).
 func (s *Server) verifyHQ(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("tls: the server sent no certificate")
 	}
 	hq := s.hqNow.Load()
-	name := cs.ServerName
-	var roots *x509.CertPool
-	if hq != nil {
-		roots = hq.tls.roots
-		if ip, err := netip.ParseAddr(name); err == nil {
-			if n := hq.tlsName(ip.Unmap()); n != "" {
-				name = n
-			}
-		}
+	if hq == nil {
+		return errors.New("tls: no HQ configured to verify a server against")
 	}
-	opts := x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: x509.NewCertPool()}
+	opts := x509.VerifyOptions{Roots: hq.tls.roots, Intermediates: x509.NewCertPool()}
 	for _, c := range cs.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(c)
 	}
-	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-		return fmt.Errorf("tls: certificate of %s: %w", name, err)
+	names := hq.tlsNames()
+	leaf := cs.PeerCertificates[0]
+	if _, err := leaf.Verify(opts); err != nil {
+		return fmt.Errorf("tls: certificate of %s: %w", strings.Join(names, " or "), err)
 	}
-	return nil
+	var errs []error
+	for _, n := range names {
+		err := leaf.VerifyHostname(n)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return errors.New("tls: HQ has no name to verify a certificate against")
+	}
+	return fmt.Errorf("tls: certificate does not name HQ: %w", errors.Join(errs...))
+}
+
+// tlsNames are the names an HQ server's certificate may carry: each
+// pool's domain, else its static targets' hosts.
+func (h *hqTrunk) tlsNames() []string {
+	var out []string
+	add := func(n string) {
+		if n = strings.TrimSuffix(n, "."); n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	pools := []HQPool{{Domain: h.cfg.Domain, Static: h.cfg.Static}}
+	if b := h.cfg.Backup; b != nil {
+		pools = append(pools, *b)
+	}
+	for _, p := range pools {
+		if p.Domain != "" {
+			add(p.Domain)
+			continue
+		}
+		for _, t := range p.Static {
+			add(t.Host)
+		}
+	}
+	return out
 }
 
 // hqName is the name HQ is known by for a resolved target of a pool with
