@@ -13,11 +13,19 @@
 //	                state: admitInvite); the router and locator adapters
 //	                the B2BUA asks; voicemail forwarding
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
-//	                exact ip:port; TCP: IP; same transport; HQ networks)
+//	                exact ip:port; TCP and TLS: IP; same transport; HQ
+//	                networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)
 //	hq.go           the HQ trunk: primary and backup pools, targets, health,
 //	                OPTIONS probing lifecycle, unresolved pools, and the
 //	                per-call fallback the B2BUA asks for (router.HQFallback)
+//	hqtls.go        HQ over TLS: the client tls.Config sipgo dials with,
+//	                verifying HQ's certificate against hq.ca_pem and HQ's
+//	                names (not the dialled IP), the client certificate for
+//	                mutual TLS; the Request-URI host of requests to HQ
+//	                (hq.domain: a target is only the next hop). No SNI
+//	                (sipgo has no per-dial hook); PSTN gateways over TLS
+//	                are still refused
 //	probe.go        the OPTIONS pinger and the prober's place in the Server
 //	pstn.go         the PSTN gateways' health: blocks by the retry rule
 //	                from call outcomes, optional OPTIONS probes

@@ -82,7 +82,7 @@ type Config struct {
 // PSTNGateway is one local PSTN gateway.
 type PSTNGateway struct {
 	Name   string
-	Target siptarget.Target // udp or tcp: the B2BUA refuses tls
+	Target siptarget.Target // udp or tcp: tls is refused (the TLS client configuration is HQ's, hqtls.go)
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.

@@ -92,8 +92,8 @@ type RequestHoster interface {
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN and HQ calls.
 type Config struct {
-	// PSTNGateways are tried in order (udp or tcp; tls is refused: B legs
-	// have no TLS client configuration yet).
+	// PSTNGateways are tried in order (udp or tcp; the gateway refuses
+	// tls for them: its TLS client configuration is HQ's).
 	PSTNGateways []siptarget.Target
 	// PSTNHealth, when set, is the health of the PSTN gateways, keyed by
 	// siptarget.Target.String() ("udp:198.18.2.10:5060"): a call tries
