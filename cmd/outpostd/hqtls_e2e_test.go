@@ -187,6 +187,15 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 		}
 	})
 
+	step(t, "one connection to HQ, reused", func() {
+		// Probes, upstream REGISTERs and B legs all went over one TLS
+		// connection from the box to Kamailio (sipgo's pool), kept open.
+		out := tp.Exec("lab", "ss", "-Htn", "state", "established", "dst", kamTLS)
+		if n := strings.Count(strings.TrimSpace(out), "\n") + 1; strings.TrimSpace(out) == "" || n != 1 {
+			t.Errorf("%d connections from the box to HQ, want 1:\n%s", n, out)
+		}
+	})
+
 	step(t, "wrong CA refused and reported", func() {
 		w := startDaemonIn(t, tp.NS("lab"), filepath.Join(dir, "wrong"), writeJSON(t, filepath.Join(dir, "wrong.json"), doc(other.pem)))
 		st := w.waitFor("hq target down", 10*time.Second, func(s api.Status) bool { return len(s.HQ) == 1 && !s.HQ[0].Up })
