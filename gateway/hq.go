@@ -102,6 +102,9 @@ type hqTrunk struct {
 	pools     []*hqPool           // primary, then backup
 	transport siptarget.Transport // of Domain's SRV lookup (upstream's default)
 	tls       hqTLS
+	// connect opens a TLS connection to a target before a request
+	// (Server.connectHQ); set once when the Server takes the trunk.
+	connect func(ctx context.Context, target string) error
 
 	stop func() // ends the probers started by start; nil = not running
 }

@@ -13,26 +13,26 @@ import (
 	"github.com/outpost/outpost/siptarget"
 )
 
-// HQ over TLS. sipgo dials TLS with one tls.Config for the whole user
-// agent, and since every attempt's destination is an address the gateway
-// resolved (req.SetDestination("ip:port")), sipgo sets the config's
-// ServerName to that IP: Go would then check the certificate for the IP
-// and sends no SNI; and the handshake's ConnectionState does not say which
-// peer it is (no SNI, no address). So the config sipgo gets (clientTLS)
-// skips Go's own check and verifyHQ verifies instead: the chain against
-// hq.ca_pem (the system roots when empty), and the leaf against the names
-// HQ is known by: each pool's domain (hq.domain, hq.backup.domain: RFC
-// 5922 §4, the domain the box was configured with, not an SRV target),
-// else its static targets' hosts (a name, or an IP literal the
-// certificate must then carry). The client certificate is
-// hq.client_cert_pem/key_pem (mutual TLS). All are read from the running
-// HQ trunk at each handshake, so a push applies to the next connection.
+// HQ over TLS. The box opens its TLS connections to HQ itself before a
+// probe, call or REGISTER needs one (hqdial.go): SNI and verification use
+// the name of the target dialled, the chain is checked against hq.ca_pem
+// (the system roots when empty), and hq.client_cert_pem/key_pem are
+// presented for mutual TLS. The name is the pool's domain (hq.domain,
+// hq.backup.domain: RFC 5922 §4, the domain the box was configured with,
+// not an SRV target), else a static target's host name, else the IP of a
+// static IP literal (whose certificate must then carry it).
 //
-// Not done: SNI. sipgo gives no hook to set the name of one dial, so the
-// ClientHello carries none (Go sends no SNI for an IP); a server that picks
-// its certificate by SNI presents its default one. And a certificate for
-// the backup pool's name is accepted from a primary target (both are HQ):
-// the handshake cannot tell which target it talks to.
+// sipgo still dials by itself when a request reaches an HQ address with
+// no connection without passing connectHQ (an in-dialog request after the
+// connection closed), with the one tls.Config of the user agent
+// (clientTLS). It sets that config's ServerName to the IP it dials, so Go
+// would check the certificate for the IP and send no SNI, and the
+// handshake's ConnectionState does not say which peer it is. So clientTLS
+// skips Go's own check and verifyHQ verifies: the chain against HQ's
+// roots, and the leaf against any of HQ's names (a certificate for the
+// backup pool's name is then accepted from a primary target: both are
+// HQ). Such a connection carries no SNI. Both read the running HQ trunk at
+// each handshake, so a push applies to the next connection.
 
 // hqTLS is the TLS client side of an HQ trunk: parsed from HQConfig when
 // the trunk is built, so bad PEM is refused by Prepare.

@@ -29,6 +29,8 @@ type optionsPinger struct {
 	// host is the Request-URI host of a probe to target: the HQ domain
 	// for an HQ target (hqTrunk.RequestHost); "" = the target's address.
 	host func(target string) string
+	// connect opens a TLS connection to target first (Server.connectHQ).
+	connect func(ctx context.Context, target string) error
 }
 
 func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, error) {
@@ -53,6 +55,9 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 	req.AppendHeader(from)
 	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: ruri.Host}})
 	start := time.Now()
+	if err := p.connect(ctx, target); err != nil {
+		return 0, fmt.Errorf("options %s: %w: %w", target, health.ErrNoResponse, err)
+	}
 	res, err := p.cli.Do(ctx, req)
 	if err == nil && res == nil {
 		// sipgo ends a transaction whose layer is closing (the Server
@@ -73,11 +78,12 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 // and stops it on exit. Its methods are called with Server.mu held. Probes
 // leave from the listener facing each target (from: localAddrs.from).
 type prober struct {
-	ctx    context.Context // the Server's Run context; nil = not running
-	cli    *sipgo.Client
-	from   func(hostport string) *sip.Addr
-	host   func(target string) string
-	notify atomic.Pointer[func(HQTargetEvent)]
+	ctx     context.Context // the Server's Run context; nil = not running
+	cli     *sipgo.Client
+	from    func(hostport string) *sip.Addr
+	host    func(target string) string
+	connect func(ctx context.Context, target string) error
+	notify  atomic.Pointer[func(HQTargetEvent)]
 }
 
 // OnHQTarget sets the function told every HQ target verdict (a new target,
@@ -93,12 +99,15 @@ func (p *prober) tell(ev HQTargetEvent) {
 	}
 }
 
-func (p *prober) init(ua *sipgo.UserAgent, from func(hostport string) *sip.Addr, host func(target string) string) {
+func (p *prober) init(ua *sipgo.UserAgent, from func(hostport string) *sip.Addr, host func(target string) string,
+	connect func(ctx context.Context, target string) error) {
 	p.cli, _ = sipgo.NewClient(ua) // NewClient fails only on bad options
-	p.from, p.host = from, host
+	p.from, p.host, p.connect = from, host, connect
 }
 
-func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, from: p.from, host: p.host} }
+func (p *prober) pinger() health.Pinger {
+	return optionsPinger{cli: p.cli, from: p.from, host: p.host, connect: p.connect}
+}
 
 func (p *prober) run(ctx context.Context, hq *hqTrunk, log *slog.Logger) {
 	p.ctx = ctx

@@ -64,6 +64,9 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	if c.hq, err = nextHQ(hq, cfg); err != nil {
 		return nil, err
 	}
+	if c.hq != nil && c.hq != hq {
+		c.hq.connect = s.connectHQ
+	}
 	c.pstn = nextPSTN(pstn, cfg)
 	if c.pool, err = nextPool(pl, cfg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

@@ -123,6 +123,7 @@ type Server struct {
 	// tlsCert is the certificate tls listeners present (tls.go); tlsConf
 	// is their configuration, which reads it at every handshake.
 	tlsCert atomic.Pointer[tls.Certificate]
+	hqDial  hqDialer // TLS connections to HQ (hqdial.go)
 	tlsConf *tls.Config
 
 	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
@@ -192,6 +193,9 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.mode.Store(&cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
 	if s.hq, err = nextHQ(nil, cfg); err == nil {
+		if s.hq != nil {
+			s.hq.connect = s.connectHQ
+		}
 		s.hqNow.Store(s.hq)
 	} else {
 		ua.Close()
@@ -230,7 +234,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.listeners = bound
 	s.fp.SetSockets(bound.UDP())
 	s.local.set(cfg, bound)
-	s.probe.init(ua, s.local.from, s.hqRequestHost)
+	s.probe.init(ua, s.local.from, s.hqRequestHost, s.connectHQ)
 	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
 	reg.OnPresence(s.up.presence)
 	ucfg, err := checkedUpstream(cfg, s.hq, bound)
@@ -298,6 +302,7 @@ func (s *Server) serve(l *listen.Socket) {
 func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.capture.run() // before the listeners: the first message is exported too
+	s.runHQDialer()
 	for _, l := range s.listeners {
 		s.serve(l)
 		s.log.Info("sip listening", "listener", l.Bound)
@@ -331,6 +336,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.listeners.CloseAll()
 	s.mu.Unlock()
+	s.stopHQDialer()
 	s.serving.Wait()
 	s.ua.Close()
 	if regErr != nil {

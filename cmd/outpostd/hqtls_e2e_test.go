@@ -42,7 +42,9 @@ const (
 // Kamailio requires and verifies the box's client certificate; the box
 // verifies Kamailio's against hq.ca_pem and the name hq.test). It checks
 // that the OPTIONS probes are answered over TLS (target up) with the
-// domain in the Request-URI; that a phone's binding is registered
+// domain in the Request-URI, and that the box sends SNI (Kamailio's
+// default certificate names another host: only SNI hq.test gets the
+// right one); that a phone's binding is registered
 // upstream over TLS with digest (REGISTER sip:hq.test); that a call from
 // a branch phone (over TLS to the box) reaches a UA behind Kamailio with
 // Request-URI sip:3001@hq.test and that the box's ACK and BYE follow
@@ -62,7 +64,9 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 	hqCert, hqKey := ca.issue(t, "hq", []string{hqDomain}, nil, false)
 	boxCert, boxKey := ca.issue(t, "box", []string{"bench.local"}, []net.IP{net.IPv4(127, 0, 0, 1)}, false)
 	clientCert, clientKey := ca.issue(t, "branch1 client", []string{"branch1.bench.local"}, nil, true)
-	startKamailio(t, tp, kam, dir, ca.pem, hqCert, hqKey)
+	fallbackCert, fallbackKey := ca.issue(t, "fallback", []string{"fallback.invalid"}, nil, false)
+	startKamailio(t, tp, kam, dir, map[string]string{"ca.pem": ca.pem, "hq.pem": hqCert, "hq.key": hqKey,
+		"default.pem": fallbackCert, "default.key": fallbackKey})
 	var ua *udpUA
 	ns(func() { ua = listenUA(t, hqUAAddr, kamUDP) })
 
@@ -241,14 +245,16 @@ func kamailioBinary(t *testing.T) string {
 var kamLog syncBuffer
 
 // startKamailio runs Kamailio in the namespace "lab" with the test's
-// configuration (testdata/kamailio) until the test ends.
-func startKamailio(t *testing.T, tp *netnstest.Topology, bin, dir, caPEM, certPEM, keyPEM string) {
+// configuration (testdata/kamailio) and pems (file name → PEM: ca.pem,
+// hq.pem/key for SNI hq.test, default.pem/key otherwise) until the test
+// ends.
+func startKamailio(t *testing.T, tp *netnstest.Topology, bin, dir string, pems map[string]string) {
 	t.Helper()
 	kdir := filepath.Join(dir, "kamailio")
 	if err := os.MkdirAll(kdir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string]string{"ca.pem": caPEM, "hq.pem": certPEM, "hq.key": keyPEM} {
+	for name, body := range pems {
 		if err := os.WriteFile(filepath.Join(kdir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -89,6 +89,14 @@ type RequestHoster interface {
 	RequestHost(target string) string
 }
 
+// Connector is a Trunk that prepares the transport to a target before a
+// B leg's INVITE (the gateway opens its TLS connections to HQ itself, to
+// verify and name each target); an error fails the attempt like a
+// transport error.
+type Connector interface {
+	Connect(ctx context.Context, target string) error
+}
+
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN and HQ calls.
 type Config struct {

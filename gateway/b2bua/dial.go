@@ -623,6 +623,13 @@ func (r *ringer) runLeg(l *leg) {
 	}()
 	var sess *sipgo.DialogClientSession
 	var err error
+	if c, ok := r.set.cfg.HQ.(Connector); ok && l.t.trunk != "" {
+		if err := c.Connect(l.ctx, l.t.trunk); err != nil {
+			ev.err = err
+			send = l.settled.CompareAndSwap(false, true)
+			return
+		}
+	}
 	minSE := 0 // the Min-SE a 422 asked for (RFC 4028 §7.4); 0 = none
 	for attempt := 0; ; attempt++ {
 		req := r.legRequest(l.t)

@@ -24,6 +24,13 @@ type Trunk interface {
 	Report(target string, status int, err error)
 }
 
+// Connector is a Trunk that prepares the transport to a target before a
+// REGISTER is sent there (the gateway opens its TLS connections to HQ
+// itself); an error fails the attempt like a transport error.
+type Connector interface {
+	Connect(ctx context.Context, target string) error
+}
+
 // Pool is a Trunk that also gives the resolved registrars with their SRV
 // priority and health, so that each user keeps one registrar of its own
 // (sticky, by rendezvous hashing: see the package doc). A Trunk that is

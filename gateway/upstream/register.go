@@ -247,6 +247,11 @@ func (a *Agent) attempt(ctx context.Context, j *job, t target, o op) result {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
+	if c, ok := s.trunk.(Connector); ok {
+		if err := c.Connect(actx, t.name); err != nil {
+			return result{err: err, target: t.name}
+		}
+	}
 	req := a.request(j, t, &contact, expires)
 	if err := j.auth.authorize(req, t.name, s.username, s.password); err != nil {
 		return result{err: err, target: t.name}
