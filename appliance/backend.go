@@ -132,7 +132,8 @@ func (a *App) pstnHealth() []api.GatewayHealth {
 func targetHealth(t health.TargetState) api.TargetHealth {
 	return api.TargetHealth{Target: t.Target, Up: t.Up, BlockedUntil: t.BlockedUntil.UTC(),
 		ConsecutiveOK: t.ConsecutiveOK, ConsecutiveFail: t.ConsecutiveFail,
-		LastRTTMs: float64(t.LastRTT) / float64(time.Millisecond), LastChange: t.LastChange.UTC(), Reason: string(t.Reason)}
+		LastRTTMs: float64(t.LastRTT) / float64(time.Millisecond), LastChange: t.LastChange.UTC(), Reason: string(t.Reason),
+		LastError: t.LastError}
 }
 
 func (a *App) Registrations(context.Context) []api.Registration {

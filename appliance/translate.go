@@ -180,11 +180,12 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	}
 	if d.HQ.Domain != "" || len(d.HQ.Targets) > 0 {
 		cfg.HQTrunk = &gateway.HQConfig{Domain: d.HQ.Domain, Static: static, Transport: siptarget.Transport(d.HQ.EffectiveTransport()),
+			SRVService: d.HQ.SRVService, CAPEM: d.HQ.CAPEM, ClientCertPEM: d.HQ.ClientCertPEM, ClientKeyPEM: d.HQ.ClientKeyPEM,
 			DNSServers: d.HQ.DNSServers, DownAfter: d.HQ.EffectiveDownAfter(), UpAfter: d.HQ.EffectiveUpAfter(),
 			ProbeInterval: d.HQ.EffectiveOptionsInterval(), CallFallback: d.HQ.EffectiveCallFallback(),
 			TrustedNetworks: trustedNetworks(d.HQ.TrustedNetworks)}
 		if b := d.HQ.Backup; b != nil {
-			pool := &gateway.HQPool{Domain: b.Domain, Transport: siptarget.Transport(b.EffectiveTransport())}
+			pool := &gateway.HQPool{Domain: b.Domain, Transport: siptarget.Transport(b.EffectiveTransport()), SRVService: b.SRVService}
 			for i, s := range b.Targets {
 				t, err := siptarget.Parse(s, siptarget.Transport(b.EffectiveTransport()))
 				if err != nil {

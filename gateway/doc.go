@@ -15,11 +15,21 @@
 //	overload.go     overload control: new calls get 503 while admitted
 //	                INVITEs queue (CoDel on their queueing delay)
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
-//	                exact ip:port; TCP: IP; same transport; HQ networks)
+//	                exact ip:port; TCP and TLS: IP; same transport; HQ
+//	                networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)
 //	hq.go           the HQ trunk: primary and backup pools, targets, health,
 //	                OPTIONS probing lifecycle, unresolved pools, and the
 //	                per-call fallback the B2BUA asks for (router.HQFallback)
+//	hqtls.go        HQ over TLS: certificates verified against hq.ca_pem
+//	                and HQ's name (not the dialled IP), the client
+//	                certificate for mutual TLS, the tls.Config of sipgo's
+//	                own dials; the Request-URI host of requests to HQ
+//	                (hq.domain: a target is only the next hop). PSTN
+//	                gateways over TLS are still refused
+//	hqdial.go       the box dials HQ's TLS connections itself (SNI, the
+//	                target's name) and hands them to sipgo's pool through
+//	                a listener sipgo serves
 //	probe.go        the OPTIONS pinger and the prober's place in the Server
 //	pstn.go         the PSTN gateways' health: blocks by the retry rule
 //	                from call outcomes, optional OPTIONS probes

@@ -26,10 +26,14 @@ type HQConfig struct {
 	// Static targets, each with its transport (siptarget.Parse with
 	// Transport as the default); when set, Domain is not resolved.
 	Static []siptarget.Target
-	// Transport of the SRV lookup of Domain: udp ("" = udp) or tcp. TLS is
-	// refused (by newHQTrunk, for Static targets too): the SIP side has no
-	// TLS client configuration (CA, client certificate) yet.
+	// Transport of the SRV lookup of Domain: udp ("" = udp), tcp or tls
+	// (hqtls.go: the server is verified against CAPEM and the HQ name).
 	Transport siptarget.Transport
+	// SRVService replaces the SRV label of Transport (resolve.Config).
+	SRVService string
+	// CAPEM verifies HQ's TLS servers ("" = the system roots);
+	// ClientCertPEM/ClientKeyPEM are presented for mutual TLS (optional).
+	CAPEM, ClientCertPEM, ClientKeyPEM string
 	// DNSServers ("ip:port") resolve both pools; empty = the system
 	// resolver (/etc/resolv.conf, see gateway/resolve).
 	DNSServers []string
@@ -57,13 +61,14 @@ type HQConfig struct {
 // HQPool is one pool of HQ servers: a domain (RFC 3263) or static
 // targets, with the transport of the SRV lookup.
 type HQPool struct {
-	Domain    string
-	Static    []siptarget.Target
-	Transport siptarget.Transport
+	Domain     string
+	Static     []siptarget.Target
+	Transport  siptarget.Transport
+	SRVService string
 }
 
 func (p HQPool) equal(q HQPool) bool {
-	return p.Domain == q.Domain && slices.Equal(p.Static, q.Static) && p.Transport == q.Transport
+	return p.Domain == q.Domain && slices.Equal(p.Static, q.Static) && p.Transport == q.Transport && p.SRVService == q.SRVService
 }
 
 // describe names the pool in events and logs: "primary hq.example.com".
@@ -96,6 +101,10 @@ type hqTrunk struct {
 	cfg       HQConfig
 	pools     []*hqPool           // primary, then backup
 	transport siptarget.Transport // of Domain's SRV lookup (upstream's default)
+	tls       hqTLS
+	// connect opens a TLS connection to a target before a request
+	// (Server.connectHQ); set once when the Server takes the trunk.
+	connect func(ctx context.Context, target string) error
 
 	stop func() // ends the probers started by start; nil = not running
 }
@@ -103,6 +112,7 @@ type hqTrunk struct {
 // hqPool is one pool's resolver and health.
 type hqPool struct {
 	name    string // "primary hq.example.com", "backup 198.18.1.20:5060"
+	domain  string // the pool's domain ("" = static targets only)
 	res     *resolve.Resolver
 	tracker *health.Tracker
 	// unresolved: DownAfter resolutions in a row failed and the pool has
@@ -114,6 +124,9 @@ type hqPool struct {
 	// waiting for its own DNS timeout; a new one is made when it resolves.
 	mu   sync.Mutex
 	lost chan struct{}
+	// names: the name each resolved target is known by (hqtls.go), by
+	// address; replaced at each resolution.
+	names map[netip.Addr]string
 }
 
 // setUnresolved marks the pool (un)resolved and reports whether that is a
@@ -152,7 +165,11 @@ func nextHQ(cur *hqTrunk, cfg Config) (*hqTrunk, error) {
 
 func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
 	h := &hqTrunk{cfg: cfg}
-	primary := HQPool{Domain: cfg.Domain, Static: cfg.Static, Transport: cfg.Transport}
+	var err error
+	if h.tls, err = newHQTLS(cfg); err != nil {
+		return nil, err
+	}
+	primary := HQPool{Domain: cfg.Domain, Static: cfg.Static, Transport: cfg.Transport, SRVService: cfg.SRVService}
 	pools := []HQPool{primary}
 	if cfg.Backup != nil {
 		pools = append(pools, *cfg.Backup)
@@ -166,22 +183,14 @@ func newHQTrunk(cfg HQConfig) (*hqTrunk, error) {
 		if tr == "" {
 			tr = siptarget.UDP
 		}
-		if err := noTLS(tr, role+" transport"); err != nil {
-			return nil, fmt.Errorf("gateway: hq: %w", err)
-		}
-		for _, t := range pc.Static {
-			if err := noTLS(t.Transport, role+" target "+t.String()); err != nil {
-				return nil, fmt.Errorf("gateway: hq: %w", err)
-			}
-		}
-		res, err := resolve.New(resolve.Config{Domain: pc.Domain, Static: pc.Static, Transport: tr, Servers: cfg.DNSServers})
+		res, err := resolve.New(resolve.Config{Domain: pc.Domain, Static: pc.Static, Transport: tr, SRVService: pc.SRVService, Servers: cfg.DNSServers})
 		if err != nil {
 			return nil, fmt.Errorf("gateway: hq %s: %w", role, err)
 		}
 		if i == 0 {
 			h.transport = tr
 		}
-		h.pools = append(h.pools, &hqPool{name: pc.describe(role), res: res, lost: make(chan struct{}),
+		h.pools = append(h.pools, &hqPool{name: pc.describe(role), domain: pc.Domain, res: res, lost: make(chan struct{}),
 			tracker: health.New(health.Config{DownAfter: cfg.DownAfter, UpAfter: cfg.UpAfter, Interval: cfg.ProbeInterval})})
 	}
 	return h, nil
@@ -273,6 +282,7 @@ func (pool *hqPool) resolveLoop(ctx context.Context, p *health.Prober, send func
 		case ctx.Err() != nil:
 			return
 		case err == nil:
+			pool.learn(ts)
 			names := make([]string, 0, len(ts))
 			for _, t := range ts {
 				names = append(names, t.Dest().String())
@@ -374,6 +384,7 @@ func (h *hqTrunk) Health() []health.TargetState {
 func (h *hqTrunk) same(cfg HQConfig) bool {
 	backupSame := (h.cfg.Backup == nil) == (cfg.Backup == nil) && (cfg.Backup == nil || h.cfg.Backup.equal(*cfg.Backup))
 	return h.cfg.Domain == cfg.Domain && slices.Equal(h.cfg.Static, cfg.Static) && h.cfg.Transport == cfg.Transport &&
+		h.cfg.SRVService == cfg.SRVService && h.cfg.CAPEM == cfg.CAPEM && h.cfg.ClientCertPEM == cfg.ClientCertPEM && h.cfg.ClientKeyPEM == cfg.ClientKeyPEM &&
 		slices.Equal(h.cfg.DNSServers, cfg.DNSServers) && h.cfg.DownAfter == cfg.DownAfter && h.cfg.UpAfter == cfg.UpAfter &&
 		h.cfg.ProbeInterval == cfg.ProbeInterval && backupSame
 }
@@ -463,6 +474,7 @@ func (pool *hqPool) targets(ctx context.Context) ([]string, error) {
 		}
 		return nil, err
 	}
+	pool.learn(ts)
 	names := make([]string, 0, len(ts))
 	for _, t := range ts {
 		names = append(names, t.Dest().String())
@@ -496,19 +508,6 @@ func (h *hqTrunk) Report(target string, status int, err error) {
 		}
 	}
 	tr.Observe(target, health.ClassifyForHealth(status, err))
-}
-
-// errNoTLS: SIP over TLS to a peer (HQ, a PSTN gateway) needs a TLS client
-// configuration (the peer's CA, the box's certificate) the gateway does not
-// have yet, and sipgo would otherwise dial with the system roots. A target
-// naming tls is refused when configured instead of failing every call.
-var errNoTLS = errors.New("SIP over TLS to HQ or PSTN gateways is not supported yet")
-
-func noTLS(tr siptarget.Transport, what string) error {
-	if tr == siptarget.TLS {
-		return fmt.Errorf("%s: %w", what, errNoTLS)
-	}
-	return nil
 }
 
 // HQHealth is the health of every HQ target (nil without HQ): for

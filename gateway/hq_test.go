@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"slices"
@@ -12,15 +11,24 @@ import (
 	"github.com/outpost/outpost/siptarget"
 )
 
-// TLS to HQ or a PSTN gateway is refused when configured (no TLS client
-// configuration yet), not dropped target by target at call time.
-func TestTLSTargetsRefused(t *testing.T) {
+// TLS to HQ is accepted (hqtls.go), with its CA and client certificate
+// checked when the trunk is built; a PSTN gateway over TLS is still
+// refused when configured, not dropped at call time.
+func TestTLSTargets(t *testing.T) {
 	for name, hq := range map[string]HQConfig{
 		"srv transport": {Domain: "hq.example", Transport: siptarget.TLS, DNSServers: []string{"127.0.0.1:53"}},
 		"static target": {Static: []siptarget.Target{siptarget.MustParse("198.18.1.10", ""), siptarget.MustParse("tls:198.18.1.11", "")}},
 	} {
-		if _, err := newHQTrunk(hq); !errors.Is(err, errNoTLS) {
-			t.Errorf("%s: newHQTrunk = %v, want errNoTLS", name, err)
+		if _, err := newHQTrunk(hq); err != nil {
+			t.Errorf("%s: newHQTrunk = %v", name, err)
+		}
+	}
+	for name, hq := range map[string]HQConfig{
+		"bad ca":           {Domain: "hq.example", Transport: siptarget.TLS, CAPEM: "not a certificate"},
+		"key without cert": {Domain: "hq.example", Transport: siptarget.TLS, ClientKeyPEM: "x"},
+	} {
+		if _, err := newHQTrunk(hq); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 	h, err := newHQTrunk(HQConfig{Static: []siptarget.Target{siptarget.MustParse("tcp:[2001:db8::1]", ""), siptarget.MustParse("198.18.1.10:5070", "")}})

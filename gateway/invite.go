@@ -220,10 +220,11 @@ func (a *admittedCalls) put(key string, now time.Time) {
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
 // localFor picks the listener facing a B leg's destination (localaddr.go).
-func (c Config) b2buaConfig(hq *hqTrunk, pstn *pstnHealth, warning func() string, localFor func(dest string) *sip.Addr, sign func(*sip.Request)) b2bua.Config {
+func (c Config) b2buaConfig(hq *hqTrunk, pstn *pstnHealth, warning func() string, local *localAddrs, sign func(*sip.Request)) b2bua.Config {
 	bc := c.Calls
 	bc.SignPool = sign
-	bc.LocalFor = localFor
+	bc.LocalFor = local.from
+	bc.StreamFor = local.stream
 	bc.PSTNHealth = pstn.tracker()
 	bc.Warning = warning
 	bc.PSTNGateways = nil

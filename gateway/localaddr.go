@@ -26,6 +26,8 @@ func (s *Server) SetLocalChooser(f LocalChooser) { s.local.choose.Store(&f) }
 type localAddrs struct {
 	fixed  atomic.Pointer[sip.Addr] // Calls.LocalAddr, when configured
 	udp    atomic.Pointer[udpAddrs] // the UDP listeners
+	tcp    atomic.Pointer[udpAddrs] // the TCP listeners (same shape)
+	tls    atomic.Pointer[udpAddrs] // the TLS listeners
 	choose atomic.Pointer[LocalChooser]
 }
 
@@ -44,11 +46,43 @@ func (l *localAddrs) set(cfg Config, ls listen.Set) {
 			l.fixed.Store(&sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())})
 		}
 	}
-	u := udpAddrs{ap: ls.UDPAddrs()}
+	l.udp.Store(addrsOf(ls.UDPAddrs()))
+	l.tcp.Store(addrsOf(ls.StreamAddrs(false)))
+	l.tls.Store(addrsOf(ls.StreamAddrs(true)))
+}
+
+func addrsOf(aps []netip.AddrPort) *udpAddrs {
+	u := udpAddrs{ap: aps}
 	for _, a := range u.ap {
 		u.sip = append(u.sip, sip.Addr{IP: a.Addr().AsSlice(), Port: int(a.Port())})
 	}
-	l.udp.Store(&u)
+	return &u
+}
+
+// stream is the TCP or TLS (transport "TCP", "TLS") listener facing
+// hostport, for the Contact of a B leg over that transport (the request
+// itself leaves from an ephemeral port, as TCP does): HQ then reaches the
+// box back over the same transport. nil = none of that transport.
+func (l *localAddrs) stream(transport, hostport string) *sip.Addr {
+	var u *udpAddrs
+	switch transport {
+	case "TCP", "tcp":
+		u = l.tcp.Load()
+	case "TLS", "tls":
+		u = l.tls.Load()
+	}
+	if u == nil || len(u.ap) == 0 {
+		return nil
+	}
+	if f := l.choose.Load(); f != nil {
+		if i, ok := facing.Choose(u.ap, hostport, *f); ok {
+			return &u.sip[i]
+		}
+	}
+	if i := facing.Pick(u.ap, hostport, facing.Kernel); i >= 0 {
+		return &u.sip[i]
+	}
+	return &u.sip[0]
 }
 
 // from is the listener a request to hostport leaves from; nil = let sipgo

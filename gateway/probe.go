@@ -26,6 +26,11 @@ type optionsPinger struct {
 	// answers there (sipgo would otherwise open an ephemeral socket with
 	// Via 0.0.0.0). nil = let sipgo choose.
 	from func(hostport string) *sip.Addr
+	// host is the Request-URI host of a probe to target: the HQ domain
+	// for an HQ target (hqTrunk.RequestHost); "" = the target's address.
+	host func(target string) string
+	// connect opens a TLS connection to target first (Server.connectHQ).
+	connect func(ctx context.Context, target string) error
 }
 
 func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, error) {
@@ -33,7 +38,11 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	req := sip.NewRequest(sip.OPTIONS, sip.Uri{Scheme: "sip", Host: g.Host, Port: int(g.Port)})
+	ruri := sip.Uri{Scheme: "sip", Host: g.Host, Port: int(g.Port)}
+	if h := p.host(target); h != "" {
+		ruri = sip.Uri{Scheme: "sip", Host: h}
+	}
+	req := sip.NewRequest(sip.OPTIONS, ruri)
 	req.SetTransport(g.Transport.SIPName())
 	req.SetDestination(g.HostPort())
 	fromHost := "outpost.invalid"
@@ -44,8 +53,11 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 	from := &sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "outpost", Host: fromHost}}
 	from.Params.Add("tag", sip.GenerateTagN(12))
 	req.AppendHeader(from)
-	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: g.Host}})
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", Host: ruri.Host}})
 	start := time.Now()
+	if err := p.connect(ctx, target); err != nil {
+		return 0, fmt.Errorf("options %s: %w: %w", target, health.ErrNoResponse, err)
+	}
 	res, err := p.cli.Do(ctx, req)
 	if err == nil && res == nil {
 		// sipgo ends a transaction whose layer is closing (the Server
@@ -66,10 +78,12 @@ func (p optionsPinger) Ping(ctx context.Context, target string) (time.Duration, 
 // and stops it on exit. Its methods are called with Server.mu held. Probes
 // leave from the listener facing each target (from: localAddrs.from).
 type prober struct {
-	ctx    context.Context // the Server's Run context; nil = not running
-	cli    *sipgo.Client
-	from   func(hostport string) *sip.Addr
-	notify atomic.Pointer[func(HQTargetEvent)]
+	ctx     context.Context // the Server's Run context; nil = not running
+	cli     *sipgo.Client
+	from    func(hostport string) *sip.Addr
+	host    func(target string) string
+	connect func(ctx context.Context, target string) error
+	notify  atomic.Pointer[func(HQTargetEvent)]
 }
 
 // OnHQTarget sets the function told every HQ target verdict (a new target,
@@ -85,12 +99,15 @@ func (p *prober) tell(ev HQTargetEvent) {
 	}
 }
 
-func (p *prober) init(ua *sipgo.UserAgent, from func(hostport string) *sip.Addr) {
+func (p *prober) init(ua *sipgo.UserAgent, from func(hostport string) *sip.Addr, host func(target string) string,
+	connect func(ctx context.Context, target string) error) {
 	p.cli, _ = sipgo.NewClient(ua) // NewClient fails only on bad options
-	p.from = from
+	p.from, p.host, p.connect = from, host, connect
 }
 
-func (p *prober) pinger() health.Pinger { return optionsPinger{cli: p.cli, from: p.from} }
+func (p *prober) pinger() health.Pinger {
+	return optionsPinger{cli: p.cli, from: p.from, host: p.host, connect: p.connect}
+}
 
 func (p *prober) run(ctx context.Context, hq *hqTrunk, log *slog.Logger) {
 	p.ctx = ctx

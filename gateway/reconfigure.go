@@ -64,11 +64,14 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	if c.hq, err = nextHQ(hq, cfg); err != nil {
 		return nil, err
 	}
+	if c.hq != nil && c.hq != hq {
+		c.hq.connect = s.connectHQ
+	}
 	c.pstn = nextPSTN(pstn, cfg)
 	if c.pool, err = nextPool(pl, cfg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, c.pstn, s.survivableWarning, s.local.from, s.signPool)); err != nil {
+	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, c.pstn, s.survivableWarning, &s.local, s.signPool)); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if c.reg, err = s.reg.Prepare(cfg.Registrar); err != nil {

@@ -82,7 +82,7 @@ type Config struct {
 // PSTNGateway is one local PSTN gateway.
 type PSTNGateway struct {
 	Name   string
-	Target siptarget.Target // udp or tcp: the B2BUA refuses tls
+	Target siptarget.Target // udp or tcp: tls is refused (the TLS client configuration is HQ's, hqtls.go)
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.
@@ -124,6 +124,7 @@ type Server struct {
 	// tlsCert is the certificate tls listeners present (tls.go); tlsConf
 	// is their configuration, which reads it at every handshake.
 	tlsCert atomic.Pointer[tls.Certificate]
+	hqDial  hqDialer // TLS connections to HQ (hqdial.go)
 	tlsConf *tls.Config
 
 	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
@@ -164,6 +165,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.fp.SetRefusalRate(cfg.refusalRate())
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
+		sipgo.WithUserAgenTLSConfig(s.clientTLS()),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
 		sipgo.WithUserAgentTransactionLayerOptions(sip.WithTransactionLayerLogger(sipLog)),
 	)
@@ -192,6 +194,9 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.mode.Store(&cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
 	if s.hq, err = nextHQ(nil, cfg); err == nil {
+		if s.hq != nil {
+			s.hq.connect = s.connectHQ
+		}
 		s.hqNow.Store(s.hq)
 	} else {
 		ua.Close()
@@ -205,7 +210,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	}
 	s.poolNow.Store(s.pool.cur)
 	reg.SetRedirect(s.redirect)
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, s.local.from, s.signPool), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{s}, log.With("part", "b2bua")); err != nil {
+	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, &s.local, s.signPool), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{s}, log.With("part", "b2bua")); err != nil {
 		ua.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -231,7 +236,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.listeners = bound
 	s.fp.SetSockets(bound.UDP())
 	s.local.set(cfg, bound)
-	s.probe.init(ua, s.local.from)
+	s.probe.init(ua, s.local.from, s.hqRequestHost, s.connectHQ)
 	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
 	reg.OnPresence(s.up.presence)
 	ucfg, err := checkedUpstream(cfg, s.hq, bound)
@@ -299,6 +304,7 @@ func (s *Server) serve(l *listen.Socket) {
 func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.capture.run() // before the listeners: the first message is exported too
+	s.runHQDialer()
 	for _, l := range s.listeners {
 		s.serve(l)
 		s.log.Info("sip listening", "listener", l.Bound)
@@ -332,6 +338,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.listeners.CloseAll()
 	s.mu.Unlock()
+	s.stopHQDialer()
 	s.serving.Wait()
 	s.ua.Close()
 	if regErr != nil {

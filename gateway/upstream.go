@@ -163,9 +163,9 @@ func hqDest(hq *hqTrunk) string {
 func upstreamSettings(cfg Config, hq *hqTrunk, ls listen.Set) (upstream.Config, error) {
 	uc := cfg.Upstream
 	local := cfg.Calls.LocalAddr
+	dest := hqDest(hq)
 	if local == "" {
 		udp := ls.UDPAddrs()
-		dest := hqDest(hq)
 		if dest == "" && len(udp) > 0 {
 			dest = udp[0].String()
 		}
@@ -176,8 +176,20 @@ func upstreamSettings(cfg Config, hq *hqTrunk, ls listen.Set) (upstream.Config, 
 	if local == "" {
 		return upstream.Config{}, fmt.Errorf("gateway: upstream registration needs a UDP listener")
 	}
-	return upstream.Config{Trunk: hq, Transport: hq.transport, ContactHost: local, LocalAddr: local,
-		Domain: uc.Domain, Username: uc.Username, Password: uc.Password, Expires: uc.Expires, ReplayRate: uc.ReplayRate,
+	contact := local
+	if hq.transport == siptarget.TCP || hq.transport == siptarget.TLS {
+		// Over TCP or TLS the Contact names the box's listener of that
+		// transport (with the transport parameter), so that HQ's calls
+		// come back over it; the REGISTER itself leaves from an ephemeral
+		// port. Without such a listener, the UDP one.
+		var la localAddrs
+		la.set(Config{}, ls)
+		if a := la.stream(hq.transport.SIPName(), dest); a != nil {
+			contact = a.String()
+		}
+	}
+	return upstream.Config{Trunk: hq, Transport: hq.transport, ContactHost: contact, LocalAddr: local,
+		Domain: uc.Domain, Registrar: hq.cfg.Domain, Username: uc.Username, Password: uc.Password, Expires: uc.Expires, ReplayRate: uc.ReplayRate,
 		Recheck: hq.pools[0].tracker.Config().Interval}, nil // a target's health changes at most once per probe
 }
 

@@ -108,6 +108,9 @@ type TargetHealth struct {
 	LastRTTMs       float64   `json:"last_rtt_ms"`
 	LastChange      time.Time `json:"last_change"`
 	Reason          string    `json:"reason"`
+	// LastError is why the last probe failed, e.g. "tls: certificate of
+	// hq.example.com: x509: certificate signed by unknown authority".
+	LastError string `json:"last_error,omitempty"`
 }
 
 // RegistrarStats are the registrar's counters since start.

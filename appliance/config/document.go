@@ -120,10 +120,22 @@ type User struct {
 // and how its health is probed. An empty HQ (no domain, no targets) makes the
 // box standalone.
 type HQ struct {
-	Domain            string   `json:"domain,omitempty"`      // resolved per RFC 3263
-	Targets           []string `json:"targets,omitempty"`     // static SIP targets (siptarget: [transport:]host[:port]; the prefix overrides Transport)
-	Transport         string   `json:"transport,omitempty"`   // udp|tcp|tls; "" = udp
-	DNSServers        []string `json:"dns_servers,omitempty"` // IP:port; empty = system resolver
+	Domain    string   `json:"domain,omitempty"`    // resolved per RFC 3263
+	Targets   []string `json:"targets,omitempty"`   // static SIP targets (siptarget: [transport:]host[:port]; the prefix overrides Transport)
+	Transport string   `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
+	// SRVService is the SRV service label of Domain's lookup, e.g.
+	// "_sipinternaltls._tcp" for a Lync/Skype pool; "" = by transport:
+	// _sip._udp, _sip._tcp, or for tls _sips._tcp then _sip._tls.
+	SRVService string `json:"srv_service,omitempty"`
+	// CAPEM is the CA bundle that signs HQ's TLS certificates (transport
+	// tls); "" = the system roots. The certificate must name hq.domain, or
+	// the static target's host when there is no domain.
+	CAPEM string `json:"ca_pem,omitempty"`
+	// ClientCertPEM and ClientKeyPEM are the box's certificate (chain,
+	// leaf first) and key for mutual TLS with HQ: both or neither.
+	ClientCertPEM     string   `json:"client_cert_pem,omitempty"`
+	ClientKeyPEM      string   `json:"client_key_pem,omitempty"` // secret
+	DNSServers        []string `json:"dns_servers,omitempty"`    // IP:port; empty = system resolver
 	OptionsIntervalMS int      `json:"options_interval_ms,omitempty"`
 	DownAfter         int      `json:"down_after,omitempty"` // failed probes before "down"; 0 = 3
 	UpAfter           int      `json:"up_after,omitempty"`   // good probes before "up"; 0 = 3
@@ -155,6 +167,9 @@ type HQBackup struct {
 	Domain    string   `json:"domain,omitempty"`
 	Targets   []string `json:"targets,omitempty"`   // [transport:]host[:port]; the prefix overrides Transport
 	Transport string   `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
+	// SRVService as hq.srv_service, for Domain. TLS (CA, client
+	// certificate) is hq's.
+	SRVService string `json:"srv_service,omitempty"`
 }
 
 // EffectiveTransport is hq.backup.transport, default "udp".

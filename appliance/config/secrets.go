@@ -90,17 +90,19 @@ func (d *Document) Seal(prev *Document) error {
 		u.Password = ""
 	}
 
-	var prevHQ, prevMSR, prevMgmt, prevCapture, prevPool, prevTLS string
+	var prevHQ, prevHQKey, prevMSR, prevMgmt, prevCapture, prevPool, prevTLS string
 	if prev != nil {
 		prevHQ, prevMSR, prevMgmt, prevCapture = prev.HQ.AuthPassword, prev.MSR.Password, prev.Management.KeyPEM, prev.Capture.Password
 		prevTLS = prev.SIP.TLS.KeyPEM
+		prevHQKey = prev.HQ.ClientKeyPEM
 		if prev.Pool != nil {
 			prevPool = prev.Pool.Secret
 		}
 	}
 	hq := n.HQ
-	hq.AuthPassword = ""
+	hq.AuthPassword, hq.ClientKeyPEM = "", ""
 	keepSecret(&errs, "hq.auth_password", &n.HQ.AuthPassword, prevHQ, !isEmpty(hq))
+	keepSecret(&errs, "hq.client_key_pem", &n.HQ.ClientKeyPEM, prevHQKey, n.HQ.ClientCertPEM != "")
 	msr := n.MSR
 	msr.Password = ""
 	keepSecret(&errs, "msr.password", &n.MSR.Password, prevMSR, !isEmpty(msr))
@@ -140,7 +142,7 @@ func keepSecret(errs *Errors, path string, v *string, prev string, sectionSet bo
 
 // Redact returns a deep copy safe to print or send: users carry no password
 // and no HA1 (Password is Redacted where a credential exists), and
-// hq.auth_password, msr.password, management.key_pem, sip.tls.key_pem,
+// hq.auth_password, hq.client_key_pem, msr.password, management.key_pem, sip.tls.key_pem,
 // capture.password and pool.secret are Redacted when
 // set. Certificates are public and kept.
 func (d *Document) Redact() *Document {
@@ -156,6 +158,7 @@ func (d *Document) Redact() *Document {
 		u.HA1MD5, u.HA1SHA256 = "", ""
 	}
 	redact(&r.HQ.AuthPassword)
+	redact(&r.HQ.ClientKeyPEM)
 	redact(&r.MSR.Password)
 	redact(&r.Management.KeyPEM)
 	redact(&r.SIP.TLS.KeyPEM)

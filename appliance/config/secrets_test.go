@@ -333,3 +333,30 @@ func TestSealPrehashed(t *testing.T) {
 		t.Errorf("pre-hashed credentials changed:\n%s\n%s", got, want)
 	}
 }
+
+// hq.client_key_pem is a secret like management.key_pem: redacted in
+// printed documents, kept by Seal when given back redacted or empty.
+func TestHQClientKeySecret(t *testing.T) {
+	prev := sealed(t, loadFile(t, "testdata/valid/hq_tls.json"), nil)
+	key := prev.HQ.ClientKeyPEM
+	if key == "" {
+		t.Fatal("test document has no hq.client_key_pem")
+	}
+	r := prev.Redact()
+	if r.HQ.ClientKeyPEM != Redacted || strings.Contains(mustJSON(t, r), jsonEscaped(key)) {
+		t.Fatalf("hq.client_key_pem not redacted: %q", r.HQ.ClientKeyPEM)
+	}
+	if r.HQ.ClientCertPEM != prev.HQ.ClientCertPEM || r.HQ.CAPEM != prev.HQ.CAPEM {
+		t.Error("certificates are public and must stay")
+	}
+	for _, given := range []string{Redacted, ""} {
+		in := viaJSON(t, r)
+		in.HQ.ClientKeyPEM = given
+		if err := in.Seal(prev); err != nil {
+			t.Fatalf("Seal with %q: %v", given, err)
+		}
+		if in.HQ.ClientKeyPEM != key {
+			t.Errorf("Seal with %q did not keep the stored key", given)
+		}
+	}
+}

@@ -276,6 +276,13 @@ func (v *validator) hq() {
 	}
 	v.targetList("hq.targets", "target", h.Targets, transportOr(h.Transport))
 	v.transport("hq.transport", h.Transport)
+	v.srvService("hq.srv_service", h.SRVService)
+	if h.CAPEM != "" {
+		if msg := certsProblem(h.CAPEM); msg != "" {
+			v.add("hq.ca_pem", "%s", msg)
+		}
+	}
+	v.certPairAt("hq.client_cert_pem", "hq.client_key_pem", h.ClientCertPEM, h.ClientKeyPEM)
 	v.addrList("hq.dns_servers", "DNS server", h.DNSServers, true)
 	if h.OptionsIntervalMS != 0 && (h.OptionsIntervalMS < 100 || h.OptionsIntervalMS > 600000) {
 		v.add("hq.options_interval_ms", "must be between 100 and 600000 (0 = default %d)", DefaultOptionsIntervalMS)
@@ -288,6 +295,9 @@ func (v *validator) hq() {
 	}
 	if h.HoldS < 0 {
 		v.add("hq.hold_s", "must not be negative")
+	}
+	if h.SRVService != "" && h.Domain == "" {
+		v.add("hq.srv_service", "requires hq.domain")
 	}
 	if h.RegisterUpstream && v.d.Standalone() {
 		v.add("hq.register_upstream", "requires hq.domain or hq.targets")
@@ -314,6 +324,10 @@ func (v *validator) hq() {
 		}
 		v.targetList("hq.backup.targets", "target", b.Targets, transportOr(b.Transport))
 		v.transport("hq.backup.transport", b.Transport)
+		v.srvService("hq.backup.srv_service", b.SRVService)
+		if b.SRVService != "" && b.Domain == "" {
+			v.add("hq.backup.srv_service", "requires hq.backup.domain")
+		}
 	}
 	if len(h.TrustedNetworks) > 0 && v.d.Standalone() {
 		v.add("hq.trusted_networks", "requires hq.domain or hq.targets")
@@ -747,10 +761,15 @@ const maxClientEntry = 256
 // well-formed, the key the certificate's (a Redacted key, kept from the
 // stored document by Seal, is not checked here).
 func (v *validator) certPair(section, certPEM, keyPEM string) {
+	v.certPairAt(section+".cert_pem", section+".key_pem", certPEM, keyPEM)
+}
+
+// certPairAt is certPair with the two fields' paths given.
+func (v *validator) certPairAt(certPath, keyPath, certPEM, keyPEM string) {
 	certOK, keyOK := false, false
 	if certPEM != "" {
 		if msg := certsProblem(certPEM); msg != "" {
-			v.add(section+".cert_pem", "%s", msg)
+			v.add(certPath, "%s", msg)
 		} else {
 			certOK = true
 		}
@@ -759,19 +778,19 @@ func (v *validator) certPair(section, certPEM, keyPEM string) {
 	case keyPEM == Redacted:
 	case keyPEM != "":
 		if msg := keyProblem(keyPEM); msg != "" {
-			v.add(section+".key_pem", "%s", msg)
+			v.add(keyPath, "%s", msg)
 		} else {
 			keyOK = true
 		}
 	}
 	switch {
 	case certPEM != "" && keyPEM == "":
-		v.add(section+".key_pem", "required when cert_pem is set")
+		v.add(keyPath, "required when %s is set", last(certPath))
 	case certPEM == "" && keyPEM != "":
-		v.add(section+".cert_pem", "required when key_pem is set")
+		v.add(certPath, "required when %s is set", last(keyPath))
 	case certOK && keyOK:
 		if msg := pairProblem(certPEM, keyPEM); msg != "" {
-			v.add(section+".key_pem", "%s", msg)
+			v.add(keyPath, "%s", msg)
 		}
 	}
 }
@@ -1267,3 +1286,20 @@ func isLowerHex(s string, n int) bool {
 	}
 	return true
 }
+
+// last is the last element of a field path ("hq.client_key_pem" →
+// "client_key_pem").
+func last(path string) string { return path[strings.LastIndexByte(path, '.')+1:] }
+
+// srvService checks an SRV service label: "_service._proto" (RFC 2782),
+// proto udp, tcp or tls; "" = the transport's default.
+func (v *validator) srvService(p, s string) {
+	if s == "" {
+		return
+	}
+	if !srvServiceRe.MatchString(s) {
+		v.add(p, "bad SRV service %q: want _service._proto, e.g. _sips._tcp or _sipinternaltls._tcp", s)
+	}
+}
+
+var srvServiceRe = regexp.MustCompile(`^_[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\._(udp|tcp|tls|sctp)$`)

@@ -154,6 +154,9 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			for _, t := range s.HQ {
 				fmt.Fprintf(w, "hq target\t%s %s (%s since %s; rtt %.1f ms)\n", t.Target, targetState(t), t.Reason,
 					t.LastChange.Local().Format(time.TimeOnly), t.LastRTTMs)
+				if t.LastError != "" && !t.Up {
+					fmt.Fprintf(w, "\t  last probe: %s\n", t.LastError)
+				}
 			}
 			for _, g := range s.PSTN {
 				probes := "no probes"

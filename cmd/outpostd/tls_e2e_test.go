@@ -241,12 +241,21 @@ func (p *tlsPhone) send(t *testing.T, m *sipMsg) *sipMsg {
 func (p *tlsPhone) read(t *testing.T) *sipMsg {
 	t.Helper()
 	p.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	tp := textproto.NewReader(p.r)
+	m, err := readSIP(p.r)
+	if err != nil {
+		t.Fatalf("%s: read: %v", p.user, err)
+	}
+	return m
+}
+
+// readSIP reads one message from r (CRLFs before it are skipped).
+func readSIP(r *bufio.Reader) (*sipMsg, error) {
+	tp := textproto.NewReader(r)
 	var first string
 	for first == "" { // CRLFs between messages
 		l, err := tp.ReadLine()
 		if err != nil {
-			t.Fatalf("%s: read: %v", p.user, err)
+			return nil, err
 		}
 		first = l
 	}
@@ -261,7 +270,7 @@ func (p *tlsPhone) read(t *testing.T) *sipMsg {
 	for {
 		l, err := tp.ReadLine()
 		if err != nil {
-			t.Fatalf("%s: read: %v", p.user, err)
+			return nil, err
 		}
 		if l == "" {
 			break
@@ -274,11 +283,11 @@ func (p *tlsPhone) read(t *testing.T) *sipMsg {
 		n, _ = strconv.Atoi(v)
 	}
 	b := make([]byte, n)
-	if _, err := io.ReadFull(p.r, b); err != nil {
-		t.Fatalf("%s: read body: %v", p.user, err)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("body: %w", err)
 	}
 	m.body = string(b)
-	return m
+	return m, nil
 }
 
 var digestParam = regexp.MustCompile(`(\w+)=("[^"]*"|[^,\s]*)`)

@@ -86,11 +86,27 @@ type Trunk interface {
 	Report(target string, status int, err error)   // status 0 = no final response
 }
 
+// RequestHoster is a Trunk that names the host of a B leg's Request-URI
+// (and To) per target: the HQ domain, so a domain-routed HQ (a Lync pool)
+// takes the call as its own while the target is only the next hop; ""
+// = the target's address.
+type RequestHoster interface {
+	RequestHost(target string) string
+}
+
+// Connector is a Trunk that prepares the transport to a target before a
+// B leg's INVITE (the gateway opens its TLS connections to HQ itself, to
+// verify and name each target); an error fails the attempt like a
+// transport error.
+type Connector interface {
+	Connect(ctx context.Context, target string) error
+}
+
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN and HQ calls.
 type Config struct {
-	// PSTNGateways are tried in order (udp or tcp; tls is refused: B legs
-	// have no TLS client configuration yet).
+	// PSTNGateways are tried in order (udp or tcp; the gateway refuses
+	// tls for them: its TLS client configuration is HQ's).
 	PSTNGateways []siptarget.Target
 	// PSTNHealth, when set, is the health of the PSTN gateways, keyed by
 	// siptarget.Target.String() ("udp:198.18.2.10:5060"): a call tries
@@ -149,6 +165,12 @@ type Config struct {
 	// the Anchor's address facing that leg; nil = LocalAddr, else the
 	// listener the A leg arrived on.
 	LocalFor func(dest string) *sip.Addr `json:"-"`
+	// StreamFor, when set, picks the box's TCP or TLS listener (transport
+	// "TCP", "TLS") facing a B leg to dest over that transport, which our
+	// Contact then names with its transport, so the peer's requests in
+	// the dialog come back over TCP or TLS (an HQ that speaks only TLS);
+	// nil, or no such listener = as LocalFor.
+	StreamFor func(transport, dest string) *sip.Addr `json:"-"`
 	// OnEnd receives the CDR of every call, once, when it ends. It runs on
 	// the goroutine that ended the call: keep it short.
 	OnEnd func(CDR) `json:"-"`

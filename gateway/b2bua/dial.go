@@ -230,11 +230,19 @@ type ringer struct {
 // PSTN gateways or the HQ targets, in the order to try.
 func (b *B2BUA) targets(ctx context.Context, set *settings, d dialplan.Decision) ([]target, error) {
 	ts, err := b.targetsOf(ctx, set, d)
-	if f := set.cfg.LocalFor; f != nil {
-		for i := range ts {
-			if ts[i].dest != "" && ts[i].laddr == nil {
-				ts[i].laddr = f(ts[i].dest)
+	for i := range ts {
+		t := &ts[i]
+		if t.dest == "" || t.laddr != nil {
+			continue
+		}
+		if f := set.cfg.StreamFor; f != nil && !strings.EqualFold(t.transport, "UDP") {
+			if a := f(t.transport, t.dest); a != nil {
+				t.laddr, t.stream = a, true
+				continue
 			}
+		}
+		if f := set.cfg.LocalFor; f != nil {
+			t.laddr = f(t.dest)
 		}
 	}
 	return ts, err
@@ -319,6 +327,11 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 				continue
 			}
 			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.Host, Port: int(g.Port)}
+			if rh, ok := set.cfg.HQ.(RequestHoster); ok {
+				if h := rh.RequestHost(n); h != "" {
+					u = sip.Uri{Scheme: "sip", User: d.Target, Host: h} // the target is only the next hop
+				}
+			}
 			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), trunk: n})
 		}
 		return ts, nil
@@ -620,6 +633,13 @@ func (r *ringer) runLeg(l *leg) {
 	}
 	var sess *sipgo.DialogClientSession
 	var err error
+	if c, ok := r.set.cfg.HQ.(Connector); ok && l.t.trunk != "" {
+		if err := c.Connect(l.ctx, l.t.trunk); err != nil {
+			ev.err = err
+			send = l.settled.CompareAndSwap(false, true)
+			return
+		}
+	}
 	minSE := 0 // the Min-SE a 422 asked for (RFC 4028 §7.4); 0 = none
 	for attempt := 0; ; attempt++ {
 		req := r.legRequest(l.t)

@@ -161,5 +161,5 @@ func (p *Prober) probe(ctx context.Context, name string, gen int64, timeout time
 	if ctx.Err() != nil || p.gen[name] != gen {
 		return
 	}
-	p.tr.ProbeResult(name, err == nil, rtt)
+	p.tr.ProbeError(name, err, rtt)
 }

@@ -29,6 +29,10 @@ type TargetState struct {
 	LastRTT         time.Duration `json:"last_rtt_ns"`
 	LastChange      time.Time     `json:"last_change"`
 	Reason          Reason        `json:"reason"`
+	// LastError is why the last probe failed ("" after a good one): what
+	// an operator needs to see for a target down by its probes, such as
+	// a TLS certificate that fails verification.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Change is one published transition: a target went up or down, or was
@@ -51,6 +55,7 @@ type target struct {
 	rtt          time.Duration
 	changed      time.Time
 	reason       Reason
+	lastErr      string // of the last probe; "" after a good one
 }
 
 // eligible reports whether t may be offered normally at now: up and not
@@ -143,6 +148,21 @@ func (tr *Tracker) good(name string, t *target, now time.Time) {
 		t.up = true
 		tr.changed(name, t, now, ReasonProbesOK)
 	}
+}
+
+// ProbeError feeds one active probe like ProbeResult and keeps why it
+// failed (err nil = a good probe) for Snapshot.
+func (tr *Tracker) ProbeError(name string, err error, rtt time.Duration) {
+	tr.ProbeResult(name, err == nil, rtt)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	tr.mu.Lock()
+	if t := tr.targets[name]; t != nil {
+		t.lastErr = msg
+	}
+	tr.mu.Unlock()
 }
 
 // Observe feeds the outcome of one real request (see ClassifyForHealth).
@@ -269,6 +289,7 @@ func (tr *Tracker) Snapshot() []TargetState {
 			LastRTT:         t.rtt,
 			LastChange:      t.changed,
 			Reason:          t.reason,
+			LastError:       t.lastErr,
 		}
 		if now.Before(t.blockedUntil) {
 			s.BlockedUntil = t.blockedUntil

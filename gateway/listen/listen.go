@@ -186,3 +186,21 @@ func addrPort(pc net.PacketConn) netip.AddrPort {
 	}
 	return netip.AddrPort{}
 }
+
+// StreamAddrs returns the local addresses of the TCP (tls false) or TLS
+// listeners of s, sorted, with IPv4-mapped addresses unmapped: what a
+// Contact names for a peer that must reach the box over that transport.
+func (s Set) StreamAddrs(tls bool) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, l := range s {
+		if l.Listener == nil || l.TLS != tls {
+			continue
+		}
+		if a, ok := l.Listener.Addr().(*net.TCPAddr); ok {
+			ap := a.AddrPort()
+			out = append(out, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+		}
+	}
+	slices.SortFunc(out, netip.AddrPort.Compare)
+	return out
+}

@@ -8,7 +8,10 @@
 // With Config.Domain set and no Config.Static targets, Resolve queries the SRV
 // RRset of the transport chosen in Config (RFC 3263 §4.1 leaves the transport
 // to configuration here): _sip._udp, _sip._tcp or _sips._tcp (tls) under the
-// domain. The SRV records are grouped by priority, lowest first; within a
+// domain; for tls, when _sips._tcp has no records, _sip._tls (the older
+// form some servers still publish) is asked before A/AAAA.
+// Config.SRVService replaces the label (e.g. _sipinternaltls._tcp for a
+// Lync/Skype pool), with no second label. The SRV records are grouped by priority, lowest first; within a
 // group they are ordered by RFC 2782's weighted random selection (records of
 // weight 0 keep a small chance of coming first, as the RFC's algorithm gives
 // them). Each SRV target is expanded to its A then AAAA addresses; when the

@@ -74,8 +74,11 @@ type Config struct {
 	// Static targets (siptarget.Parse: IP literal or name, each with its
 	// own transport and port); when non-empty, SRV is not used.
 	Static    []siptarget.Target
-	Transport siptarget.Transport // udp (default), tcp, tls → SRV _sip._udp / _sip._tcp / _sips._tcp
-	Servers   []string            // DNS servers "ip:port" (bare ip = port 53); empty = the system resolver
+	Transport siptarget.Transport // udp (default), tcp, tls → SRV _sip._udp / _sip._tcp / _sips._tcp (then _sip._tls)
+	// SRVService replaces the transport's SRV service label ("_service._proto",
+	// e.g. "_sipinternaltls._tcp" for a Lync/Skype pool); "" = by Transport.
+	SRVService string
+	Servers    []string // DNS servers "ip:port" (bare ip = port 53); empty = the system resolver
 	// ResolvConf is the system resolver's configuration file, read when
 	// Servers is empty (at each query that reaches DNS, so a DHCP or PPPoE
 	// renewal that rewrites it is followed); "" = /etc/resolv.conf.
@@ -94,9 +97,13 @@ type staticEntry struct {
 
 // Resolver locates the HQ SIP servers. It is safe for concurrent use.
 type Resolver struct {
-	domain    string // display form, no trailing dot
-	fqdn      string // lower-case FQDN
-	srvName   string // _sip._udp.<fqdn>
+	domain  string // display form, no trailing dot
+	fqdn    string // lower-case FQDN
+	srvName string // _sip._udp.<fqdn>
+	// srvAlt is asked when srvName has no records (NXDOMAIN or NODATA),
+	// before falling back to A/AAAA: _sip._tls.<fqdn> for tls (the older
+	// RFC 2543 form some servers still publish); "" = none.
+	srvAlt    string
 	transport siptarget.Transport
 	port      uint16 // default port of the transport
 	static    []staticEntry
@@ -193,6 +200,15 @@ func New(cfg Config) (*Resolver, error) {
 		r.domain = d
 		r.fqdn = dns.Fqdn(d)
 		r.srvName = srvPrefix + r.fqdn
+		if r.transport == siptarget.TLS {
+			r.srvAlt = "_sip._tls." + r.fqdn
+		}
+		if svc := strings.TrimSuffix(cfg.SRVService, "."); svc != "" {
+			if _, ok := dns.IsDomainName(svc); !ok || !strings.HasPrefix(svc, "_") || strings.Count(svc, ".") != 1 {
+				return nil, fmt.Errorf("gateway/resolve: invalid SRVService %q (want _service._proto)", cfg.SRVService)
+			}
+			r.srvName, r.srvAlt = svc+"."+r.fqdn, ""
+		}
 	}
 	if len(r.servers) == 0 {
 		r.resolv = cfg.ResolvConf
@@ -270,9 +286,18 @@ func (r *Resolver) resolveStatic(ctx context.Context) ([]Target, bool, error) {
 }
 
 func (r *Resolver) resolveDomain(ctx context.Context) ([]Target, bool, error) {
-	e, stale, err := r.lookup(ctx, r.srvName, dns.TypeSRV)
+	srvName := r.srvName
+	e, stale, err := r.lookup(ctx, srvName, dns.TypeSRV)
 	if err != nil {
-		return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w", strings.TrimSuffix(r.srvName, "."), err)
+		return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w", strings.TrimSuffix(srvName, "."), err)
+	}
+	if len(e.srvs) == 0 && r.srvAlt != "" {
+		srvName = r.srvAlt
+		var st bool
+		if e, st, err = r.lookup(ctx, srvName, dns.TypeSRV); err != nil {
+			return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w", strings.TrimSuffix(srvName, "."), err)
+		}
+		stale = stale || st
 	}
 	if len(e.srvs) == 0 { // NXDOMAIN or NODATA: RFC 3263 §4.2 falls back to A/AAAA
 		out, st, err := r.appendHost(ctx, nil, r.fqdn, r.domain, nil, r.transport, r.port, 0, 0)
@@ -282,7 +307,7 @@ func (r *Resolver) resolveDomain(ctx context.Context) ([]Target, bool, error) {
 		return out, stale || st, nil
 	}
 	if len(e.srvs) == 1 && e.srvs[0].target == "." {
-		return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w", strings.TrimSuffix(r.srvName, "."), ErrNoService)
+		return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w", strings.TrimSuffix(srvName, "."), ErrNoService)
 	}
 
 	order := r.orderSRV(e.srvs)
@@ -302,7 +327,7 @@ func (r *Resolver) resolveDomain(ctx context.Context) ([]Target, bool, error) {
 		stale = stale || st
 	}
 	if len(out) == 0 {
-		return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w: %w", strings.TrimSuffix(r.srvName, "."), ErrNoTargets, &multiError{errs: errs})
+		return nil, false, fmt.Errorf("gateway/resolve: SRV %s: %w: %w", strings.TrimSuffix(srvName, "."), ErrNoTargets, &multiError{errs: errs})
 	}
 	return out, stale, nil
 }

@@ -24,6 +24,13 @@ type Trunk interface {
 	Report(target string, status int, err error)
 }
 
+// Connector is a Trunk that prepares the transport to a target before a
+// REGISTER is sent there (the gateway opens its TLS connections to HQ
+// itself); an error fails the attempt like a transport error.
+type Connector interface {
+	Connect(ctx context.Context, target string) error
+}
+
 // Pool is a Trunk that also gives the resolved registrars with their SRV
 // priority and health, so that each user keeps one registrar of its own
 // (sticky, by rendezvous hashing: see the package doc). A Trunk that is
@@ -83,6 +90,11 @@ type Config struct {
 	// for a user is sip:EXTENSION@Domain, and the Request-URI is
 	// sip:Domain (RFC 3261 §10.2) (required).
 	Domain string
+	// Registrar, when set, is the Request-URI's host instead of Domain:
+	// HQ's own domain (hq.domain), which a domain-routed HQ (a Lync pool)
+	// requires; the targets are only the next hop. To and From stay the
+	// address of record.
+	Registrar string
 	// Username and Password are the box's trunk credentials at HQ
 	// (hq.auth_username, hq.auth_password), used to answer 401/407.
 	Username, Password string
@@ -124,6 +136,7 @@ type settings struct {
 	laddr         *sip.Addr // nil: sipgo chooses
 	localAddr     string
 	domain        string
+	registrar     string // Request-URI host; "" = domain
 	username      string
 	password      string
 	expires       int // seconds
@@ -145,6 +158,7 @@ func (c Config) settings() (*settings, error) {
 	s := &settings{
 		trunk:         c.Trunk,
 		domain:        c.Domain,
+		registrar:     c.Registrar,
 		username:      c.Username,
 		password:      c.Password,
 		expires:       int(orDefault(c.Expires, DefaultExpires) / time.Second),
@@ -158,6 +172,9 @@ func (c Config) settings() (*settings, error) {
 	}
 	if s.domain == "" || strings.ContainsAny(s.domain, "@:;<> ") {
 		return nil, fmt.Errorf("gateway/upstream: domain %q: want a host name", c.Domain)
+	}
+	if strings.ContainsAny(s.registrar, "@:;<> ") {
+		return nil, fmt.Errorf("gateway/upstream: registrar %q: want a host name", c.Registrar)
 	}
 	s.transport = siptarget.UDP
 	if c.Transport != "" {
@@ -197,7 +214,7 @@ func (c Config) settings() (*settings, error) {
 // same way; if not, every user is registered again.
 func (s *settings) sameIdentity(o *settings) bool {
 	return s.transport == o.transport && s.contactHost == o.contactHost && s.contactPort == o.contactPort &&
-		s.domain == o.domain && s.username == o.username && s.password == o.password &&
+		s.domain == o.domain && s.registrar == o.registrar && s.username == o.username && s.password == o.password &&
 		s.expires == o.expires && s.localAddr == o.localAddr
 }
 

@@ -88,6 +88,17 @@
 // changes, Reconfigure re-registers everyone and each old binding is
 // withdrawn after its replacement was accepted, so HQ never holds none.
 //
+// # Transports
+//
+// Targets carry their transport (udp, tcp, tls: the Trunk's names, or
+// Config.Transport for bare ones); the Contact names it when it is not
+// UDP, so HQ calls the box back the same way (the gateway gives the
+// box's TCP or TLS listener as ContactHost then). With Config.Registrar
+// (hq.domain) the Request-URI is sip:REGISTRAR, not the site's domain:
+// a domain-routed HQ (a Lync pool) takes only requests for its domain.
+// TLS itself (certificates, verification) is the transport layer's, set
+// up by the gateway.
+//
 // # What it does not do
 //
 // It does not watch the local registrar (the registrar or the appliance
@@ -98,5 +109,7 @@
 // routed like any call to a local user). On stop, bindings at HQ are
 // left to expire rather than withdrawn: a restarting box registers them
 // again, and withdrawing a thousand bindings would make every branch
-// user unreachable from HQ for the length of a reboot.
+// user unreachable from HQ for the length of a reboot. It does not keep
+// its own TCP/TLS connections or keep-alives: REGISTERs over TCP or TLS
+// share sipgo's connection pool with the rest of the box.
 package upstream

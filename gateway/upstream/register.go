@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -246,6 +247,11 @@ func (a *Agent) attempt(ctx context.Context, j *job, t target, o op) result {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
+	if c, ok := s.trunk.(Connector); ok {
+		if err := c.Connect(actx, t.name); err != nil {
+			return result{err: err, target: t.name}
+		}
+	}
 	req := a.request(j, t, &contact, expires)
 	if err := j.auth.authorize(req, t.name, s.username, s.password); err != nil {
 		return result{err: err, target: t.name}
@@ -309,7 +315,7 @@ func contactURI(s *settings, user, transport string) sip.Uri {
 func (a *Agent) request(j *job, t target, contact *sip.Uri, expires int) *sip.Request {
 	j.cseq++
 	aor := sip.Uri{Scheme: "sip", User: j.user, Host: j.domain}
-	req := sip.NewRequest(sip.REGISTER, sip.Uri{Scheme: "sip", Host: j.domain})
+	req := sip.NewRequest(sip.REGISTER, sip.Uri{Scheme: "sip", Host: cmp.Or(j.set.registrar, j.domain)})
 	req.SetTransport(t.transport)
 	req.SetDestination(t.dest)
 	if l := j.set.laddr; l != nil && t.transport == "UDP" {

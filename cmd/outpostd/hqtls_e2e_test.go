@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/netcfg/netnstest"
+)
+
+// Addresses inside the test's own network namespace (its loopback only):
+// the box listens on 127.0.0.1 (ephemeral ports), Kamailio as HQ on
+// 127.0.0.2 and the UA behind HQ on 127.0.0.3.
+const (
+	kamIP     = "127.0.0.2"
+	kamTLS    = kamIP + ":5061"
+	kamUDP    = kamIP + ":5060"
+	hqUAAddr  = "127.0.0.3:5060"
+	hqDomain  = "hq.test"
+	trunkUser = "branch1"
+	trunkPass = "trunk-secret"
+)
+
+// TestHQOverTLSWithKamailio: Debian's Kamailio with its TLS module is HQ
+// (hq.domain hq.test, a static tls target as the next hop, mutual TLS:
+// Kamailio requires and verifies the box's client certificate; the box
+// verifies Kamailio's against hq.ca_pem and the name hq.test). It checks
+// that the OPTIONS probes are answered over TLS (target up) with the
+// domain in the Request-URI, and that the box sends SNI (Kamailio's
+// default certificate names another host: only SNI hq.test gets the
+// right one); that a phone's binding is registered
+// upstream over TLS with digest (REGISTER sip:hq.test); that a call from
+// a branch phone (over TLS to the box) reaches a UA behind Kamailio with
+// Request-URI sip:3001@hq.test and that the box's ACK and BYE follow
+// Kamailio's Record-Route; that a call from the UA behind HQ reaches the
+// phone through Kamailio, which opens TLS to the box and is trusted as HQ
+// (no challenge), with ACK and BYE routed back the same way; and that a
+// box whose hq.ca_pem did not sign Kamailio's certificate reports the
+// target down with the verification error in status.
+func TestHQOverTLSWithKamailio(t *testing.T) {
+	kam := kamailioBinary(t)
+	tp := netnstest.New(t)
+	ns := nsRunner(t, tp.Handle("lab"))
+	dir := t.TempDir()
+
+	ca := newHQTestCA(t, "HQ test CA")
+	other := newHQTestCA(t, "some other CA")
+	hqCert, hqKey := ca.issue(t, "hq", []string{hqDomain}, nil, false)
+	boxCert, boxKey := ca.issue(t, "box", []string{"bench.local"}, []net.IP{net.IPv4(127, 0, 0, 1)}, false)
+	clientCert, clientKey := ca.issue(t, "branch1 client", []string{"branch1.bench.local"}, nil, true)
+	fallbackCert, fallbackKey := ca.issue(t, "fallback", []string{"fallback.invalid"}, nil, false)
+	startKamailio(t, tp, kam, dir, map[string]string{"ca.pem": ca.pem, "hq.pem": hqCert, "hq.key": hqKey,
+		"default.pem": fallbackCert, "default.key": fallbackKey})
+	var ua *udpUA
+	ns(func() { ua = listenUA(t, hqUAAddr, kamUDP) })
+
+	doc := func(caPEM string) map[string]any {
+		return benchDoc(2, []string{"udp:127.0.0.1:0", "tls:127.0.0.1:0"}, func(m map[string]any) {
+			m["sip"].(map[string]any)["tls"] = map[string]any{"cert_pem": boxCert, "key_pem": boxKey}
+			m["dialplan"] = []map[string]any{
+				{"name": "local", "match": `^user\d{4}$`, "route": "local"},
+				{"name": "hq", "match": `^3\d{3}$`, "route": "hq"},
+			}
+			m["hq"] = map[string]any{"domain": hqDomain, "targets": []string{"tls:" + kamTLS}, "transport": "tls",
+				"ca_pem": caPEM, "client_cert_pem": clientCert, "client_key_pem": clientKey,
+				"options_interval_ms": 200, "down_after": 1, "up_after": 1,
+				"register_upstream": true, "auth_username": trunkUser, "auth_password": trunkPass}
+		})
+	}
+	d := startDaemonIn(t, tp.NS("lab"), filepath.Join(dir, "box"), writeJSON(t, filepath.Join(dir, "box.json"), doc(ca.pem)))
+	target := "tls:" + kamTLS
+
+	step(t, "probes over TLS", func() {
+		st := d.waitFor("hq target probed up", 10*time.Second, func(s api.Status) bool {
+			return len(s.HQ) == 1 && s.HQ[0].Up && s.HQ[0].ConsecutiveOK >= 2
+		})
+		if st.HQ[0].Target != target {
+			t.Errorf("hq target %q, want %q", st.HQ[0].Target, target)
+		}
+		if log := kamLog.String(); !strings.Contains(log, "hq: OPTIONS via tls from 127.0.0.1 ruri sip:"+hqDomain) {
+			t.Fatalf("Kamailio saw no OPTIONS for sip:%s over TLS:\n%s", hqDomain, tail(log, 4096))
+		}
+	})
+
+	var phone *tlsPhone
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM([]byte(ca.pem))
+	ns(func() { phone = dialPhone(t, d.listener("tls"), roots, "user0001", "10.255.0.11") })
+	phone.register(t, "pw0001")
+
+	step(t, "upstream REGISTER with digest over TLS", func() {
+		d.waitFor("upstream registered", 10*time.Second, func(s api.Status) bool { return s.Upstream["registered"] == 1 })
+		log := kamLog.String()
+		if !strings.Contains(log, "hq: REGISTER sip:user0001@bench.local via tls from 127.0.0.1 ruri sip:"+hqDomain) {
+			t.Fatalf("Kamailio saw no authenticated REGISTER sip:%s over TLS:\n%s", hqDomain, tail(log, 4096))
+		}
+		if !strings.Contains(log, ";transport=tls") {
+			t.Errorf("the upstream Contact does not name the box's TLS listener:\n%s", tail(log, 4096))
+		}
+	})
+
+	sdp := "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
+	step(t, "branch to HQ", func() {
+		const uri = "sips:3001@bench.local"
+		inv := phone.request("INVITE", uri, "3001", 10, "application/sdp", sdp)
+		res := phone.send(t, inv)
+		for res.code == 100 {
+			res = phone.read(t)
+		}
+		if res.code != 407 && res.code != 401 {
+			t.Fatalf("phone's INVITE answered %q, want a challenge", res.first)
+		}
+		phone.ack4xx(t, inv, res)
+		inv = phone.request("INVITE", uri, "3001", 11, "application/sdp", sdp)
+		inv.hdr = append(inv.hdr, phone.authorization(t, res, "INVITE", uri, "pw0001"))
+		phone.write(t, inv)
+
+		in := ua.expect(t, "INVITE")
+		if in.uri != "sip:3001@"+hqDomain {
+			t.Errorf("HQ got Request-URI %q, want sip:3001@%s (the target is only the next hop)", in.uri, hqDomain)
+		}
+		if rr := in.all("Record-Route"); len(rr) == 0 {
+			t.Fatalf("Kamailio did not record-route: %s", in)
+		}
+		ua.reply(t, in, 180, "Ringing", "")
+		ua.reply(t, in, 200, "OK", strings.ReplaceAll(sdp, "40000", "40010"))
+		for res = phone.read(t); res.code < 200; res = phone.read(t) {
+		}
+		if res.code != 200 {
+			t.Fatalf("phone got %q, want 200", res.first)
+		}
+		phone.write(t, phone.inDialog("ACK", res, 11))
+		ack := ua.expect(t, "ACK")
+		kamailioHop(t, ack)
+		phone.write(t, phone.inDialog("BYE", res, 12))
+		bye := ua.expect(t, "BYE")
+		kamailioHop(t, bye)
+		ua.reply(t, bye, 200, "OK", "")
+		if r := phone.read(t); r.code != 200 {
+			t.Fatalf("phone's BYE answered %q", r.first)
+		}
+	})
+
+	step(t, "HQ to branch", func() {
+		inv := ua.request("INVITE", "sip:user0001@"+hqDomain, "user0001", 1, sdp, nil)
+		ua.write(t, inv)
+		in := phone.read(t)
+		for in.method == "" { // a stray answer
+			in = phone.read(t)
+		}
+		if in.method != "INVITE" {
+			t.Fatalf("phone got %q, want INVITE (HQ's call not admitted as from HQ?)", in.first)
+		}
+		phone.reply(t, in, 180, "Ringing", "", "")
+		phone.reply(t, in, 200, "OK", "application/sdp", strings.ReplaceAll(sdp, "40000", "40020"))
+		res := ua.expect(t, "200")
+		rr := res.all("Record-Route")
+		if len(rr) == 0 {
+			t.Fatalf("the 200 carries no Record-Route: %s", res)
+		}
+		ack := ua.inDialog("ACK", res, 1)
+		ua.write(t, ack)
+		if a := phone.read(t); a.method != "ACK" {
+			t.Fatalf("phone got %q, want ACK", a.first)
+		}
+		ua.write(t, ua.inDialog("BYE", res, 2))
+		b := phone.read(t)
+		if b.method != "BYE" {
+			t.Fatalf("phone got %q, want BYE", b.first)
+		}
+		phone.reply(t, b, 200, "OK", "", "")
+		ua.expect(t, "200")
+		if log := kamLog.String(); !strings.Contains(log, "hq: in-dialog BYE via udp") {
+			t.Errorf("HQ's BYE did not go through Kamailio:\n%s", tail(log, 4096))
+		}
+	})
+
+	step(t, "one connection to HQ, reused", func() {
+		// Probes, upstream REGISTERs and B legs all went over one TLS
+		// connection from the box to Kamailio (sipgo's pool), kept open.
+		out := tp.Exec("lab", "ss", "-Htn", "state", "established", "dst", kamTLS)
+		if n := strings.Count(strings.TrimSpace(out), "\n") + 1; strings.TrimSpace(out) == "" || n != 1 {
+			t.Errorf("%d connections from the box to HQ, want 1:\n%s", n, out)
+		}
+	})
+
+	step(t, "wrong CA refused and reported", func() {
+		w := startDaemonIn(t, tp.NS("lab"), filepath.Join(dir, "wrong"), writeJSON(t, filepath.Join(dir, "wrong.json"), doc(other.pem)))
+		st := w.waitFor("hq target down", 10*time.Second, func(s api.Status) bool { return len(s.HQ) == 1 && !s.HQ[0].Up })
+		if e := st.HQ[0].LastError; !strings.Contains(e, "certificate signed by unknown authority") || !strings.Contains(e, hqDomain) {
+			t.Errorf("last_error %q, want the verification failure for %s", e, hqDomain)
+		}
+		out, err := w.ctl("status")
+		if err != nil || !strings.Contains(out, "certificate signed by unknown authority") {
+			t.Errorf("outpostctl status does not show why (%v):\n%s", err, out)
+		}
+		w.stop()
+	})
+	d.stop()
+}
+
+// kamailioHop checks that an in-dialog request from the box reached the UA
+// through Kamailio (its Via on top, the box's below): the box honoured the
+// Record-Route.
+func kamailioHop(t *testing.T, m *sipMsg) {
+	t.Helper()
+	vias := m.all("Via")
+	if len(vias) < 2 || !strings.Contains(vias[0], kamIP) || !strings.Contains(strings.ToUpper(vias[1]), "TLS") {
+		t.Errorf("%s did not come through Kamailio over TLS: Via %q", m.method, vias)
+	}
+}
+
+// kamailioBinary is Kamailio with its TLS module (scripts/test-deps.sh
+// installs them), or skips.
+func kamailioBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("kamailio")
+	if err != nil {
+		t.Skip("kamailio not installed (Debian kamailio + kamailio-tls-modules; scripts/test-deps.sh installs them)")
+	}
+	if m, _ := filepath.Glob("/usr/lib/*/kamailio/modules/tls.so"); len(m) == 0 {
+		if m, _ = filepath.Glob("/usr/lib/kamailio/modules/tls.so"); len(m) == 0 {
+			t.Skip("Kamailio's TLS module is not installed (Debian kamailio-tls-modules; scripts/test-deps.sh installs it)")
+		}
+	}
+	return bin
+}
+
+var kamLog syncBuffer
+
+// startKamailio runs Kamailio in the namespace "lab" with the test's
+// configuration (testdata/kamailio) and pems (file name → PEM: ca.pem,
+// hq.pem/key for SNI hq.test, default.pem/key otherwise) until the test
+// ends.
+func startKamailio(t *testing.T, tp *netnstest.Topology, bin, dir string, pems map[string]string) {
+	t.Helper()
+	kdir := filepath.Join(dir, "kamailio")
+	if err := os.MkdirAll(kdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range pems {
+		if err := os.WriteFile(filepath.Join(kdir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := strings.NewReplacer("@DIR@", kdir, "@IP@", kamIP, "@TLSPORT@", "5061", "@UDPPORT@", "5060",
+		"@UAS@", hqUAAddr, "@USERNAME@", trunkUser, "@PASSWORD@", trunkPass)
+	for _, name := range []string{"hq-tls.cfg", "tls.cfg"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "kamailio", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(kdir, name), []byte(r.Replace(string(b))), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kamLog.Reset()
+	cmd := tp.Command("lab", bin, "-DD", "-E", "-f", filepath.Join(kdir, "hq-tls.cfg"), "-Y", kdir, "-P", filepath.Join(kdir, "kamailio.pid"), "-m", "64", "-M", "8")
+	cmd.Stdout, cmd.Stderr = &kamLog, &kamLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its children are stopped with it
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("kamailio log (last 16 KiB):\n%s", tail(kamLog.String(), 16384))
+		}
+	})
+	// Kamailio says nothing when it is ready: poll its TLS port (in the
+	// namespace), bounded.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-done:
+			t.Fatalf("kamailio exited at start: %v\n%s", waitErr, kamLog.String())
+		default:
+		}
+		out, _ := tp.Command("lab", "ss", "-Hltn", "sport", "= :5061").Output()
+		if bytes.Contains(out, []byte(kamIP)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kamailio not listening after 20 s:\n%s", kamLog.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hqTestCA is a CA that issues the test's certificates.
+type hqTestCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  string
+}
+
+func newHQTestCA(t *testing.T, name string) *hqTestCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return &hqTestCA{cert: c, key: key, pem: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
+}
+
+var serial int64 = 100
+
+// issue makes a certificate (server, or client when client) and its key, in PEM.
+func (ca *hqTestCA) issue(t *testing.T, cn string, dns []string, ips []net.IP, client bool) (certPEM, keyPEM string) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	serial++
+	usage := x509.ExtKeyUsageServerAuth
+	if client {
+		usage = x509.ExtKeyUsageClientAuth
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(24 * time.Hour), DNSNames: dns, IPAddresses: ips,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+}
+
+// udpUA is a UA behind HQ, hand-written SIP over UDP, with Kamailio as
+// its outbound proxy.
+type udpUA struct {
+	conn  net.PacketConn
+	proxy net.Addr
+	addr  string
+	n     int
+}
+
+func listenUA(t *testing.T, addr, proxy string) *udpUA {
+	t.Helper()
+	c, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	pa, err := net.ResolveUDPAddr("udp", proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &udpUA{conn: c, proxy: pa, addr: addr}
+}
+
+func (u *udpUA) write(t *testing.T, m *sipMsg) {
+	t.Helper()
+	if _, err := u.conn.WriteTo([]byte(m.String()), u.proxy); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expect reads until a request of method (or a response whose code is
+// method, "200") arrives, skipping 100 Trying and retransmissions of
+// other messages.
+func (u *udpUA) expect(t *testing.T, method string) *sipMsg {
+	t.Helper()
+	buf := make([]byte, 65536)
+	deadline := time.Now().Add(10 * time.Second)
+	var seen []string
+	for {
+		u.conn.SetReadDeadline(deadline)
+		n, _, err := u.conn.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("UA behind HQ: no %s (saw %q): %v", method, seen, err)
+		}
+		m, err := readSIP(bufio.NewReader(bytes.NewReader(buf[:n])))
+		if err != nil {
+			t.Fatalf("UA behind HQ: bad message: %v\n%s", err, buf[:n])
+		}
+		if m.method == method || m.method == "" && fmt.Sprint(m.code) == method {
+			return m
+		}
+		seen = append(seen, m.first)
+	}
+}
+
+// reply answers req, copying Record-Route (RFC 3261 §12.1.1).
+func (u *udpUA) reply(t *testing.T, req *sipMsg, code int, reason, sdp string) {
+	t.Helper()
+	m := &sipMsg{first: fmt.Sprintf("SIP/2.0 %d %s", code, reason), body: sdp}
+	for _, v := range req.all("Via") {
+		m.hdr = append(m.hdr, "Via: "+v)
+	}
+	for _, v := range req.all("Record-Route") {
+		m.hdr = append(m.hdr, "Record-Route: "+v)
+	}
+	to := req.get("To")
+	if !strings.Contains(to, "tag=") {
+		to += ";tag=hq1"
+	}
+	m.hdr = append(m.hdr, "From: "+req.get("From"), "To: "+to, "Call-ID: "+req.get("Call-ID"), "CSeq: "+req.get("CSeq"),
+		"Contact: <sip:3001@"+u.addr+">")
+	if sdp != "" {
+		m.hdr = append(m.hdr, "Content-Type: application/sdp")
+	}
+	u.write(t, m)
+}
+
+// request builds an out-of-dialog request from the UA.
+func (u *udpUA) request(method, uri, toUser string, cseq int, sdp string, extra []string) *sipMsg {
+	u.n++
+	m := &sipMsg{first: method + " " + uri + " SIP/2.0", method: method, uri: uri, body: sdp, hdr: []string{
+		fmt.Sprintf("Via: SIP/2.0/UDP %s;branch=z9hG4bKhqua%d;rport", u.addr, u.n),
+		"Max-Forwards: 70",
+		"From: <sip:3001@" + hqDomain + ">;tag=hqua",
+		fmt.Sprintf("To: <sip:%s@%s>", toUser, hqDomain),
+		"Call-ID: hq-ua-call",
+		fmt.Sprintf("CSeq: %d %s", cseq, method),
+		"Contact: <sip:3001@" + u.addr + ">",
+	}}
+	if sdp != "" {
+		m.hdr = append(m.hdr, "Content-Type: application/sdp")
+	}
+	m.hdr = append(m.hdr, extra...)
+	return m
+}
+
+// inDialog builds an ACK or BYE in the dialog res (a 2xx to our INVITE)
+// set up: to the remote Contact, through the route set (the 2xx's
+// Record-Route in reverse, RFC 3261 §12.1.2).
+func (u *udpUA) inDialog(method string, res *sipMsg, cseq int) *sipMsg {
+	contact := res.get("Contact")
+	if i, j := strings.Index(contact, "<"), strings.Index(contact, ">"); i >= 0 && j > i {
+		contact = contact[i+1 : j]
+	}
+	var routes []string
+	for _, v := range res.all("Record-Route") {
+		for _, r := range strings.Split(v, ",") {
+			routes = append([]string{"Route: " + strings.TrimSpace(r)}, routes...)
+		}
+	}
+	u.n++
+	m := &sipMsg{first: method + " " + contact + " SIP/2.0", method: method, uri: contact, hdr: append([]string{
+		fmt.Sprintf("Via: SIP/2.0/UDP %s;branch=z9hG4bKhqua%d;rport", u.addr, u.n),
+		"Max-Forwards: 70", "From: " + res.get("From"), "To: " + res.get("To"), "Call-ID: " + res.get("Call-ID"),
+		fmt.Sprintf("CSeq: %d %s", cseq, method)}, routes...)}
+	return m
+}
