@@ -125,6 +125,12 @@ func TestPhonesOverTLS(t *testing.T) {
 // PEM, the leaf's PEM and key PEM, and the leaf's DER.
 func testCA(t *testing.T) (caPEM, certPEM, keyPEM string, leafDER []byte) {
 	t.Helper()
+	return testCAWith(t, func(*x509.Certificate) {})
+}
+
+// testCAWith is testCA with the leaf's template adjusted by leaf.
+func testCAWith(t *testing.T, adjust func(leaf *x509.Certificate)) (caPEM, certPEM, keyPEM string, leafDER []byte) {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
@@ -137,6 +143,7 @@ func testCA(t *testing.T) (caPEM, certPEM, keyPEM string, leafDER []byte) {
 	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "box"}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"bench.local"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	adjust(leaf)
 	leafDER, err = x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
