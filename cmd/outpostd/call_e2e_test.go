@@ -13,36 +13,19 @@ import (
 // TestLocalCallWithSIPp: user0001 registers from a SIPp phone, user0000
 // calls it through the box (authenticating with 407), the call is
 // answered, ACKed and hung up; both SIPp runs must succeed.
-func TestLocalCallWithSIPp(t *testing.T) {
-	needSIPp(t)
-	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
-		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
-	})
-	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	udp := d.listener("udp")
-
-	answered := answeringPhone(t, udp, "user0001", "pw0001")
-	caller := filepath.Join(t.TempDir(), "caller.csv")
-	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := sipp(t, "uac_call.xml", udp, caller, 1, 1)
-	if err != nil {
-		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
-	}
-	// The call is over on both sides: none is left in progress.
-	if calls, err := d.api.Calls(t.Context()); err != nil || len(calls) != 0 {
-		t.Fatalf("calls after hang-up: %v %+v", err, calls)
-	}
-	answered()
-	d.stop()
-}
+func TestLocalCallWithSIPp(t *testing.T) { sippLocalCall(t, "uas_answer.xml", "uac_call.xml") }
 
 // TestCallManyProvisionalsWithSIPp: the callee rings with 12 180s (an HQ
 // ring group forking to many phones: more than sipgo's WaitAnswer takes)
 // before it answers; the call goes up, every 180 reaches the caller, and
 // the callee's 200 is ACKed.
-func TestCallManyProvisionalsWithSIPp(t *testing.T) {
+func TestCallManyProvisionalsWithSIPp(t *testing.T) { sippLocalCall(t, "uas_ring_many.xml", "uac_call_ringmany.xml") }
+
+// sippLocalCall: user0000 (SIPp, callerScenario) calls user0001 (SIPp
+// registered, then answering with calleeScenario) through the box; both
+// scenarios must complete and no call may be left in progress.
+func sippLocalCall(t *testing.T, calleeScenario, callerScenario string) {
+	t.Helper()
 	needSIPp(t)
 	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
 		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
@@ -50,16 +33,17 @@ func TestCallManyProvisionalsWithSIPp(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	udp := d.listener("udp")
 
-	answered := answeringPhoneWith(t, udp, "user0001", "pw0001", "uas_ring_many.xml")
+	answered := answeringPhoneWith(t, udp, "user0001", "pw0001", calleeScenario)
 	caller := filepath.Join(t.TempDir(), "caller.csv")
 	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := sipp(t, "uac_call_ringmany.xml", udp, caller, 1, 1)
+	out, err := sipp(t, callerScenario, udp, caller, 1, 1)
 	if err != nil {
 		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
 	}
 	answered()
+	// The call is over on both sides: none is left in progress.
 	if calls, err := d.api.Calls(t.Context()); err != nil || len(calls) != 0 {
 		t.Fatalf("calls after hang-up: %v %+v", err, calls)
 	}
@@ -280,26 +264,4 @@ func TestForkingAndCancelWithSIPp(t *testing.T) {
 // caller's INVITE requires 100rel: it gets the 183 reliably (its scenario
 // checks Require and RSeq), PRACKs it, and the 200 carries the callee's
 // answer from the 183.
-func TestReliableProvisionalsWithSIPp(t *testing.T) {
-	needSIPp(t)
-	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
-		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
-	})
-	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	udp := d.listener("udp")
-
-	answered := answeringPhoneWith(t, udp, "user0001", "pw0001", "uas_100rel.xml")
-	caller := filepath.Join(t.TempDir(), "caller.csv")
-	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := sipp(t, "uac_call_100rel.xml", udp, caller, 1, 1)
-	if err != nil {
-		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
-	}
-	answered()
-	if calls, err := d.api.Calls(t.Context()); err != nil || len(calls) != 0 {
-		t.Fatalf("calls after hang-up: %v %+v", err, calls)
-	}
-	d.stop()
-}
+func TestReliableProvisionalsWithSIPp(t *testing.T) { sippLocalCall(t, "uas_100rel.xml", "uac_call_100rel.xml") }
