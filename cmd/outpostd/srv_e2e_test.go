@@ -118,10 +118,12 @@ func TestHQFailoverBySRV(t *testing.T) {
 			case tc.callErr != "" && (err == nil || !strings.Contains(out, "SIP/2.0 "+tc.callErr)):
 				t.Fatalf("call: %v, want the caller to get %s\n%s", err, tc.callErr, tail(out, 2000))
 			}
-			if a := seenA(); !strings.Contains(a, "INVITE sip:2001@127.0.0.91") {
+			// The Request-URI names HQ's domain; the target is the next hop
+			// only (each target here is its own SIPp or socket).
+			if a := seenA(); !strings.Contains(a, "INVITE sip:2001@hq.test") {
 				t.Errorf("the priority-10 target never got the INVITE:\n%s", tail(a, 1000))
 			}
-			gotB := strings.Contains(hqb.messages(), "INVITE sip:2001@127.0.0.92")
+			gotB := strings.Contains(hqb.messages(), "INVITE sip:2001@hq.test")
 			if gotB != tc.wantB {
 				t.Errorf("priority-20 target got the INVITE: %v, want %v", gotB, tc.wantB)
 			}
