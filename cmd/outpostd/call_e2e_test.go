@@ -19,7 +19,9 @@ func TestLocalCallWithSIPp(t *testing.T) { sippLocalCall(t, "uas_answer.xml", "u
 // ring group forking to many phones: more than sipgo's WaitAnswer takes)
 // before it answers; the call goes up, every 180 reaches the caller, and
 // the callee's 200 is ACKed.
-func TestCallManyProvisionalsWithSIPp(t *testing.T) { sippLocalCall(t, "uas_ring_many.xml", "uac_call_ringmany.xml") }
+func TestCallManyProvisionalsWithSIPp(t *testing.T) {
+	sippLocalCall(t, "uas_ring_many.xml", "uac_call_ringmany.xml")
+}
 
 // sippLocalCall: user0000 (SIPp, callerScenario) calls user0001 (SIPp
 // registered, then answering with calleeScenario) through the box; both
@@ -264,4 +266,6 @@ func TestForkingAndCancelWithSIPp(t *testing.T) {
 // caller's INVITE requires 100rel: it gets the 183 reliably (its scenario
 // checks Require and RSeq), PRACKs it, and the 200 carries the callee's
 // answer from the 183.
-func TestReliableProvisionalsWithSIPp(t *testing.T) { sippLocalCall(t, "uas_100rel.xml", "uac_call_100rel.xml") }
+func TestReliableProvisionalsWithSIPp(t *testing.T) {
+	sippLocalCall(t, "uas_100rel.xml", "uac_call_100rel.xml")
+}
