@@ -284,7 +284,7 @@ func TestDefconfigsMatchBuilder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range []string{want, "BR2_INIT_NONE=y", "BR2_TARGET_ROOTFS_SQUASHFS4_XZ=y", "BR2_PACKAGE_OUTPOST=y",
+		for _, line := range []string{want, "BR2_INIT_NONE=y", "BR2_TARGET_ROOTFS_SQUASHFS4_LZO=y", "BR2_PACKAGE_OUTPOST=y",
 			`BR2_ROOTFS_OVERLAY="$(BR2_EXTERNAL_OUTPOST_PATH)/board/outpost/rootfs-overlay"`} {
 			if !strings.Contains(string(b), line+"\n") {
 				t.Errorf("%s lacks %s", d, line)
