@@ -57,8 +57,8 @@ type BootReport struct {
 
 // BootPhases is one boot split where the console shows a hand-over, in
 // seconds, each phase from the end of the one before; the clock starts at
-// power on (qemu start) for the first and second boots, at the end of the
-// push for an update (Firmware then includes writing and the reboot), and
+// power on (qemu start) for the first, second and reformat boots, at the
+// end of the push for an update (Firmware then includes the reboot), and
 // at init's "trial boot ... failed" line for a rollback.
 type BootPhases struct {
 	Firmware float64 `json:"firmware_s"` // to GRUB's first line (outpost: slot X trial N)
