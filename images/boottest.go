@@ -49,15 +49,76 @@ type BootReport struct {
 	UpdateS   float64 `json:"update_push_to_sip_ready_s"`
 	RollbackS float64 `json:"rollback_push_to_sip_ready_s"` // trial boot, its failure, the boot back
 	IdleRSS   int64   `json:"idle_rss_bytes"`               // outpostd, from /metrics, idle after boot
-	Attempts  int     `json:"attempts"`
+	// Phases split each boot above by console lines (bootPhases):
+	// first_boot, second_boot, update, rollback, reformat.
+	Phases   map[string]BootPhases `json:"phases"`
+	Attempts int                   `json:"attempts"`
 }
+
+// BootPhases is one boot split where the console shows a hand-over, in
+// seconds, each phase from the end of the one before; the clock starts at
+// power on (qemu start) for the first, second and reformat boots, at the
+// end of the push for an update (Firmware then includes the reboot), and
+// at init's "trial boot ... failed" line for a rollback.
+type BootPhases struct {
+	Firmware float64 `json:"firmware_s"` // to GRUB's first line (outpost: slot X trial N)
+	GRUB     float64 `json:"grub_s"`     // to GRUB having read kernel and initrd from the slot
+	// Kernel is the EFI stub decompressing the kernel, the kernel's own
+	// start and the boot initrd, to /sbin/init's first line; KernelClock is
+	// the kernel's uptime at that line (the rest is the decompression).
+	Kernel      float64 `json:"kernel_s"`
+	KernelClock float64 `json:"kernel_clock_at_init_s"`
+	Init        float64 `json:"init_s"`     // to init starting outpostd (mounts, modules, networking)
+	Outpostd    float64 `json:"outpostd_s"` // to the first SIP OPTIONS answered through the forward
+	Total       float64 `json:"total_s"`
+}
+
+// The console lines that end each phase (grub.cfg, rootfs-overlay/sbin/init).
+var (
+	grubFirstLine  = regexp.MustCompile(`outpost: slot [AB] trial [01]`)
+	grubLoadedLine = regexp.MustCompile(`outpost: kernel and initrd loaded`)
+	initFirstLine  = regexp.MustCompile(`OUTPOST-BOOT slot=\S+ trial=\S+ .*uptime=([0-9.]+)`)
+	outpostdLine   = regexp.MustCompile(`outpost-init: starting outpostd`)
+)
+
+// bootPhases splits the boot whose console starts after line from, with
+// the clock starting at t0 and SIP answering at sip (both from qemu start).
+func (v *vm) bootPhases(ctx context.Context, from int, t0, sip time.Duration) (BootPhases, error) {
+	var ph BootPhases
+	prev := t0
+	for _, s := range []struct {
+		re  *regexp.Regexp
+		out *float64
+	}{{grubFirstLine, &ph.Firmware}, {grubLoadedLine, &ph.GRUB}, {initFirstLine, &ph.Kernel}, {outpostdLine, &ph.Init}} {
+		i, m, err := v.waitConsole(ctx, from, s.re)
+		if err != nil {
+			return ph, fmt.Errorf("boot phases: %w", err)
+		}
+		at := v.lineAt(i)
+		*s.out, prev, from = round2((at - prev).Seconds()), at, i+1
+		if len(m) > 1 {
+			ph.KernelClock, _ = strconv.ParseFloat(m[1], 64)
+		}
+	}
+	ph.Outpostd = round2((sip - prev).Seconds())
+	ph.Total = round2((sip - t0).Seconds())
+	return ph, nil
+}
+
+func (v *vm) lineAt(i int) time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.at[i]
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 
 // BootTest builds the update bundles the scenario needs, then boots the
 // image of arch (make image) in qemu and checks, in order:
 //
-//  1. first boot: the data partition is formatted, SIP answers through the
-//     forward, the management API answers over mutual TLS with the factory
-//     document;
+//  1. first boot: the data partition comes formatted with the image (the
+//     init formats nothing), SIP answers through the forward, the
+//     management API answers over mutual TLS with the factory document;
 //  2. a config pushed over the management API and a REGISTER are stored;
 //  3. after a power cut both are still there, and the data partition is
 //     not formatted again;
@@ -67,7 +128,9 @@ type BootReport struct {
 //  5. a good bundle is installed into slot B, the box reboots into it on
 //     trial, becomes healthy and commits B;
 //  6. a bundle whose outpostd exits at start is installed into slot A, its
-//     trial fails, the box reboots into the committed slot B.
+//     trial fails, the box reboots into the committed slot B;
+//  7. after a power cut and a wiped data partition, the init formats it
+//     again and the box answers on the factory document.
 //
 // A failed scenario is retried once from a fresh copy of the image.
 func BootTest(ctx context.Context, o BootTestOptions) (BootReport, error) {
@@ -76,7 +139,7 @@ func BootTest(ctx context.Context, o BootTestOptions) (BootReport, error) {
 	if o.Retries == 0 {
 		o.Retries = 1
 	}
-	rep := BootReport{Arch: o.Arch, Accel: accel(o.Accel, o.Arch), Version: p.Version}
+	rep := BootReport{Arch: o.Arch, Accel: accel(o.Accel, o.Arch), Version: p.Version, Phases: map[string]BootPhases{}}
 	img := p.ImagePath(o.Arch)
 	if _, err := os.Stat(img); err != nil {
 		return rep, fmt.Errorf("images: no image to boot (make image ARCH=%s): %w", o.Arch, err)
@@ -261,7 +324,7 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 		return nil
 	}
 	var v *vm
-	boot := func(sctx context.Context) (float64, error) {
+	boot := func(sctx context.Context, name string) (float64, error) {
 		var err error
 		// Each qemu run is bounded: the whole test's context and 15 minutes.
 		if v, err = startVM(ctx, vc, 15*time.Minute); err != nil {
@@ -270,7 +333,11 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 		if err := waitSIP(sctx, bx.sip); err != nil {
 			return 0, err
 		}
-		return time.Since(v.started).Seconds(), nil
+		sip := time.Since(v.started)
+		if rep.Phases[name], err = v.bootPhases(sctx, 0, 0, sip); err != nil {
+			return 0, err
+		}
+		return sip.Seconds(), nil
 	}
 	defer func() {
 		if v != nil {
@@ -285,11 +352,11 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 	var testVersion int64
 	err = step("first boot", func(sctx context.Context) error {
 		var err error
-		if rep.FirstBootS, err = boot(sctx); err != nil {
+		if rep.FirstBootS, err = boot(sctx, "first_boot"); err != nil {
 			return err
 		}
-		if _, _, err := v.waitConsole(sctx, 0, regexp.MustCompile(`first boot: creating the data filesystem`)); err != nil {
-			return err
+		if v.tailConsoleHas(formatLine) {
+			return errors.New("the first boot formatted the data partition: the image should carry it formatted")
 		}
 		var st struct {
 			Version       string `json:"version"`
@@ -360,7 +427,7 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 	v = nil
 	err = step("second boot after a power cut", func(sctx context.Context) error {
 		var err error
-		if rep.SecondBootS, err = boot(sctx); err != nil {
+		if rep.SecondBootS, err = boot(sctx, "second_boot"); err != nil {
 			return err
 		}
 		var cfg struct {
@@ -382,7 +449,7 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 		if err := bx.checkRegistered(sctx); err != nil {
 			return fmt.Errorf("after reboot: %w", err)
 		}
-		if v.tailConsoleHas("first boot: creating the data filesystem") {
+		if v.tailConsoleHas(formatLine) {
 			return errors.New("the data partition was formatted again")
 		}
 		_, err = bx.waitHealthy(sctx)
@@ -440,7 +507,7 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 		if err := bx.ctlJSON(sctx, &res, "firmware", "push", bundles.good); err != nil {
 			return err
 		}
-		pushed := time.Now()
+		pushed, pushedAt := time.Now(), time.Since(v.started)
 		if res.Slot != "B" {
 			return fmt.Errorf("good bundle went to slot %q, want B", res.Slot)
 		}
@@ -451,6 +518,9 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 			return err
 		}
 		rep.UpdateS = time.Since(pushed).Seconds()
+		if rep.Phases["update"], err = v.bootPhases(sctx, mark, pushedAt, time.Since(v.started)); err != nil {
+			return err
+		}
 		fw, err := bx.waitHealthy(sctx)
 		if err != nil {
 			return err
@@ -475,17 +545,23 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 		if res.Slot != "A" {
 			return fmt.Errorf("bad bundle went to slot %q, want A", res.Slot)
 		}
+		var failed int // the line reporting the failed trial: the rollback boot's clock starts there
 		for _, re := range []string{`OUTPOST-BOOT slot=A trial=1`, `trial boot of slot A failed`, `OUTPOST-BOOT slot=B trial=0`} {
 			i, _, err := v.waitConsole(sctx, mark, regexp.MustCompile(re))
 			if err != nil {
 				return err
 			}
-			mark = i + 1
+			if mark = i + 1; failed == 0 && strings.Contains(re, "failed") {
+				failed = i
+			}
 		}
 		if err := waitSIP(sctx, bx.sip); err != nil {
 			return err
 		}
 		rep.RollbackS = time.Since(pushed).Seconds()
+		if rep.Phases["rollback"], err = v.bootPhases(sctx, failed+1, v.lineAt(failed), time.Since(v.started)); err != nil {
+			return err
+		}
 		fw, err := bx.waitHealthy(sctx)
 		if err != nil {
 			return err
@@ -495,7 +571,68 @@ func (p *Project) scenario(ctx context.Context, arch, acc, img, work string, bun
 		}
 		return bx.checkRegistered(sctx)
 	})
-	return err
+	if err != nil {
+		return err
+	}
+
+	// 7. Power cut, the data partition wiped: formatted again, factory document.
+	v.stop()
+	v = nil
+	if err := wipeData(disk); err != nil {
+		return err
+	}
+	return step("wiped data partition formatted again", func(sctx context.Context) error {
+		if _, err := boot(sctx, "reformat"); err != nil {
+			return err
+		}
+		if !v.tailConsoleHas(formatLine) {
+			return errors.New("the init did not format the wiped data partition")
+		}
+		var st struct {
+			ConfigSource string `json:"config_source"`
+		}
+		if err := bx.ctlJSON(sctx, &st, "status"); err != nil {
+			return err
+		}
+		if !strings.Contains(st.ConfigSource, FactoryDoc) {
+			return fmt.Errorf("after the wipe: config %q, want the factory document", st.ConfigSource)
+		}
+		fw, err := bx.waitHealthy(sctx)
+		if err != nil {
+			return err
+		}
+		if fw.Slot != "B" || fw.Committed != "B" {
+			return fmt.Errorf("after the wipe: %+v, want slot B committed (the ESP is not the data partition)", fw)
+		}
+		return nil
+	})
+}
+
+// formatLine is what the init says when it formats the data partition.
+const formatLine = "no ext4 on the data partition: creating the data filesystem"
+
+// wipeData zeroes the start of the data partition of disk (its ext4
+// superblock with it), as a damaged or replaced disk would present it.
+func wipeData(disk string) error {
+	_, parts, err := readGPT(disk)
+	if err != nil {
+		return err
+	}
+	for _, pt := range parts {
+		if pt.Name != layout.Data {
+			continue
+		}
+		f, err := os.OpenFile(disk, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteAt(make([]byte, 1<<20), pt.Offset())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	return errors.New("no data partition in " + disk)
 }
 
 func (v *vm) tailConsoleHas(s string) bool {

@@ -17,8 +17,18 @@
 // boot initrd (images/initrd/init) that loads them and switch_roots into the
 // squashfs, and /sbin/init loads the rest from /etc/outpost/modules.load.
 //
+// Boot time under emulation (bench/RESULTS.md) decided three things: the
+// slot is lzo (GRUB 2.06 reads zlib, lzo and xz only; xz cost seconds in
+// GRUB on arm64 and in paging outpostd in), the disk image carries the data
+// partition already formatted (the slot's gzip template stays, for a
+// partition that holds no ext4), and the initrd starts seeding the kernel's
+// RNG (outpostd's first random read, a package init in pion/rtp, blocks
+// until it is seeded). Not done: Debian's amd64 kernel is xz-compressed and
+// its decompression (~4-6 s under TCG) cannot change without building our
+// own kernel (the Buildroot path can pick lz4 or gzip).
+//
 // Reproducible: fixed GUIDs (layout), SOURCE_DATE_EPOCH for every timestamp
-// (squashfs, cpio, FAT, ext4 template, manifest), sorted directory walks,
+// (squashfs, cpio, FAT, ext4 data filesystem, manifest), sorted directory walks,
 // gzip without names or times. The factory document embeds a certificate
 // and the bundle key, which are inputs: the same inputs give the same image.
 //
@@ -26,7 +36,8 @@
 // boots an image in qemu (OVMF or AAVMF, user networking with forwards on
 // 127.0.0.1 only, meant to run inside `unshare -n`) and walks a box through
 // its life: first boot, config push over mutual TLS, a registration, a
-// power cut, refused bundles, a good update and a bad one that rolls back.
+// power cut, refused bundles, a good update, a bad one that rolls back and
+// a wiped data partition; its report splits every boot into phases.
 //
 // This package drives host tools (apt-get, dpkg, depmod, modprobe,
 // mksquashfs, mkfs.ext4, grub-mkimage, genimage, qemu) and imports nothing

@@ -266,10 +266,15 @@ func TestImageBoot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s (%s, attempts %d): boot to SIP ready %.1f s first boot (formats data), %.1f s after a power cut; "+
+			t.Logf("%s (%s, attempts %d): boot to SIP ready %.1f s first boot, %.1f s after a power cut; "+
 				"update push to SIP ready %.1f s, rollback %.1f s; idle RSS %.1f MiB; image %.0f MiB (%.1f MiB allocated), bundle %.1f MiB, outpostd %.1f MiB",
 				arch, rep.Accel, rep.Attempts, rep.FirstBootS, rep.SecondBootS, rep.UpdateS, rep.RollbackS, mib(rep.IdleRSS),
 				mib(rep.ImageBytes), mib(rep.ImageAlloc), mib(rep.BundleBytes), mib(rep.OutpostdBytes))
+			for _, name := range []string{"first_boot", "second_boot", "update", "rollback", "reformat"} {
+				ph := rep.Phases[name]
+				t.Logf("%s %s: firmware %.2f s, GRUB %.2f s, kernel %.2f s (its clock %.2f s), init %.2f s, outpostd %.2f s: %.2f s",
+					arch, name, ph.Firmware, ph.GRUB, ph.Kernel, ph.KernelClock, ph.Init, ph.Outpostd, ph.Total)
+			}
 		})
 	}
 }
@@ -284,7 +289,7 @@ func TestDefconfigsMatchBuilder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range []string{want, "BR2_INIT_NONE=y", "BR2_TARGET_ROOTFS_SQUASHFS4_XZ=y", "BR2_PACKAGE_OUTPOST=y",
+		for _, line := range []string{want, "BR2_INIT_NONE=y", "BR2_TARGET_ROOTFS_SQUASHFS4_LZO=y", "BR2_PACKAGE_OUTPOST=y",
 			`BR2_ROOTFS_OVERLAY="$(BR2_EXTERNAL_OUTPOST_PATH)/board/outpost/rootfs-overlay"`} {
 			if !strings.Contains(string(b), line+"\n") {
 				t.Errorf("%s lacks %s", d, line)

@@ -47,6 +47,7 @@ type vm struct {
 
 	mu    sync.Mutex
 	lines []string
+	at    []time.Duration // when each line arrived, from qemu start (power on)
 	out   *os.File
 }
 
@@ -110,9 +111,11 @@ func startVM(ctx context.Context, c vmConfig, bound time.Duration) (*vm, error) 
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := strings.TrimRight(sc.Text(), "\r")
+			at := time.Since(v.started)
 			v.mu.Lock()
 			v.lines = append(v.lines, line)
-			fmt.Fprintf(v.out, "[%7.2f] %s\n", time.Since(v.started).Seconds(), line)
+			v.at = append(v.at, at)
+			fmt.Fprintf(v.out, "[%7.2f] %s\n", at.Seconds(), line)
 			v.mu.Unlock()
 		}
 		io.Copy(io.Discard, pr)

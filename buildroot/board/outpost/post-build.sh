@@ -2,9 +2,10 @@
 # Buildroot post-build script (BR2_ROOTFS_POST_BUILD_SCRIPT): completes the
 # slot's tree as the offline builder (images.Options.stageRootfs) does:
 # mount points, the kernel at /boot/vmlinuz (where grub.cfg loads it), the
-# build epoch for the init's clock floor, and the data filesystem template
-# the first boot writes to an empty data partition.
-# $1 = TARGET_DIR; HOST_DIR and BUILD_DIR come from Buildroot.
+# build epoch for the init's clock floor, and the empty data filesystem:
+# $BINARIES_DIR/data.ext4 for genimage's data partition, and its gzip copy
+# in the slot that the init writes over a data partition holding no ext4.
+# $1 = TARGET_DIR; HOST_DIR, BUILD_DIR and BINARIES_DIR come from Buildroot.
 set -eu
 TARGET_DIR=$1
 BOARD=$(dirname "$0")
@@ -43,9 +44,9 @@ grep -q '^BUILD_EPOCH=' "$TARGET_DIR/etc/outpost/release" 2>/dev/null ||
 part() { sed -n "/partition data {/,/}/s/.*$1 = \"\\{0,1\\}\\([^\"]*\\)\"\\{0,1\\}$/\\1/p" "$BOARD/genimage.cfg"; }
 SIZE=$(part size)
 UUID=$(part partition-uuid)
-rm -f "$BUILD_DIR/outpost-data.ext4"
+mkdir -p "$BINARIES_DIR"
+rm -f "$BINARIES_DIR/data.ext4"
 E2FSPROGS_FAKE_TIME=$EPOCH "$HOST_DIR/sbin/mkfs.ext4" -q -F -L outpost-data -U "$UUID" \
 	-E "hash_seed=$UUID,lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0" -m 1 \
-	"$BUILD_DIR/outpost-data.ext4" "$SIZE"
-gzip -n -9 -c "$BUILD_DIR/outpost-data.ext4" >"$TARGET_DIR/usr/share/outpost/data.ext4.gz"
-rm -f "$BUILD_DIR/outpost-data.ext4"
+	"$BINARIES_DIR/data.ext4" "$SIZE"
+gzip -n -9 -c "$BINARIES_DIR/data.ext4" >"$TARGET_DIR/usr/share/outpost/data.ext4.gz"
