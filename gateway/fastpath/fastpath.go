@@ -249,7 +249,7 @@ func (f *Path) ForgetAnswers() { f.cache.forget(time.Now()) }
 // transaction needs: sipgo answers those 400); ok false means it was
 // dropped (does not parse).
 func (f *Path) parse(info sip.TransportReadProps, data []byte) (*sip.Request, bool) {
-	msg, err := sip.ParseMessage(data)
+	msg, err := parseRequest(data)
 	if err != nil {
 		// sipgo would log the whole datagram at error level and answer
 		// nothing: a log flood for whoever sends garbage. Count and drop.

@@ -320,6 +320,8 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 		return reply(req, sip.StatusBadRequest, bad)
 	}
 	minExp, maxExp := st.cfg.minExpires(), st.cfg.maxExpires()
+	aor = strings.Clone(aor) // also the table's key
+	callIDCopy, userAgent := strings.Clone(callID), strings.Clone(h.userAgent)
 	ups := make([]contactUpdate, 0, len(contacts))
 	for _, c := range contacts {
 		exp := hdrExpires
@@ -349,19 +351,22 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 			q = f
 		}
 		regID, _ := strconv.Atoi(c.Params.GetOr("reg-id", "0"))
+		// Strings a binding keeps are copied: what the request holds
+		// may be pieces of the whole datagram (gateway/fastpath parses
+		// into one string), which a binding living an hour must not pin.
 		ups = append(ups, contactUpdate{expires: exp, b: Binding{
 			AOR:        aor,
 			ContactURI: contactKey(&c.Address),
 			Contact:    contactValue(c),
 			Source:     transportPrefix(req.Transport()) + req.Source(),
 			Local:      local,
-			CallID:     callID,
+			CallID:     callIDCopy,
 			CSeq:       cseq,
 			Q:          q,
 			Expires:    now.Add(time.Duration(exp) * time.Second),
 			Registered: now,
-			UserAgent:  h.userAgent,
-			Instance:   strings.Trim(c.Params.GetOr("+sip.instance", ""), `"`),
+			UserAgent:  userAgent,
+			Instance:   strings.Clone(strings.Trim(c.Params.GetOr("+sip.instance", ""), `"`)),
 			RegID:      regID,
 			Outbound:   outbound && regID > 0,
 		}})
