@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,7 +69,13 @@ func (c *answerCache) put(key string, b []byte, epoch uint64, now time.Time) {
 
 // udpSockets maps a listener's local address (the net.Addr value sipgo
 // passes to the read filter) to its socket.
-type udpSockets map[net.Addr]net.PacketConn
+type udpSockets map[net.Addr]udpSocket
+
+// udpSocket is a listener and its name ("udp:127.0.0.1:5060"), made once.
+type udpSocket struct {
+	pc   net.PacketConn
+	name string
+}
 
 // Answer answers an out-of-dialog REGISTER or OPTIONS that arrived on the
 // UDP socket named local (e.g. "udp:127.0.0.1:5060"). The request's source
@@ -86,6 +93,31 @@ type Path struct {
 	refusal *sourceLimiter // stateless refusals of INVITEs per source IP
 	bufs    sync.Pool
 	drops   [numKinds]atomic.Uint64
+	lastSrc atomic.Pointer[sourceName] // see sourceName
+}
+
+// sourceName is the text of a source address (a UDPAddr's String costs
+// three allocations).
+type sourceName struct {
+	ap   netip.AddrPort
+	text string
+}
+
+// sourceName returns a.String(), reusing the last one made when a is the
+// same address: registrations, keep-alives and retransmissions come in
+// runs from one phone (or one SBC, or the benchmark's SIPp).
+func (f *Path) sourceName(a net.Addr) string {
+	ua, ok := a.(*net.UDPAddr)
+	if !ok {
+		return a.String()
+	}
+	ap := ua.AddrPort()
+	if last := f.lastSrc.Load(); last != nil && last.ap == ap {
+		return last.text
+	}
+	text := ua.String()
+	f.lastSrc.Store(&sourceName{ap, text})
+	return text
 }
 
 // Option adjusts a Path.
@@ -132,7 +164,7 @@ func New(answer Answer, admit Admit, log *slog.Logger, opts ...Option) *Path {
 func (f *Path) SetSockets(pcs []net.PacketConn) {
 	m := udpSockets{}
 	for _, pc := range pcs {
-		m[pc.LocalAddr()] = pc
+		m[pc.LocalAddr()] = udpSocket{pc, "udp:" + pc.LocalAddr().String()}
 	}
 	f.sockets.Store(&m)
 }
@@ -201,10 +233,11 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 		}
 		return data, nil
 	}
-	pc := (*f.sockets.Load())[info.LocalAddr]
-	if pc == nil {
+	sock, ok := (*f.sockets.Load())[info.LocalAddr]
+	if !ok {
 		return data, nil
 	}
+	pc := sock.pc
 	req, ok := f.parse(info, data)
 	if req == nil {
 		if ok {
@@ -215,7 +248,7 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	if to := req.To(); !register && to != nil && to.Params.Has("tag") {
 		return data, nil // in-dialog OPTIONS: the B2BUA answers for its calls (481 when gone)
 	}
-	src := info.RemoteAddr.String()
+	src := f.sourceName(info.RemoteAddr)
 	branch, _ := req.Via().Params.Get("branch")
 	key := branch + "|" + src + "|" + strconv.FormatUint(uint64(req.CSeq().SeqNo), 10) + string(req.Method)
 	b, epoch := f.cache.get(key)
@@ -225,7 +258,7 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	}
 	req.SetSource(src)
 	req.SetTransport("UDP")
-	res := f.answer(req, "udp:"+pc.LocalAddr().String())
+	res := f.answer(req, sock.name)
 
 	buf := f.bufs.Get().(*bytes.Buffer)
 	buf.Reset()

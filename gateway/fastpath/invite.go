@@ -88,10 +88,11 @@ func statelessTag(req *sip.Request) string {
 
 // filterInvite admits or refuses a UDP INVITE (see Admit).
 func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	pc := (*f.sockets.Load())[info.LocalAddr]
-	if pc == nil {
+	sock, ok := (*f.sockets.Load())[info.LocalAddr]
+	if !ok {
 		return data, nil
 	}
+	pc := sock.pc
 	req, ok := f.parse(info, data)
 	if req == nil {
 		if ok {
@@ -104,7 +105,7 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 	}
 	req.SetSource(info.RemoteAddr.String())
 	req.SetTransport("UDP")
-	res, authenticated := f.admit(req, "udp:"+pc.LocalAddr().String())
+	res, authenticated := f.admit(req, sock.name)
 	if res == nil {
 		return data, nil
 	}

@@ -322,7 +322,8 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 	minExp, maxExp := st.cfg.minExpires(), st.cfg.maxExpires()
 	aor = strings.Clone(aor) // also the table's key
 	callIDCopy, userAgent := strings.Clone(callID), strings.Clone(h.userAgent)
-	ups := make([]contactUpdate, 0, len(contacts))
+	var upsBuf [2]contactUpdate // one Contact is the usual case: no allocation
+	ups := upsBuf[:0]
 	for _, c := range contacts {
 		exp := hdrExpires
 		if v, ok := c.Params.Get("expires"); ok {
@@ -386,7 +387,8 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 		idx int // index in next, -1 = new
 		u   *contactUpdate
 	}
-	changes := make([]change, 0, len(ups))
+	var changesBuf [2]change
+	changes := changesBuf[:0]
 	for i := range ups {
 		u := &ups[i]
 		idx := -1
