@@ -238,7 +238,8 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 		return data, nil
 	}
 	pc := sock.pc
-	req, ok := f.parse(info, data)
+	var raw rawHeaders
+	req, ok := f.parse(info, data, &raw)
 	if req == nil {
 		if ok {
 			return data, nil
@@ -258,11 +259,18 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	}
 	req.SetSource(src)
 	req.SetTransport("UDP")
+	var tagged sip.Header
+	var tag string
+	if to := req.To(); to != nil && !to.Params.Has("tag") {
+		tag = newToTag()
+		to.Params.Add("tag", tag)
+		tagged = to
+	}
 	res := f.answer(req, sock.name)
 
 	buf := f.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	res.StringWrite(buf)
+	writeAnswer(buf, res, &raw, tagged, tag)
 	answer := bytes.Clone(buf.Bytes())
 	f.bufs.Put(buf)
 	f.cache.put(key, answer, epoch, time.Now())
@@ -281,8 +289,8 @@ func (f *Path) ForgetAnswers() { f.cache.forget(time.Now()) }
 // goes on to sipgo (a response, or a request without the headers a
 // transaction needs: sipgo answers those 400); ok false means it was
 // dropped (does not parse).
-func (f *Path) parse(info sip.TransportReadProps, data []byte) (*sip.Request, bool) {
-	msg, err := parseRequest(data)
+func (f *Path) parse(info sip.TransportReadProps, data []byte, raw *rawHeaders) (*sip.Request, bool) {
+	msg, err := parseRequest(data, raw)
 	if err != nil {
 		// sipgo would log the whole datagram at error level and answer
 		// nothing: a log flood for whoever sends garbage. Count and drop.

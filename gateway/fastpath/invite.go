@@ -93,7 +93,7 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 		return data, nil
 	}
 	pc := sock.pc
-	req, ok := f.parse(info, data)
+	req, ok := f.parse(info, data, nil)
 	if req == nil {
 		if ok {
 			return data, nil
@@ -127,7 +127,7 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 // filterAck drops the ACK of a stateless refusal (its To tag is ours,
 // statelessTagPrefix); any other ACK goes on to sipgo.
 func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	req, ok := f.parse(info, data)
+	req, ok := f.parse(info, data, nil)
 	if req == nil {
 		if ok {
 			return data, nil

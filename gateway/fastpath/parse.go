@@ -21,15 +21,54 @@ var headerParsers = sip.DefaultHeadersParser()
 // body, a start line "METHOD SP URI SP SIP/2.0"; anything else, and any
 // error, is handed to sip.ParseMessage itself, so what comes out is
 // sipgo's answer either way (FuzzParseRequest compares the two).
-func parseRequest(data []byte) (sip.Message, error) {
-	if req := parsePlain(data); req != nil {
+// raw, when not nil, is given the lines of the headers an answer copies
+// (see rawHeaders); it is left empty when sipgo parsed.
+func parseRequest(data []byte, raw *rawHeaders) (sip.Message, error) {
+	if req := parsePlain(data, raw); req != nil {
 		return req, nil
+	}
+	if raw != nil {
+		raw.n = 0
 	}
 	return sip.ParseMessage(data)
 }
 
+// rawHeaders are the Via, From, To, Call-ID and CSeq header objects of a
+// request parsed by parsePlain with their lines as received (without
+// CRLF): an answer that carries these very objects is written with the
+// lines (writeAnswer) instead of serializing them again.
+type rawHeaders struct {
+	n    int
+	hdr  [8]sip.Header
+	line [8]string
+}
+
+func (r *rawHeaders) add(h sip.Header, line string) {
+	if r == nil || r.n == len(r.hdr) {
+		return
+	}
+	switch h.(type) {
+	case *sip.ViaHeader, *sip.FromHeader, *sip.ToHeader, *sip.CallIDHeader, *sip.CSeqHeader:
+		r.hdr[r.n], r.line[r.n] = h, line
+		r.n++
+	}
+}
+
+// lineOf returns the line of the header object h, if it is one of them.
+func (r *rawHeaders) lineOf(h sip.Header) (string, bool) {
+	for i := 0; i < r.n; i++ {
+		if r.hdr[i] == h {
+			return r.line[i], true
+		}
+	}
+	return "", false
+}
+
 // parsePlain is parseRequest's own parse; nil means "not the plain form".
-func parsePlain(data []byte) *sip.Request {
+func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
+	if raw != nil {
+		raw.n = 0
+	}
 	if len(data) > sip.ParseMaxMessageLength {
 		return nil
 	}
@@ -96,6 +135,7 @@ func parsePlain(data []byte) *sip.Request {
 			return nil // a body is announced that is not there
 		}
 		req.AppendHeader(h)
+		raw.add(h, line)
 	}
 	return req
 }

@@ -609,8 +609,9 @@ func sourceIP(req *sip.Request) string {
 // NewResponseFromRequest does for one, in a few allocations instead of
 // some twenty: the Via, From, Call-ID and CSeq headers are the request's
 // own (nothing changes them after parsing: the response is written out
-// and dropped, as is the request), To is copied with a tag added (RFC
-// 3261 §8.2.6.2; 64 random bits, §19.3 asks for 32), and a Via asking for
+// and dropped, as is the request; gateway/fastpath then writes them as the
+// lines they arrived as), To too when it has a tag, else a copy with a tag
+// added (RFC 3261 §8.2.6.2; 64 random bits, §19.3 asks for 32), and a Via asking for
 // rport (RFC 3581 §4) is copied with received and rport filled in.
 // Other methods (the 407s of calls) go through sipgo.
 func reply(req *sip.Request, code int, reason string) *sip.Response {
@@ -632,15 +633,13 @@ func reply(req *sip.Request, code int, reason string) *sip.Response {
 	if h := req.From(); h != nil {
 		res.AppendHeader(h)
 	}
-	if h := req.To(); h != nil {
+	if h := req.To(); h != nil && h.Params.Has("tag") {
+		res.AppendHeader(h) // tagged already (the fast path tags it first)
+	} else if h != nil {
 		to := &sip.ToHeader{DisplayName: h.DisplayName, Address: h.Address}
-		if !h.Params.Has("tag") {
-			to.Params = make(sip.HeaderParams, 0, len(h.Params)+1)
-			to.Params = append(to.Params, h.Params...)
-			to.Params.Add("tag", strconv.FormatUint(rand.Uint64(), 36))
-		} else {
-			to.Params = h.Params // not changed: shared like the other headers
-		}
+		to.Params = make(sip.HeaderParams, 0, len(h.Params)+1)
+		to.Params = append(to.Params, h.Params...)
+		to.Params.Add("tag", strconv.FormatUint(rand.Uint64(), 36))
 		res.AppendHeader(to)
 	}
 	if h := req.CallID(); h != nil {
