@@ -77,6 +77,9 @@ func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
 		return nil // no end of headers, or a body (or trailing bytes)
 	}
 	s := string(data[:end+2]) // every line with its CRLF
+	if n := strings.Count(s, "\r\n"); strings.Count(s, "\r") != n || strings.Count(s, "\n") != n {
+		return nil // a CR or LF alone (sipgo reads a line up to a CR)
+	}
 	// The start line.
 	eol := strings.Index(s, "\r\n")
 	line := s[:eol]
@@ -109,8 +112,8 @@ func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
 		n := strings.Index(s[pos:], "\r\n")
 		line := s[pos : pos+n]
 		pos += n + 2
-		if n == 0 || line[0] == ' ' || line[0] == '\t' || strings.ContainsAny(line, "\r\n") {
-			return nil // folded (or stray CR/LF): sipgo's job
+		if n == 0 || line[0] == ' ' || line[0] == '\t' {
+			return nil // folded: sipgo's job
 		}
 		colon := strings.IndexByte(line, ':')
 		if colon < 0 {
