@@ -25,11 +25,16 @@ func checkRequest(req *sip.Request) *sip.Response {
 	if req.Recipient.Headers != nil && req.Recipient.Headers.Length() > 0 {
 		return bad(req, "Headers in Request-URI")
 	}
+	// One pass over the headers gathers what the checks below read:
+	// sipgo's GetHeaders lowercases every header name on every call, and
+	// this runs for every request, REGISTERs on the fast path included.
+	var sc headerScan
+	sc.scan(req)
 	// §8.1.1: exactly one To, From, Call-ID, CSeq, Max-Forwards and
 	// Content-Length; sipgo keeps the first of each (multi01, mcl01).
-	for _, name := range []string{"To", "From", "Call-ID", "CSeq", "Max-Forwards", "Content-Length"} {
-		if len(req.GetHeaders(name)) > 1 {
-			return bad(req, "Multiple "+name)
+	for i, n := range sc.single {
+		if n > 1 {
+			return bad(req, "Multiple "+singleHeaders[i])
 		}
 	}
 	// §8.1.1.5: the CSeq method matches the request's (mismatch02); sipgo
@@ -38,7 +43,7 @@ func checkRequest(req *sip.Request) *sip.Response {
 		return bad(req, "CSeq method does not match the request")
 	}
 	// §20.17: Date is an RFC 1123 date in GMT (baddate).
-	if h := req.GetHeader("Date"); h != nil {
+	if h := sc.date; h != nil {
 		if _, err := http.ParseTime(h.Value()); err != nil || !strings.HasSuffix(strings.TrimSpace(h.Value()), "GMT") {
 			return bad(req, "Bad Date")
 		}
@@ -46,7 +51,7 @@ func checkRequest(req *sip.Request) *sip.Response {
 	// §8.2.2.3: an extension the box does not support refused (bext01):
 	// INVITE and UPDATE may require timer (RFC 4028), INVITE 100rel (RFC
 	// 3262); nothing else. Not for ACK and CANCEL, which are never refused.
-	if req.Method != sip.ACK && req.Method != sip.CANCEL {
+	if sc.require && req.Method != sip.ACK && req.Method != sip.CANCEL {
 		var tags []string
 		for _, h := range req.GetHeaders("Require") {
 			for t := range strings.SplitSeq(h.Value(), ",") {
@@ -82,18 +87,59 @@ func checkRequest(req *sip.Request) *sip.Response {
 	// §22.4 / RFC 4475 §3.3.7 (regaut01): credentials of a scheme the box
 	// does not know are ignored, so the request is challenged (401/407)
 	// instead of refused as malformed.
-	for _, name := range []string{"Authorization", "Proxy-Authorization"} {
-		hs := req.GetHeaders(name)
-		digest := false
-		for _, h := range hs {
-			scheme, _, _ := strings.Cut(strings.TrimSpace(h.Value()), " ")
-			digest = digest || strings.EqualFold(scheme, "Digest")
-		}
-		if len(hs) > 0 && !digest {
+	for i, name := range [...]string{"Authorization", "Proxy-Authorization"} {
+		if sc.creds[i] > 0 && !sc.digest[i] {
 			req.RemoveHeader(name)
 		}
 	}
 	return nil
+}
+
+// singleHeaders are the headers a request carries exactly once (§8.1.1).
+var singleHeaders = [...]string{"To", "From", "Call-ID", "CSeq", "Max-Forwards", "Content-Length"}
+
+// headerScan is what checkRequest reads from the headers, by name compared
+// case-insensitively as sipgo's GetHeaders does.
+type headerScan struct {
+	single  [len(singleHeaders)]int // how many of each
+	date    sip.Header              // the first Date
+	require bool                    // a Require is present
+	creds   [2]int                  // Authorization, Proxy-Authorization: how many
+	digest  [2]bool                 // … and whether one is Digest
+}
+
+func (sc *headerScan) scan(req *sip.Request) {
+	for _, h := range req.Headers() {
+		name := h.Name()
+		switch len(name) { // cheap pre-filter: most names match no check
+		case 2, 4, 7, 12, 13, 14, 19:
+		default:
+			continue
+		}
+		for i, s := range singleHeaders {
+			if strings.EqualFold(name, s) {
+				sc.single[i]++
+			}
+		}
+		switch {
+		case strings.EqualFold(name, "Date"):
+			if sc.date == nil {
+				sc.date = h
+			}
+		case strings.EqualFold(name, "Require"):
+			sc.require = true
+		case strings.EqualFold(name, "Authorization"):
+			sc.credential(0, h)
+		case strings.EqualFold(name, "Proxy-Authorization"):
+			sc.credential(1, h)
+		}
+	}
+}
+
+func (sc *headerScan) credential(i int, h sip.Header) {
+	sc.creds[i]++
+	scheme, _, _ := strings.Cut(strings.TrimSpace(h.Value()), " ")
+	sc.digest[i] = sc.digest[i] || strings.EqualFold(scheme, "Digest")
 }
 
 // supportedExtension reports whether a request of method may require

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,7 +69,13 @@ func (c *answerCache) put(key string, b []byte, epoch uint64, now time.Time) {
 
 // udpSockets maps a listener's local address (the net.Addr value sipgo
 // passes to the read filter) to its socket.
-type udpSockets map[net.Addr]net.PacketConn
+type udpSockets map[net.Addr]udpSocket
+
+// udpSocket is a listener and its name ("udp:127.0.0.1:5060"), made once.
+type udpSocket struct {
+	pc   net.PacketConn
+	name string
+}
 
 // Answer answers an out-of-dialog REGISTER or OPTIONS that arrived on the
 // UDP socket named local (e.g. "udp:127.0.0.1:5060"). The request's source
@@ -86,6 +93,31 @@ type Path struct {
 	refusal *sourceLimiter // stateless refusals of INVITEs per source IP
 	bufs    sync.Pool
 	drops   [numKinds]atomic.Uint64
+	lastSrc atomic.Pointer[sourceName] // see sourceName
+}
+
+// sourceName is the text of a source address (a UDPAddr's String costs
+// three allocations).
+type sourceName struct {
+	ap   netip.AddrPort
+	text string
+}
+
+// sourceName returns a.String(), reusing the last one made when a is the
+// same address: registrations, keep-alives and retransmissions come in
+// runs from one phone (or one SBC, or the benchmark's SIPp).
+func (f *Path) sourceName(a net.Addr) string {
+	ua, ok := a.(*net.UDPAddr)
+	if !ok {
+		return a.String()
+	}
+	ap := ua.AddrPort()
+	if last := f.lastSrc.Load(); last != nil && last.ap == ap {
+		return last.text
+	}
+	text := ua.String()
+	f.lastSrc.Store(&sourceName{ap, text})
+	return text
 }
 
 // Option adjusts a Path.
@@ -132,7 +164,7 @@ func New(answer Answer, admit Admit, log *slog.Logger, opts ...Option) *Path {
 func (f *Path) SetSockets(pcs []net.PacketConn) {
 	m := udpSockets{}
 	for _, pc := range pcs {
-		m[pc.LocalAddr()] = pc
+		m[pc.LocalAddr()] = udpSocket{pc, "udp:" + pc.LocalAddr().String()}
 	}
 	f.sockets.Store(&m)
 }
@@ -201,11 +233,13 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 		}
 		return data, nil
 	}
-	pc := (*f.sockets.Load())[info.LocalAddr]
-	if pc == nil {
+	sock, ok := (*f.sockets.Load())[info.LocalAddr]
+	if !ok {
 		return data, nil
 	}
-	req, ok := f.parse(info, data)
+	pc := sock.pc
+	var raw rawHeaders
+	req, ok := f.parse(info, data, &raw)
 	if req == nil {
 		if ok {
 			return data, nil
@@ -215,7 +249,7 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	if to := req.To(); !register && to != nil && to.Params.Has("tag") {
 		return data, nil // in-dialog OPTIONS: the B2BUA answers for its calls (481 when gone)
 	}
-	src := info.RemoteAddr.String()
+	src := f.sourceName(info.RemoteAddr)
 	branch, _ := req.Via().Params.Get("branch")
 	key := branch + "|" + src + "|" + strconv.FormatUint(uint64(req.CSeq().SeqNo), 10) + string(req.Method)
 	b, epoch := f.cache.get(key)
@@ -225,11 +259,18 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	}
 	req.SetSource(src)
 	req.SetTransport("UDP")
-	res := f.answer(req, "udp:"+pc.LocalAddr().String())
+	var tagged sip.Header
+	var tag string
+	if to := req.To(); to != nil && !to.Params.Has("tag") {
+		tag = newToTag()
+		to.Params.Add("tag", tag)
+		tagged = to
+	}
+	res := f.answer(req, sock.name)
 
 	buf := f.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
-	res.StringWrite(buf)
+	writeAnswer(buf, res, &raw, tagged, tag)
 	answer := bytes.Clone(buf.Bytes())
 	f.bufs.Put(buf)
 	f.cache.put(key, answer, epoch, time.Now())
@@ -248,8 +289,8 @@ func (f *Path) ForgetAnswers() { f.cache.forget(time.Now()) }
 // goes on to sipgo (a response, or a request without the headers a
 // transaction needs: sipgo answers those 400); ok false means it was
 // dropped (does not parse).
-func (f *Path) parse(info sip.TransportReadProps, data []byte) (*sip.Request, bool) {
-	msg, err := sip.ParseMessage(data)
+func (f *Path) parse(info sip.TransportReadProps, data []byte, raw *rawHeaders) (*sip.Request, bool) {
+	msg, err := parseRequest(data, raw)
 	if err != nil {
 		// sipgo would log the whole datagram at error level and answer
 		// nothing: a log flood for whoever sends garbage. Count and drop.

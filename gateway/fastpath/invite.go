@@ -88,11 +88,12 @@ func statelessTag(req *sip.Request) string {
 
 // filterInvite admits or refuses a UDP INVITE (see Admit).
 func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	pc := (*f.sockets.Load())[info.LocalAddr]
-	if pc == nil {
+	sock, ok := (*f.sockets.Load())[info.LocalAddr]
+	if !ok {
 		return data, nil
 	}
-	req, ok := f.parse(info, data)
+	pc := sock.pc
+	req, ok := f.parse(info, data, nil)
 	if req == nil {
 		if ok {
 			return data, nil
@@ -104,7 +105,7 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 	}
 	req.SetSource(info.RemoteAddr.String())
 	req.SetTransport("UDP")
-	res, authenticated := f.admit(req, "udp:"+pc.LocalAddr().String())
+	res, authenticated := f.admit(req, sock.name)
 	if res == nil {
 		return data, nil
 	}
@@ -126,7 +127,7 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 // filterAck drops the ACK of a stateless refusal (its To tag is ours,
 // statelessTagPrefix); any other ACK goes on to sipgo.
 func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	req, ok := f.parse(info, data)
+	req, ok := f.parse(info, data, nil)
 	if req == nil {
 		if ok {
 			return data, nil

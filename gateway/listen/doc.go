@@ -11,6 +11,14 @@
 // sockets (and accepted TCP connections) are wrapped so that every message
 // they carry goes through the trace tap (gateway/trace).
 //
+// On Linux a UDP socket reads and writes with raw recvfrom/sendto system
+// calls on its non-blocking descriptor, waiting for readiness through the
+// runtime's poller like net (rawudp_linux.go): net's calls mark the P as
+// in a system call, and under a CPU quota the runtime's monitor then keeps
+// taking Ps from quota-frozen threads and polling every 20 µs, a third of
+// the CPU at a 0.2-CPU cap (bench/RESULTS.md, issue 16 item 2). Addresses
+// other than *net.UDPAddr, and zoned IPv6 destinations, go through net.
+//
 // It does not serve the sockets (the gateway's Server hands them to sipgo)
 // and does not choose which of them faces a peer (gateway/facing).
 package listen

@@ -88,6 +88,7 @@ func Bind(sp Spec, o Options) (*Socket, error) {
 			rbuf = DefaultUDPReadBuffer
 		}
 		setReadBuffer(pc, rbuf)
+		pc = rawUDPConn(pc)
 		bound := "udp:" + pc.LocalAddr().String()
 		if o.Tap != nil {
 			pc = trace.WrapPacketConn(pc, o.Tap)

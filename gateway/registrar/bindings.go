@@ -121,14 +121,12 @@ func (t *table) load(bs []Binding, now time.Time) {
 	}
 }
 
+// markLocked records that the binding k changed to b (nil = deleted). The
+// persister gets b itself: a binding is never changed once it is in the
+// table (an update replaces it), so there is nothing to copy.
 func (t *table) markLocked(k BindingKey, b *Binding) {
 	t.touched[k.AOR] = struct{}{}
-	if b == nil {
-		t.dirty[k] = nil
-		return
-	}
-	c := *b
-	t.dirty[k] = &c
+	t.dirty[k] = b
 }
 
 // expire removes bindings whose time has passed and returns how many went.

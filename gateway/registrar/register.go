@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/emiago/sipgo/sip"
@@ -319,7 +320,10 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 		return reply(req, sip.StatusBadRequest, bad)
 	}
 	minExp, maxExp := st.cfg.minExpires(), st.cfg.maxExpires()
-	ups := make([]contactUpdate, 0, len(contacts))
+	aor = strings.Clone(aor) // also the table's key
+	callIDCopy, userAgent := strings.Clone(callID), strings.Clone(h.userAgent)
+	var upsBuf [2]contactUpdate // one Contact is the usual case: no allocation
+	ups := upsBuf[:0]
 	for _, c := range contacts {
 		exp := hdrExpires
 		if v, ok := c.Params.Get("expires"); ok {
@@ -348,19 +352,22 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 			q = f
 		}
 		regID, _ := strconv.Atoi(c.Params.GetOr("reg-id", "0"))
+		// Strings a binding keeps are copied: what the request holds
+		// may be pieces of the whole datagram (gateway/fastpath parses
+		// into one string), which a binding living an hour must not pin.
 		ups = append(ups, contactUpdate{expires: exp, b: Binding{
 			AOR:        aor,
 			ContactURI: contactKey(&c.Address),
 			Contact:    contactValue(c),
-			Source:     strings.ToLower(req.Transport()) + ":" + req.Source(),
+			Source:     transportPrefix(req.Transport()) + req.Source(),
 			Local:      local,
-			CallID:     callID,
+			CallID:     callIDCopy,
 			CSeq:       cseq,
 			Q:          q,
 			Expires:    now.Add(time.Duration(exp) * time.Second),
 			Registered: now,
-			UserAgent:  h.userAgent,
-			Instance:   strings.Trim(c.Params.GetOr("+sip.instance", ""), `"`),
+			UserAgent:  userAgent,
+			Instance:   strings.Clone(strings.Trim(c.Params.GetOr("+sip.instance", ""), `"`)),
 			RegID:      regID,
 			Outbound:   outbound && regID > 0,
 		}})
@@ -380,7 +387,8 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 		idx int // index in next, -1 = new
 		u   *contactUpdate
 	}
-	changes := make([]change, 0, len(ups))
+	var changesBuf [2]change
+	changes := changesBuf[:0]
 	for i := range ups {
 		u := &ups[i]
 		idx := -1
@@ -485,8 +493,42 @@ func (r *Registrar) okLocked(req *sip.Request, bs []*Binding, now time.Time) *si
 		left := int((b.Expires.Sub(now) + time.Second - 1) / time.Second)
 		res.AppendHeader(sip.NewHeader("Contact", b.Contact+";expires="+strconv.Itoa(left)))
 	}
-	res.AppendHeader(sip.NewHeader("Date", now.UTC().Format(time.RFC1123)))
+	res.AppendHeader(r.date.header(now))
 	return res
+}
+
+// dateHeader is the Date header of the second it was made: formatting it
+// for every 200 cost more than the rest of the header lines.
+type dateHeader struct {
+	sec int64
+	h   sip.Header
+}
+
+// dateCache hands out the Date header of the current second.
+type dateCache struct{ cur atomic.Pointer[dateHeader] }
+
+func (c *dateCache) header(now time.Time) sip.Header {
+	sec := now.Unix()
+	if d := c.cur.Load(); d != nil && d.sec == sec {
+		return d.h
+	}
+	d := &dateHeader{sec: sec, h: sip.NewHeader("Date", now.UTC().Format(time.RFC1123))}
+	c.cur.Store(d)
+	return d.h
+}
+
+// transportPrefix is "udp:", "tcp:", … for a transport name, without
+// allocating for the usual ones.
+func transportPrefix(tr string) string {
+	switch tr {
+	case "UDP", "udp":
+		return "udp:"
+	case "TCP", "tcp":
+		return "tcp:"
+	case "TLS", "tls":
+		return "tls:"
+	}
+	return strings.ToLower(tr) + ":"
 }
 
 // outboundRequest reports whether a REGISTER asks for RFC 5626 outbound:
@@ -562,6 +604,63 @@ func sourceIP(req *sip.Request) string {
 	return host
 }
 
+// reply builds the answer to req. For a REGISTER (every answer of the
+// stateless fast path goes through here) it does what sipgo's
+// NewResponseFromRequest does for one, in a few allocations instead of
+// some twenty: the Via, From, Call-ID and CSeq headers are the request's
+// own (nothing changes them after parsing: the response is written out
+// and dropped, as is the request; gateway/fastpath then writes them as the
+// lines they arrived as), To too when it has a tag, else a copy with a tag
+// added (RFC 3261 §8.2.6.2; 64 random bits, §19.3 asks for 32), and a Via asking for
+// rport (RFC 3581 §4) is copied with received and rport filled in.
+// Other methods (the 407s of calls) go through sipgo.
 func reply(req *sip.Request, code int, reason string) *sip.Response {
-	return sip.NewResponseFromRequest(req, code, reason, nil)
+	if req.Method != sip.REGISTER {
+		return sip.NewResponseFromRequest(req, code, reason, nil)
+	}
+	res := sip.NewResponse(code, reason)
+	res.SipVersion = req.SipVersion
+	first := true
+	for _, h := range req.Headers() {
+		if v, ok := h.(*sip.ViaHeader); ok {
+			if first {
+				h = viaWithRport(v, req.Source())
+				first = false
+			}
+			res.AppendHeader(h)
+		}
+	}
+	if h := req.From(); h != nil {
+		res.AppendHeader(h)
+	}
+	if h := req.To(); h != nil && h.Params.Has("tag") {
+		res.AppendHeader(h) // tagged already (the fast path tags it first)
+	} else if h != nil {
+		to := &sip.ToHeader{DisplayName: h.DisplayName, Address: h.Address}
+		to.Params = make(sip.HeaderParams, 0, len(h.Params)+1)
+		to.Params = append(to.Params, h.Params...)
+		to.Params.Add("tag", strconv.FormatUint(rand.Uint64(), 36))
+		res.AppendHeader(to)
+	}
+	if h := req.CallID(); h != nil {
+		res.AppendHeader(h)
+	}
+	if h := req.CSeq(); h != nil {
+		res.AppendHeader(h)
+	}
+	return res
+}
+
+// viaWithRport is the top Via of a response: v itself, or, when v asks for
+// rport (an rport parameter without a value), a copy carrying the source's
+// port and address (RFC 3581 §4), as sipgo's NewResponseFromRequest does.
+func viaWithRport(v *sip.ViaHeader, source string) *sip.ViaHeader {
+	if val, ok := v.Params.Get("rport"); !ok || val != "" {
+		return v
+	}
+	c := v.Clone()
+	host, port, _ := net.SplitHostPort(source)
+	c.Params.Add("rport", port)
+	c.Params.Add("received", host)
+	return c
 }

@@ -62,6 +62,8 @@ type Registrar struct {
 		redirected, handedOver                                                                 atomic.Uint64
 	}
 
+	date dateCache // Date header of the 200s
+
 	presence atomic.Pointer[func(aor string, present bool)]
 	redirect atomic.Pointer[func(aor string) (string, bool)]
 	msr      atomic.Pointer[func(MSRRegistration)]

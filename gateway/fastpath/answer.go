@@ -1,0 +1,46 @@
+package fastpath
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// newToTag is a To tag for an answer (RFC 3261 §8.2.6.2; 64 random bits,
+// §19.3 asks for 32). The path puts it on the request's To before asking
+// for the answer, so the answer can carry the request's own To (see
+// writeAnswer) and sipgo need not make a UUID for a copy.
+func newToTag() string { return strconv.FormatUint(rand.Uint64(), 36) }
+
+// writeAnswer writes res to buf as res.StringWrite would, except that a
+// header that is one of the request's own objects (a registrar's answer
+// carries the request's Via, From, To, Call-ID and CSeq) is written as the
+// line it arrived as: no second serialization of its URI and parameters.
+// The To the path tagged (tagged, tag) gets its tag after the line.
+func writeAnswer(buf *bytes.Buffer, res *sip.Response, raw *rawHeaders, tagged sip.Header, tag string) {
+	if raw == nil || raw.n == 0 || res.Body() != nil || res.CompactHeaders || len(res.Headers()) == 0 {
+		res.StringWrite(buf)
+		return
+	}
+	buf.WriteString(res.SipVersion)
+	buf.WriteByte(' ')
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), int64(res.StatusCode), 10))
+	buf.WriteByte(' ')
+	buf.WriteString(res.Reason)
+	buf.WriteString("\r\n")
+	for _, h := range res.Headers() {
+		if line, ok := raw.lineOf(h); ok {
+			buf.WriteString(line)
+			if h == tagged {
+				buf.WriteString(";tag=")
+				buf.WriteString(tag)
+			}
+		} else {
+			h.StringWrite(buf)
+		}
+		buf.WriteString("\r\n")
+	}
+	buf.WriteString("\r\n")
+}

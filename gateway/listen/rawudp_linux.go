@@ -1,0 +1,180 @@
+package listen
+
+import (
+	"net"
+	"strconv"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// rawUDP is a UDP listener whose ReadFrom and WriteTo make their
+// recvfrom and sendto as raw system calls on the non-blocking socket,
+// waiting for readiness through the runtime's poller as net does.
+//
+// Why: net's calls go through the runtime's syscall entry and exit, which
+// marks the goroutine's P as in a system call. Under a CPU quota (the
+// box's cgroup, and the benchmarks' 0.2-CPU cap) the runtime's monitor
+// thread (sysmon) then keeps finding a P "blocked in a system call" —
+// a thread that the quota froze mid-call — takes it away, and each time
+// goes back to polling every 20 µs: at 2,500 registrations/s, sysmon and
+// the context switches it causes were a third of outpostd's CPU (perf,
+// bench/RESULTS.md). A non-blocking recvfrom or sendto on a UDP socket
+// never blocks, so nothing is gained by handing the P over.
+type rawUDP struct {
+	*net.UDPConn
+	rc  syscall.RawConn
+	in6 bool // an AF_INET6 socket (dual stack for a wildcard address): IPv4 peers are v4-mapped
+
+	rmu   sync.Mutex // one reader at a time (sipgo has one per socket)
+	rb    []byte
+	rn    int
+	rerr  syscall.Errno
+	rsa   syscall.RawSockaddrAny
+	rlen  uint32
+	rfunc func(fd uintptr) bool
+}
+
+// rawUDPConn wraps pc when it is a *net.UDPConn whose descriptor can be
+// reached; otherwise it returns pc.
+func rawUDPConn(pc net.PacketConn) net.PacketConn {
+	u, ok := pc.(*net.UDPConn)
+	if !ok {
+		return pc
+	}
+	rc, err := u.SyscallConn()
+	if err != nil {
+		return pc
+	}
+	c := &rawUDP{UDPConn: u, rc: rc}
+	var family = -1
+	if err := rc.Control(func(fd uintptr) {
+		if sa, err := syscall.Getsockname(int(fd)); err == nil {
+			switch sa.(type) {
+			case *syscall.SockaddrInet4:
+				family = syscall.AF_INET
+			case *syscall.SockaddrInet6:
+				family = syscall.AF_INET6
+			}
+		}
+	}); err != nil || family < 0 {
+		return pc
+	}
+	c.in6 = family == syscall.AF_INET6
+	c.rfunc = c.recv
+	return c
+}
+
+func (c *rawUDP) recv(fd uintptr) bool {
+	c.rlen = syscall.SizeofSockaddrAny
+	var p unsafe.Pointer
+	if len(c.rb) > 0 {
+		p = unsafe.Pointer(&c.rb[0])
+	}
+	n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(p), uintptr(len(c.rb)), 0,
+		uintptr(unsafe.Pointer(&c.rsa)), uintptr(unsafe.Pointer(&c.rlen)))
+	if e == syscall.EAGAIN || e == syscall.EINTR {
+		return false // wait until readable (EINTR: try again after the wait, which returns at once)
+	}
+	c.rn, c.rerr = int(n), e
+	return true
+}
+
+// ReadFrom reads one datagram.
+func (c *rawUDP) ReadFrom(b []byte) (int, net.Addr, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rb = b
+	err := c.rc.Read(c.rfunc)
+	c.rb = nil
+	if err != nil {
+		return 0, nil, &net.OpError{Op: "read", Net: "udp", Source: c.LocalAddr(), Err: err}
+	}
+	if c.rerr != 0 {
+		return 0, nil, &net.OpError{Op: "read", Net: "udp", Source: c.LocalAddr(), Err: c.rerr}
+	}
+	return c.rn, sockaddrToUDP(&c.rsa), nil
+}
+
+// WriteTo sends one datagram to addr (a *net.UDPAddr; anything else goes
+// through net).
+func (c *rawUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
+	ua, ok := addr.(*net.UDPAddr)
+	if !ok {
+		return c.UDPConn.WriteTo(b, addr)
+	}
+	var sa syscall.RawSockaddrAny
+	salen, ok := udpToSockaddr(ua, &sa, c.in6)
+	if !ok {
+		return c.UDPConn.WriteTo(b, addr)
+	}
+	var n uintptr
+	var errno syscall.Errno
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	err := c.rc.Write(func(fd uintptr) bool {
+		n, _, errno = syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(p), uintptr(len(b)), 0,
+			uintptr(unsafe.Pointer(&sa)), uintptr(salen))
+		return errno != syscall.EAGAIN && errno != syscall.EINTR
+	})
+	if err == nil && errno != 0 {
+		err = errno
+	}
+	if err != nil {
+		return 0, &net.OpError{Op: "write", Net: "udp", Source: c.LocalAddr(), Addr: addr, Err: err}
+	}
+	return int(n), nil
+}
+
+// sockaddrToUDP converts a received source address.
+func sockaddrToUDP(rsa *syscall.RawSockaddrAny) *net.UDPAddr {
+	switch rsa.Addr.Family {
+	case syscall.AF_INET:
+		sa := (*syscall.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		return &net.UDPAddr{IP: net.IPv4(sa.Addr[0], sa.Addr[1], sa.Addr[2], sa.Addr[3]), Port: int(p[0])<<8 | int(p[1])}
+	case syscall.AF_INET6:
+		sa := (*syscall.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+		ip := make(net.IP, net.IPv6len)
+		copy(ip, sa.Addr[:])
+		ua := &net.UDPAddr{IP: ip, Port: int(p[0])<<8 | int(p[1])}
+		if sa.Scope_id != 0 {
+			if ifi, err := net.InterfaceByIndex(int(sa.Scope_id)); err == nil {
+				ua.Zone = ifi.Name
+			} else {
+				ua.Zone = strconv.FormatUint(uint64(sa.Scope_id), 10)
+			}
+		}
+		return ua
+	}
+	return &net.UDPAddr{}
+}
+
+// udpToSockaddr fills sa with addr for sendto on a socket of family
+// AF_INET6 (in6) or AF_INET; false when addr cannot be one (then net
+// handles it, and reports why).
+func udpToSockaddr(addr *net.UDPAddr, sa *syscall.RawSockaddrAny, in6 bool) (uintptr, bool) {
+	if addr.Port < 0 || addr.Port > 0xffff {
+		return 0, false
+	}
+	if ip4 := addr.IP.To4(); ip4 != nil && !in6 {
+		s := (*syscall.RawSockaddrInet4)(unsafe.Pointer(sa))
+		s.Family = syscall.AF_INET
+		p := (*[2]byte)(unsafe.Pointer(&s.Port))
+		p[0], p[1] = byte(addr.Port>>8), byte(addr.Port)
+		copy(s.Addr[:], ip4)
+		return syscall.SizeofSockaddrInet4, true
+	}
+	if in6 && addr.Zone == "" && (len(addr.IP) == net.IPv4len || len(addr.IP) == net.IPv6len) {
+		s := (*syscall.RawSockaddrInet6)(unsafe.Pointer(sa))
+		s.Family = syscall.AF_INET6
+		p := (*[2]byte)(unsafe.Pointer(&s.Port))
+		p[0], p[1] = byte(addr.Port>>8), byte(addr.Port)
+		copy(s.Addr[:], addr.IP.To16()) // an IPv4 peer as ::ffff:a.b.c.d
+		return syscall.SizeofSockaddrInet6, true
+	}
+	return 0, false
+}

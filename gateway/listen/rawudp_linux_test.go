@@ -1,0 +1,64 @@
+package listen
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// The raw UDP socket reads and writes like net's, over IPv4, IPv6 and a
+// dual-stack wildcard socket (IPv4 peers v4-mapped), honours deadlines and
+// reports its closing as net.ErrClosed (sipgo's reader stops on it).
+func TestRawUDP(t *testing.T) {
+	for _, tc := range []struct{ listen, client, dial string }{
+		{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"},
+		{"[::1]:0", "[::1]:0", "::1"},
+		{":0", "127.0.0.1:0", "127.0.0.1"}, // dual stack
+	} {
+		pc, err := net.ListenPacket("udp", tc.listen)
+		if err != nil {
+			t.Logf("%s: %v (no IPv6 here?)", tc.listen, err)
+			continue
+		}
+		c := rawUDPConn(pc)
+		if _, ok := c.(*rawUDP); !ok {
+			t.Fatalf("%s: not wrapped", tc.listen)
+		}
+		cl, err := net.ListenPacket("udp", tc.client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := &net.UDPAddr{IP: net.ParseIP(tc.dial), Port: c.LocalAddr().(*net.UDPAddr).Port}
+		if _, err := cl.WriteTo([]byte("ping"), to); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 100)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, from, err := c.ReadFrom(buf)
+		if err != nil || string(buf[:n]) != "ping" {
+			t.Fatalf("%s: read %q %v", tc.listen, buf[:n], err)
+		}
+		if ua := from.(*net.UDPAddr); ua.Port != cl.LocalAddr().(*net.UDPAddr).Port || !ua.IP.Equal(net.ParseIP(tc.dial)) {
+			t.Fatalf("%s: from %v, want %s port %d", tc.listen, from, tc.dial, cl.LocalAddr().(*net.UDPAddr).Port)
+		}
+		if _, err := c.WriteTo([]byte("pong"), from); err != nil {
+			t.Fatalf("%s: write: %v", tc.listen, err)
+		}
+		cl.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, _, err := cl.ReadFrom(buf); err != nil || string(buf[:n]) != "pong" {
+			t.Fatalf("%s: answer %q %v", tc.listen, buf[:n], err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, _, err := c.ReadFrom(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s: read past the deadline: %v", tc.listen, err)
+		}
+		c.SetReadDeadline(time.Time{})
+		c.Close()
+		if _, _, err := c.ReadFrom(buf); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("%s: read after close: %v", tc.listen, err)
+		}
+		cl.Close()
+	}
+}
