@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -35,16 +36,21 @@ import (
 // admitted INVITE) are never shed: the calls the box took, it keeps.
 //
 // Memory is the second reason to shed. Each admitted call leaves sipgo's
-// finished transactions behind for 32 s (RFC 3261/6026 timers J, L, M),
-// about 16 KiB a call, so a flood the CPU can carry (6,600 calls/s measured
-// here) still holds gigabytes (bench/mem_bench.sh: 1.5 GiB resident). While
-// the live heap (as of the last collection) is over overloadHeapLive, new
-// calls are shed the same way; it falls as the transactions expire. 64 MiB
-// is about two thousand concurrent calls with their transactions (1000
-// calls at 100 calls/s: 31 MiB, bench/RESULTS.md), far more than a branch
-// carries, and keeps the resident size under 200 MiB through any flood
-// (the process's memory limit, cmd/outpostd/memlimit.go, makes the
-// collector hold the heap near it).
+// finished transactions behind for 32 s (RFC 3261/6026 timers J, L, M):
+// about 6 KiB a call at a steady 400 calls/s (74 MiB live), more in a
+// flood the CPU can carry (6,600 calls/s measured here: 1.5 GiB resident,
+// bench/mem_bench.sh). While the live heap (as of the last collection) is
+// over two fifths of the process's memory limit (debug.SetMemoryLimit,
+// which cmd/outpostd sets to min(half the RAM, 160 MiB), or GOMEMLIMIT),
+// new calls are shed the same way; it falls as the transactions expire.
+// With the default limit that is 64 MiB: about two thousand concurrent
+// calls with their transactions (1000 calls at 100 calls/s: 31 MiB,
+// bench/RESULTS.md), far more than a branch carries, and it keeps the
+// resident size under 200 MiB through any flood, the collector holding
+// the heap under the limit. The price, until the 32 s retention goes: the
+// box sustains about 400 new calls/s, whatever its CPU; a larger box can
+// raise GOMEMLIMIT and the gate follows. Without a limit (tests) the
+// threshold is overloadHeapLive.
 //
 // Decision: the target is 50 ms, ten times a quiet box's delay and a
 // tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after
@@ -61,7 +67,9 @@ const (
 	// enough for a trunk to spread its next attempts, short enough that a
 	// phone's user retrying by hand finds the box serving again.
 	overloadRetryAfter = "1"
-	overloadHeapLive   = 64 << 20
+	// overloadHeapLive is the live-heap threshold when the process has no
+	// memory limit; with one, two fifths of it (see above).
+	overloadHeapLive = 64 << 20
 	// overloadHeapEvery is how often shedding reads the live heap (a
 	// runtime/metrics read): it changes only at the end of a collection.
 	overloadHeapEvery = 10 * time.Millisecond
@@ -95,7 +103,16 @@ func newOverloadGate() *overloadGate {
 		return sample[0].Value.Uint64()
 	}
 	return &overloadGate{target: overloadTarget, interval: overloadInterval, now: time.Now, min: -1,
-		heapLimit: overloadHeapLive, heapLive: live}
+		heapLimit: heapThreshold(debug.SetMemoryLimit(-1)), heapLive: live}
+}
+
+// heapThreshold is the live heap above which new calls are shed for a
+// process memory limit (math.MaxInt64: none).
+func heapThreshold(limit int64) uint64 {
+	if limit <= 0 || limit >= 1<<50 {
+		return overloadHeapLive
+	}
+	return uint64(limit) / 5 * 2
 }
 
 // roll ends the intervals that are over at now; g.mu is held.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -263,4 +264,19 @@ func inDialog(method, ok string, p *phone, cseq int) string {
 	return fmt.Sprintf("%s %s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%s%d\r\nFrom: %s\r\nTo: %s\r\n"+
 		"Call-ID: %s\r\nCSeq: %d %s\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n",
 		method, target, port, strings.ToLower(method), cseq, header(ok, "From"), header(ok, "To"), header(ok, "Call-ID"), n, method)
+}
+
+func TestHeapThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		limit int64
+		want  uint64
+	}{
+		{160 << 20, 64 << 20}, // outpostd's default cap
+		{1 << 30, (1 << 30) / 5 * 2},
+		{math.MaxInt64, overloadHeapLive}, // no limit
+	} {
+		if got := heapThreshold(tc.limit); got != tc.want {
+			t.Errorf("heapThreshold(%d) = %d, want %d", tc.limit, got, tc.want)
+		}
+	}
 }
