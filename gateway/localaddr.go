@@ -74,15 +74,21 @@ func (l *localAddrs) stream(transport, hostport string) *sip.Addr {
 	if u == nil || len(u.ap) == 0 {
 		return nil
 	}
-	if f := l.choose.Load(); f != nil {
-		if i, ok := facing.Choose(u.ap, hostport, *f); ok {
-			return &u.sip[i]
-		}
-	}
-	if i := facing.Pick(u.ap, hostport, facing.Kernel); i >= 0 {
+	if i := l.facing(u, hostport); i >= 0 {
 		return &u.sip[i]
 	}
 	return &u.sip[0]
+}
+
+// facing is the index of u's listener facing hostport: the chooser's pick
+// when several qualify, else the routing table's; -1 = none.
+func (l *localAddrs) facing(u *udpAddrs, hostport string) int {
+	if f := l.choose.Load(); f != nil {
+		if i, ok := facing.Choose(u.ap, hostport, *f); ok {
+			return i
+		}
+	}
+	return facing.Pick(u.ap, hostport, facing.Kernel)
 }
 
 // from is the listener a request to hostport leaves from; nil = let sipgo
@@ -95,12 +101,7 @@ func (l *localAddrs) from(hostport string) *sip.Addr {
 	if u == nil {
 		return nil
 	}
-	if f := l.choose.Load(); f != nil {
-		if i, ok := facing.Choose(u.ap, hostport, *f); ok {
-			return &u.sip[i]
-		}
-	}
-	if i := facing.Pick(u.ap, hostport, facing.Kernel); i >= 0 {
+	if i := l.facing(u, hostport); i >= 0 {
 		return &u.sip[i]
 	}
 	return nil
