@@ -1029,11 +1029,15 @@ func TestCallerByeWhileRinging(t *testing.T) {
 	e.noCalls()
 }
 
+// TestCallerCancelsBeforeCalleeResponds: A cancels once B has the INVITE
+// but before B said anything (RFC 3261 §9.1: the box may CANCEL only after
+// a provisional); B's first response then lets the box send its CANCEL.
 func TestCallerCancelsBeforeCalleeResponds(t *testing.T) {
 	e := newEnv(t, Config{})
 	a := newPhone(t, "1001", nil)
-	release := make(chan struct{})
+	invited, release := make(chan struct{}), make(chan struct{})
 	b := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		close(invited)
 		select { // say nothing until A has given up
 		case <-release:
 		case <-time.After(wait):
@@ -1044,11 +1048,16 @@ func TestCallerCancelsBeforeCalleeResponds(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
-	oc := a.dial(ctx, e.box, "1002", func(r *sip.Response) {
-		if r.StatusCode == 100 {
-			cancel() // the box's 100 Trying: CANCEL before B said anything
+	// Not on the box's 100 Trying: on a busy machine A's CANCEL could then
+	// beat the B-leg INVITE, and the box rightly never calls B.
+	go func() {
+		select {
+		case <-invited:
+			cancel()
+		case <-ctx.Done():
 		}
-	})
+	}()
+	oc := a.dial(ctx, e.box, "1002", nil)
 	close(release)
 	if oc.final != 487 {
 		t.Errorf("A got %d (%v), want 487", oc.final, oc.err)
