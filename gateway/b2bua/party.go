@@ -350,12 +350,18 @@ func respondBody(tx sip.ServerTransaction, req *sip.Request, code int, reason st
 }
 
 // respond2xx sends a 2xx to an INVITE and retransmits it until ack is
-// signalled (RFC 3261 §13.3.1.4: T1 doubling to T2, for 64*T1). It
-// reports whether the ACK came.
+// signalled (RFC 3261 §13.3.1.4). It reports whether the ACK came.
 func respond2xx(tx sip.ServerTransaction, res *sip.Response, ack <-chan struct{}, stop <-chan struct{}) bool {
 	if err := tx.Respond(res); err != nil {
 		return false
 	}
+	return retransmit(func() error { return tx.Respond(res) }, ack, stop)
+}
+
+// retransmit repeats send, T1 doubling up to T2 (RFC 3261 §13.3.1.4, RFC
+// 3262 §3), until done is signalled (true), or stop is, send fails, or
+// 64*T1 has passed (false).
+func retransmit(send func() error, done, stop <-chan struct{}) bool {
 	interval := sip.T1
 	retrans := time.NewTimer(interval)
 	defer retrans.Stop()
@@ -363,14 +369,14 @@ func respond2xx(tx sip.ServerTransaction, res *sip.Response, ack <-chan struct{}
 	defer giveUp.Stop()
 	for {
 		select {
-		case <-ack:
+		case <-done:
 			return true
 		case <-stop:
 			return false
 		case <-giveUp.C:
 			return false
 		case <-retrans.C:
-			if err := tx.Respond(res); err != nil {
+			if err := send(); err != nil {
 				return false
 			}
 			interval = min(2*interval, sip.T2)

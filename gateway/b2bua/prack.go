@@ -206,25 +206,15 @@ func (c *call) sendReliable(code int, reason string, body []byte, hdrs []sip.Hea
 	u.wg.Add(1)
 	go func() {
 		defer u.wg.Done()
-		iv := sip.T1
-		t := time.NewTimer(iv)
-		defer t.Stop()
-		giveUp := time.NewTimer(64 * sip.T1)
-		defer giveUp.Stop()
-		for {
-			select {
-			case <-prack:
-				return
-			case <-u.stop:
-				return
-			case <-giveUp.C:
-				c.b.log.Info("b2bua: caller never PRACKed a reliable provisional", "call", c.info.ID, "rseq", rseq)
-				return
-			case <-t.C:
-				_ = c.a.Respond(code, reason, body, hdrs...)
-				iv = min(2*iv, sip.T2)
-				t.Reset(iv)
-			}
+		// A failed retransmission is not the end: the next may go out.
+		resend := func() error { _ = c.a.Respond(code, reason, body, hdrs...); return nil }
+		if retransmit(resend, prack, u.stop) {
+			return
+		}
+		select {
+		case <-u.stop:
+		default:
+			c.b.log.Info("b2bua: caller never PRACKed a reliable provisional", "call", c.info.ID, "rseq", rseq)
 		}
 	}()
 	return true
