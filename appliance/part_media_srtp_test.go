@@ -27,14 +27,7 @@ func TestAnchorSRTPPerRoute(t *testing.T) {
 		t.Fatalf("default policy %+v", p)
 	}
 	next := &partConfigs{Relay: relay.Config{PortMin: 49000, PortMax: 49199}, Anchor: pol}
-	m, err := newMediaPart(next, func() []int { return nil }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.run(ctx) }()
-	defer func() { cancel(); <-done }()
+	m := runMediaPart(t, next)
 
 	local := netip.MustParseAddr("127.0.0.1")
 	plain := []byte("v=0\r\no=p 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
@@ -79,14 +72,7 @@ func TestAnchorSRTPPerRoute(t *testing.T) {
 func TestAnchorMediaProtection(t *testing.T) {
 	d := &config.Document{Media: config.Media{SRTPRoutes: map[string]string{"hq": "require"}}}
 	next := &partConfigs{Relay: relay.Config{PortMin: 49200, PortMax: 49399}, Anchor: anchorPolicyOf(d)}
-	m, err := newMediaPart(next, func() []int { return nil }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.run(ctx) }()
-	defer func() { cancel(); <-done }()
+	m := runMediaPart(t, next)
 
 	local := netip.MustParseAddr("127.0.0.1")
 	an, err := m.anchor("call-srtp", local, local, func(string) {})
@@ -191,4 +177,18 @@ func TestAnchorSRTPPerInterface(t *testing.T) {
 		}
 		an.Close()
 	}
+}
+
+// runMediaPart starts a media part on next until the test ends.
+func runMediaPart(t *testing.T, next *partConfigs) *mediaPart {
+	t.Helper()
+	m, err := newMediaPart(next, func() []int { return nil }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return m
 }
