@@ -370,7 +370,11 @@ func TestSRTPKeysNotLogged(t *testing.T) {
 	// A refused answer and a tampered packet log too, if anything does.
 	_, errAns := s.Answer(B, savp(pb.sdp(2, []string{"8 PCMA"}), pb.crypto))
 	_, _ = pb.rtp.WriteToUDPAddrPort(pb.sendSRTP(8, make([]byte, 160), true), addrOf(mediaOf(t, toB)))
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); s.Stats()[B].SRTPAuthFailures == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the tampered packet was not counted")
+		}
+	}
 	s.Close()
 	out := logs.String()
 	if !strings.Contains(out, "SRTP on leg") {
