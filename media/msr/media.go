@@ -169,12 +169,7 @@ func (ms *mediaServer) controlInvite(t *transport, req *sip.Request, tx sip.Serv
 	}
 	ms.ctlDlgs[o.id], ms.ctlByDlg[d.key] = d, d
 	ms.mu.Unlock()
-	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", d.answer)
-	if rt := res.To(); rt != nil {
-		rt.Params.Add("tag", localTag)
-	}
-	ms.answerHeaders(t, res, req)
-	if err := tx.Respond(res); err != nil {
+	if err := ms.accept(t, tx, req, d.answer, localTag); err != nil {
 		ms.endControl(d)
 		return
 	}
@@ -286,23 +281,24 @@ func (ms *mediaServer) invite(t *transport, req *sip.Request, tx sip.ServerTrans
 	ms.conns[c.id] = c
 	ms.byDlg[dlgKey{c.callID, localTag, remoteTag}] = c
 	ms.mu.Unlock()
-	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", answer)
-	if rt := res.To(); rt != nil {
-		rt.Params.Add("tag", localTag)
-	}
-	ms.answerHeaders(t, res, req)
-	if err := tx.Respond(res); err != nil {
+	if err := ms.accept(t, tx, req, answer, localTag); err != nil {
 		ms.drop(c)
 		return
 	}
 	ms.log.Info("media/msr: media connection", "id", c.id, "iface", name, "local", addr)
 }
 
-// answerHeaders adds Contact and Content-Type to a 200 carrying SDP.
-func (ms *mediaServer) answerHeaders(t *transport, res *sip.Response, req *sip.Request) {
+// accept answers req 200 with the session description sdp, our Contact
+// on t and, for a new dialog, the To tag localTag ("" in a dialog).
+func (ms *mediaServer) accept(t *transport, tx sip.ServerTransaction, req *sip.Request, sdp []byte, localTag string) error {
+	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", sdp)
+	if rt := res.To(); rt != nil && localTag != "" {
+		rt.Params.Add("tag", localTag)
+	}
 	res.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: req.Recipient.User,
 		Host: t.laddr.Addr().String(), Port: int(t.laddr.Port())}})
 	res.AppendHeader(sip.NewHeader("Content-Type", "application/sdp"))
+	return tx.Respond(res)
 }
 
 func (ms *mediaServer) reinvite(t *transport, req *sip.Request, tx sip.ServerTransaction, k dlgKey) {
@@ -316,9 +312,7 @@ func (ms *mediaServer) reinvite(t *transport, req *sip.Request, tx sip.ServerTra
 			respond(tx, req, sip.StatusNotAcceptableHere, "Not Acceptable Here (control dialog unchanged)")
 			return
 		}
-		res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", d.answer)
-		ms.answerHeaders(t, res, req)
-		_ = tx.Respond(res)
+		_ = ms.accept(t, tx, req, d.answer, "")
 		return
 	}
 	if c == nil {
@@ -334,9 +328,7 @@ func (ms *mediaServer) reinvite(t *transport, req *sip.Request, tx sip.ServerTra
 		respond(tx, req, sip.StatusNotAcceptableHere, "Not Acceptable Here")
 		return
 	}
-	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", answer)
-	ms.answerHeaders(c.tr, res, req)
-	_ = tx.Respond(res)
+	_ = ms.accept(c.tr, tx, req, answer, "")
 }
 
 func (ms *mediaServer) bye(req *sip.Request, tx sip.ServerTransaction) {
