@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,7 +39,15 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	// nonce count) and decided on overload; its queueing delay since then
 	// is the overload signal. Over TCP (no amplification, so no stateless
 	// path) both happen here.
-	at, fast := s.admitted.take(admittedKey(req))
+	at, state := s.admitted.take(admittedKey(req))
+	fast := state == admittedNew
+	if state == admittedTaken {
+		// A retransmission that outlived its transaction (txretention.go):
+		// absorbed, as the transaction would have done.
+		s.lateInvites.Add(1)
+		tx.Terminate()
+		return
+	}
 	if fast {
 		s.overload.observe(time.Since(at))
 	} else if s.overload.refuseNew() {
@@ -131,49 +140,64 @@ func (s *Server) OverloadRefusals() (queue, memory uint64) {
 
 // admittedKey names an INVITE's server transaction as sipgo matches a
 // retransmission (RFC 3261 §17.2.3: the top Via's branch, plus the
-// transport and address it came from and its CSeq).
-func admittedKey(req *sip.Request) string {
-	var b strings.Builder
-	b.WriteString(req.Transport())
-	b.WriteByte('|')
+// transport and address it came from and its CSeq), hashed: the set keeps
+// 16 bytes a call for 32 s instead of the text. Two INVITEs colliding in
+// 64 bits within 32 s are not a concern at any call rate a box sees.
+func admittedKey(req *sip.Request) uint64 {
+	var h maphash.Hash
+	h.SetSeed(admittedSeed)
+	h.WriteString(req.Transport())
+	h.WriteByte('|')
 	if via := req.Via(); via != nil {
 		branch, _ := via.Params.Get("branch")
-		b.WriteString(branch)
+		h.WriteString(branch)
 	}
-	b.WriteByte('|')
-	b.WriteString(req.Source())
+	h.WriteByte('|')
+	h.WriteString(req.Source())
 	if c := req.CSeq(); c != nil {
-		b.WriteByte('|')
-		b.WriteString(strconv.FormatUint(uint64(c.SeqNo), 10))
+		var b [10]byte
+		h.WriteByte('|')
+		h.Write(strconv.AppendUint(b[:0], uint64(c.SeqNo), 10))
 	}
-	return b.String()
+	return h.Sum64()
 }
 
+var admittedSeed = maphash.MakeSeed()
+
 // admittedWindow is how long an admitted INVITE is remembered: its
-// retransmissions stop once it has a final response, at the latest after
-// Timer B (64*T1 = 32 s).
+// retransmissions stop once it has a provisional or final response, at
+// the latest after Timer B (64*T1 = 32 s).
 const admittedWindow = 32 * time.Second
 
 // maxAdmitted bounds the memory (two generations of at most this many
-// keys, a few MiB at most). Every admitted UDP INVITE is remembered until
-// onInvite takes it, so at a few thousand calls per second a generation
-// lasts seconds; beyond it the older generation goes early, and a late
-// retransmission of its INVITEs is decided again.
-const maxAdmitted = 16384
+// keys: about 5 MiB). Every admitted UDP INVITE is remembered, so a
+// generation lasts 32 s up to 2,048 calls a second; beyond that the older
+// generation goes early, and a late retransmission of its INVITEs is
+// decided again.
+const maxAdmitted = 65536
+
+// admission is what the set knows of an INVITE's transaction.
+type admission int
+
+const (
+	notAdmitted   admission = iota
+	admittedNew             // admitted on the fast path, not yet seen by onInvite
+	admittedTaken           // onInvite has seen it: any later copy is a retransmission
+)
 
 // admittedCalls remembers the UDP INVITEs admitted on the fast path, with
-// when they were (the zero time once onInvite took them).
+// when they were (0 once onInvite took them), in Unix nanoseconds.
 type admittedCalls struct {
 	mu       sync.Mutex
-	cur, old map[string]time.Time
+	cur, old map[uint64]int64
 	rotated  time.Time
 }
 
 func newAdmittedCalls() *admittedCalls {
-	return &admittedCalls{cur: map[string]time.Time{}, old: map[string]time.Time{}, rotated: time.Now()}
+	return &admittedCalls{cur: map[uint64]int64{}, old: map[uint64]int64{}, rotated: time.Now()}
 }
 
-func (a *admittedCalls) has(key string) bool {
+func (a *admittedCalls) has(key uint64) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, ok := a.cur[key]
@@ -183,15 +207,14 @@ func (a *admittedCalls) has(key string) bool {
 	return ok
 }
 
-// take reports whether key was admitted, and when, the first time only:
-// onInvite sees each admitted transaction once, and a copy of the INVITE
-// that arrives after its transaction ended is checked afresh (a replayed
-// nonce count, so a new challenge), never admitted into a second call.
-// The key stays (as taken) until its generation goes, so that the fast
-// path still passes the transaction's retransmissions on to sipgo, which
-// absorbs them, instead of deciding them again (under overload: a 503 for
-// a call in progress).
-func (a *admittedCalls) take(key string) (time.Time, bool) {
+// take reports what the set knows of key, and when it was admitted the
+// first time it is taken: onInvite sees each admitted transaction once.
+// A copy of the INVITE that reaches onInvite after that came after its
+// transaction ended (txretention.go) and is absorbed, never made a
+// second call. The key stays until its generation goes, so that the fast
+// path passes the transaction's retransmissions on to sipgo instead of
+// deciding them again (under overload: a 503 for a call in progress).
+func (a *admittedCalls) take(key uint64) (time.Time, admission) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	m := a.cur
@@ -200,20 +223,23 @@ func (a *admittedCalls) take(key string) (time.Time, bool) {
 		m = a.old
 		at, ok = m[key]
 	}
-	if !ok || at.IsZero() {
-		return time.Time{}, false
+	switch {
+	case !ok:
+		return time.Time{}, notAdmitted
+	case at == 0:
+		return time.Time{}, admittedTaken
 	}
-	m[key] = time.Time{}
-	return at, true
+	m[key] = 0
+	return time.Unix(0, at), admittedNew
 }
 
-func (a *admittedCalls) put(key string, now time.Time) {
+func (a *admittedCalls) put(key uint64, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if now.Sub(a.rotated) >= admittedWindow || len(a.cur) >= maxAdmitted {
-		a.old, a.cur, a.rotated = a.cur, make(map[string]time.Time, len(a.cur)), now
+		a.old, a.cur, a.rotated = a.cur, make(map[uint64]int64, len(a.cur)), now
 	}
-	a.cur[key] = now
+	a.cur[key] = now.UnixNano()
 }
 
 // Calls returns the calls in progress.

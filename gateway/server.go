@@ -100,6 +100,9 @@ type Server struct {
 	sipgoLog *siplog.Limiter
 	// admitted are the UDP INVITEs admitted on the fast path (invite.go).
 	admitted *admittedCalls
+	// lateInvites counts INVITE retransmissions absorbed after their
+	// transaction ended (txretention.go).
+	lateInvites atomic.Uint64
 	// overload sheds new calls while they queue (overload.go).
 	overload *overloadGate
 	plan     atomic.Pointer[dialplan.Plan]
@@ -379,6 +382,9 @@ func (s *Server) DroppedByKind() map[string]uint64 {
 	out := s.fp.Drops()
 	for k, v := range s.sipgoLog.Counts() {
 		out[k] += v
+	}
+	if n := s.lateInvites.Load(); n > 0 {
+		out["late_retransmission"] = n
 	}
 	return out
 }
