@@ -122,7 +122,7 @@ cg_remove() {
 }
 cg_create() { # cg_create NAME CPUS (0 = no limit) -> CG
   local cpus=$2
-  CG=$CG_ROOT/outpost-callbench-$1
+  CG=$CG_ROOT/outpost-callbench-${BENCH_IP//./_}-$1   # per BENCH_IP: runs on other addresses may be going on
   if [ -d "$CG" ]; then
     [ -s "$CG/cgroup.procs" ] && { note "cgroup $CG still has processes ($(tr '\n' ' ' < "$CG/cgroup.procs")): another run?"; return 1; }
     rmdir "$CG" || return 1

@@ -80,7 +80,7 @@ cg_remove() { # cg_remove DIR: move leftovers (ours) to the root, then remove
   rmdir "$d" 2>/dev/null || note "WARNING: could not remove cgroup $d"
 }
 cg_create() { # cg_create NAME -> CG (path), capped at CAP CPUs
-  CG=$CG_ROOT/outpost-bench-$1
+  CG=$CG_ROOT/outpost-bench-${BENCH_IP//./_}-$1   # per BENCH_IP: runs on other addresses may be going on
   if [ -d "$CG" ]; then
     [ -s "$CG/cgroup.procs" ] && { note "cgroup $CG still has processes ($(tr '\n' ' ' < "$CG/cgroup.procs")): another run?"; return 1; }
     rmdir "$CG" || return 1
