@@ -30,11 +30,15 @@ var (
 	errFlowFailed  = errors.New("b2bua: the contact's outbound flow is gone")
 )
 
-// maxEventsPerLeg sizes the event buffer per B leg. A leg may send any
-// number of provisional responses (waitAnswer); the dial loop reads them
-// while the leg rings, and a stopped leg's are dropped (runLeg), so the
-// buffer only absorbs bursts.
-const maxEventsPerLeg = 12
+// eventBurst sizes the event buffer beyond one final event per first
+// target. A leg may send any number of provisional responses
+// (waitAnswer); the dial loop reads them while the legs ring, a collector
+// reads the stopped legs' finals after the outcome, and a stopped leg's
+// provisionals are dropped (runLeg): a full buffer only makes a leg's
+// goroutine wait for the reader, so it only absorbs bursts. (It was sized
+// for every leg a phase may ever have, 204 events, 11 KiB a call: a fifth
+// of all the memory a call allocated, bench/RESULTS.md issue 16 item 1.)
+const eventBurst = 8
 
 // errProvisionalBatch ends one sipgo WaitAnswer call of waitAnswer.
 var errProvisionalBatch = errors.New("b2bua: provisional batch")
@@ -363,7 +367,7 @@ func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResu
 	ringTimer := time.AfterFunc(spec.timeout, func() { cancel(cause) })
 	defer ringTimer.Stop()
 
-	r.events = make(chan legEvent, (len(ts)+maxRedirectTargets)*maxEventsPerLeg)
+	r.events = make(chan legEvent, len(ts)+eventBurst)
 	seen := make(map[string]bool, len(ts))
 	for _, t := range ts {
 		seen[t.key()] = true
