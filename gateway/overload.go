@@ -36,21 +36,17 @@ import (
 // admitted INVITE) are never shed: the calls the box took, it keeps.
 //
 // Memory is the second reason to shed. Each admitted call leaves sipgo's
-// finished transactions behind for 32 s (RFC 3261/6026 timers J, L, M):
-// about 6 KiB a call at a steady 400 calls/s (74 MiB live), more in a
-// flood the CPU can carry (6,600 calls/s measured here: 1.5 GiB resident,
+// finished transactions behind for a while (txretention.go: 4 s, down
+// from RFC 3261/6026's 32 s, which made 6 KiB a call at 400 calls/s, 74
+// MiB live, and 1.5 GiB resident in a flood the CPU could carry:
 // bench/mem_bench.sh). While the live heap (as of the last collection) is
 // over two fifths of the process's memory limit (debug.SetMemoryLimit,
 // which cmd/outpostd sets to min(half the RAM, 160 MiB), or GOMEMLIMIT),
 // new calls are shed the same way; it falls as the transactions expire.
-// With the default limit that is 64 MiB: about two thousand concurrent
-// calls with their transactions (1000 calls at 100 calls/s: 31 MiB,
-// bench/RESULTS.md), far more than a branch carries, and it keeps the
-// resident size under 200 MiB through any flood, the collector holding
-// the heap under the limit. The price, until the 32 s retention goes: the
-// box sustains about 400 new calls/s, whatever its CPU; a larger box can
-// raise GOMEMLIMIT and the gate follows. Without a limit (tests) the
-// threshold is overloadHeapLive.
+// With the default limit that is 64 MiB, far more than the calls a branch
+// carries with their transactions, and it keeps the resident size under
+// 200 MiB through any flood, the collector holding the heap under the
+// limit. Without a limit (tests) the threshold is overloadHeapLive.
 //
 // Decision: the target is 50 ms, ten times a quiet box's delay and a
 // tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after
