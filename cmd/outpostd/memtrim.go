@@ -13,7 +13,7 @@ import (
 // Why the runtime alone does not: the collector runs when the heap reaches
 // its goal (GOGC=200: three times the live heap), and a box that goes quiet
 // after a flood allocates too little to reach it, so the garbage of the
-// flood (and sipgo's finished transactions, freed after 32 s) stays mapped
+// flood (and sipgo's finished transactions, freed after 4 s) stays mapped
 // until the forced collection two minutes later, and the scavenger then
 // returns it gradually. Measured: 80 MiB still resident 90 s after a 2 s
 // flood (bench/mem_bench.sh).
@@ -21,7 +21,8 @@ import (
 // The rule: every trimWindow, the bytes allocated during it say whether the
 // box was busy (at least trimBusyBytes, 4 MiB/s: a flood or a load test,
 // not a branch's normal traffic). On the first quiet window after a busy
-// one, and again trimAgain windows later (past sipgo's 32 s retention),
+// one, and again trimAgain windows later (past the flood's callers'
+// retransmissions, which go on for Timer B, 32 s, and are refused),
 // debug.FreeOSMemory collects and returns every free page. A quiet box
 // never pays for it; a busy one is never interrupted by it.
 const (
