@@ -315,12 +315,14 @@ def med(xs):
 
 
 def rate_verdict(r, runs):
-    """A rate passes when the median of its runs passes: median fail% < 0.5 and median achieved >= 95 %; a single
+    """A rate passes when the median of its runs passes: median fail% < 0.5, median achieved >= 95 % (and, with
+    media, median rtp% >= MEDIA_MIN_PCT); a single
     run passes by its own verdict (which also checks created and the UAC's wall time)."""
     if len(runs) == 1:
         return runs[0]["_pass"]
+    media_ok = all("rtp%" not in x for x in runs) or med([num(x.get("rtp%")) for x in runs]) >= MEDIA_MIN_PCT
     return (med([num(x["fail%"]) for x in runs]) < 0.5 and med([num(x["achieved"]) for x in runs]) >= 0.95 * r
-            and sum(x["_pass"] for x in runs) * 2 >= len(runs))
+            and media_ok and sum(x["_pass"] for x in runs) * 2 >= len(runs))
 
 
 def knee_of(steps, phase, server):
@@ -377,13 +379,19 @@ def med_of(runs, key):
     return med([num(x.get(key)) for x in runs])
 
 
+def media_on(hdr):
+    """Whether the run anchored media (MEDIA=1); runs before the "media" header line never did."""
+    return hdr.get("media", "").startswith("anchoring on")
+
+
 def cap_label(p, hdr):
-    return "uncapped" if p == "uncapped" else f"{p[3:]} CPU"
+    return ("uncapped" if p == "uncapped" else f"{p[3:]} CPU") + (
+        "; media anchored, RTP 2 × 50 pps per call (Kamailio + rtpengine)" if media_on(hdr) else "; anchoring off")
 
 
 def cmd_report(raw, results_md, command):
     steps, hdr, prof, phases, res = summarize(raw)
-    out = [f"== summary: call-rate steps, {hdr.get('step', '?')} ({raw}) =="]
+    out = [f"== summary: call-rate steps, {hdr.get('step', '?')}, media {hdr.get('media', 'anchoring off').split(':')[0]} ({raw}) =="]
     rows = []
     for p in phases:
         line = {}
@@ -399,7 +407,8 @@ def cmd_report(raw, results_md, command):
                            f"{med_of(runs, 'achieved'):.0f}/s, fail {med_of(runs, 'fail%'):.3f} %, srv_cpu "
                            f"{med_of(runs, 'srv_cpu'):.0f} %, {med_of(runs, 'srv_us/call'):.0f} CPU-us/call, setup p50/p99 "
                            f"{med_of(runs, 'setup_p50'):.0f}/{med_of(runs, 'setup_p99'):.0f} ms, uac {med_of(runs, 'uac_cpu'):.0f} % "
-                           f"+ uas {med_of(runs, 'uas_cpu'):.0f} %)"
+                           f"+ uas {med_of(runs, 'uas_cpu'):.0f} %"
+                           + (f", RTP {med_of(runs, 'rtp%'):.1f} % of played packets through the server" if "rtp%" in runs[0] else "") + ")"
                            + (f"; fails at {f}/s (runs {len(t[f][1])}, median fail {med_of(t[f][1], 'fail%'):.2f} %, "
                               f"achieved {med_of(t[f][1], 'achieved'):.0f}/s)" if f is not None else ""))
             else:
@@ -471,7 +480,7 @@ def cmd_report(raw, results_md, command):
 
 BEGIN = "<!-- call_bench:begin (this section is rewritten by bench/call_bench.sh: rows are appended, the latest run's details replaced; edit outside the markers) -->"
 END = "<!-- call_bench:end -->"
-TABLE_HDR = ("| date | command | cap | Kamailio calls/s | Kamailio CPU | outpostd calls/s | outpostd CPU | outpostd / Kamailio "
+TABLE_HDR = ("| date | command | cap; media | Kamailio calls/s | Kamailio CPU | outpostd calls/s | outpostd CPU | outpostd / Kamailio "
              "| CPU per call outpostd / Kamailio | memory at 1000 calls: Kamailio ΣPSS / ΣRSS; outpostd RSS |")
 
 
@@ -512,7 +521,10 @@ def update_results(path, raw, hdr, command, rows, memtxt, prof, ptop, steps, sum
         "Sustained calls/s = the highest step with every lower step passing, a step's verdict being the median of its "
         "runs (each knee step, the last passing and the first failing rate, is run at least twice). CPU = the server's "
         "CPU at that step, % of one core. Memory: sum over the server's processes with ~1000 calls up "
-        "(100 calls/s held 10 s), on a fresh server.",
+        "(100 calls/s held 10 s), on a fresh server. Media: \"anchoring off\" (rows without a note predate MEDIA=1) = "
+        "signalling only; \"media anchored\" (MEDIA=1) = outpostd's relay or Kamailio's rtpengine (in Kamailio's cgroup, "
+        "its CPU and memory counted with Kamailio's) carries every call's RTP, 50 packets/s each way from SIPp, and a "
+        "step also needs >= 98 % of the played packets to reach the server; memory then is of anchored calls without RTP.",
         "",
         TABLE_HDR,
         "|" + "---|" * TABLE_HDR.count(" | ") + "---|",

@@ -9,9 +9,9 @@
 #   MEDIA [0]       1 = media anchored: RTP flows through each server for every call (see below); 0 = signalling only
 #   PHASES ["cap uncapped"]   cap = every server capped at CPU_CAP; uncapped = a cgroup without a limit (accounting only)
 #   SERVERS ["kamailio outpostd"]  order within each phase
-#   CAP_RATES   ["1000 1200 1400 1600 1800 2000 2500"; MEDIA=1: "50 100 150 200 250 300 400"]  call rates (calls/s)
-#               of the capped phase
-#   FREE_RATES  ["1500 2000 2500 3000 3500 4000 5000"; MEDIA=1: "100 200 300 400 500 600 800"]  of the uncapped phase
+#   CAP_RATES   ["1000 1200 1400 1600 1800 2000 2500"; MEDIA=1: "60 80 100 120 140 160 200 240 300 400"]  call rates
+#               (calls/s) of the capped phase
+#   FREE_RATES  ["1500 2000 2500 3000 3500 4000 5000"; MEDIA=1: "100 150 200 250 300 400 500 600"]  of the uncapped phase
 #   KNEE_RUNS [2]   runs of each knee step (highest passing and lowest failing rate); verdict = median of the runs
 #   MEM [1]         measure memory at ~1000 concurrent calls (MEM_RATE [100] calls/s, each held MEM_HOLD_MS [10000] ms,
 #                   MEM_DUR [20] s of creation; sampled MEM_HOLD_MS+5 s after the start) in phase MEM_PHASE [uncapped]
@@ -88,8 +88,8 @@ SERVERS=${SERVERS:-"kamailio outpostd"}
 MEDIA=${MEDIA:-0}
 case "$MEDIA" in 0|1) ;; *) echo "call_bench: MEDIA must be 0 or 1" >&2; exit 2;; esac
 if [ "$MEDIA" = 1 ]; then
-  CAP_RATES=${CAP_RATES:-"50 100 150 200 250 300 400"}
-  FREE_RATES=${FREE_RATES:-"100 200 300 400 500 600 800"}
+  CAP_RATES=${CAP_RATES:-"60 80 100 120 140 160 200 240 300 400"}
+  FREE_RATES=${FREE_RATES:-"100 150 200 250 300 400 500 600"}
 else
   CAP_RATES=${CAP_RATES:-"1000 1200 1400 1600 1800 2000 2500"}
   FREE_RATES=${FREE_RATES:-"1500 2000 2500 3000 3500 4000 5000"}
