@@ -57,6 +57,8 @@
 #   wait_quiet; up to 20 s before a first attempt). Then the knee steps are run again until each has KNEE_RUNS runs
 #   (at most 2 rounds); a rate passes when the median of its runs does (fail% < 0.5, achieved >= 95 %); sustained =
 #   the highest rate with every lower rate passing; outpostd/Kamailio ratio = ratio of sustained rates, per phase.
+# - outpostd's step lines also carry op_overload_503 = new calls its overload gate refused (503), by reason, from
+#   /metrics (queue: call setups waited for the CPU; memory: live heap full of recent calls' transactions).
 # - CPU: % of ONE core; srv_cpu = server process tree, other_cpu = rest of the box (incl. softirq; it reads
 #   negative on this VM when the box is quiet: only large positive values mean other load).
 # - Memory: Kamailio = sum over its processes (PSS counts shared memory once); outpostd = VmRSS + Go heap after a
@@ -197,6 +199,11 @@ media_sessions() {
     kamailio) media_metrics | python3 "$PY" metric rtpengine_sessions type=own;;
   esac
 }
+op_overload() { # "QUEUE MEMORY": new calls outpostd refused with its overload gate's 503, by reason (gateway/overload.go)
+  local m; m=$(timeout 10 curl -s --max-time 5 --unix-socket "$SOCK" http://x/metrics 2>/dev/null)
+  echo "$(echo "$m" | python3 "$PY" metric outpost_sip_overload_refusals_total reason=queue)" \
+       "$(echo "$m" | python3 "$PY" metric outpost_sip_overload_refusals_total reason=memory)"
+}
 op_dropped() { timeout 10 "$CTL" --socket "$SOCK" --timeout 5s --json status 2>/dev/null |
   python3 -c 'import json,sys
 try: print(json.load(sys.stdin).get("sip_dropped","?"))
@@ -210,13 +217,14 @@ mem_line() { # mem_line WHAT [extra...]: memory of the server's processes (every
 
 # ---------------------------------------------------------------- servers
 SRV='' SPID='' PHASE=''
-start_rtpengine() { # MEDIA=1: userspace rtpengine in the server's cgroup, ng on RTPE_NG, /metrics on RTPE_HTTP
+start_rtpengine() { # MEDIA=1: userspace rtpengine in the server's cgroup, ng on RTPE_NG, /metrics on RTPE_HTTP;
+  # warnings only (--log-level=4: its notice level logs every call; Kamailio logs errors only, outpostd warnings)
   local p; for p in "${RTPE_NG##*:}" "${RTPE_HTTP##*:}"; do
     port_busy "$p" && { note "rtpengine: $BENCH_IP:$p in use"; return 1; }
   done
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
     exec rtpengine --config-file="$PEERS_DIR/rtpengine/rtpengine.conf" --config-section=bench --interface="$BENCH_IP" \
-      --listen-ng="$RTPE_NG" --listen-http="$RTPE_HTTP" --pidfile="$RUN/rtpengine.pid"
+      --listen-ng="$RTPE_NG" --listen-http="$RTPE_HTTP" --pidfile="$RUN/rtpengine.pid" --log-level=4
   ) > "$RUN/rtpengine.$PHASE.log" 2>&1 &
   RTPE_PID=$!
   local i; for i in $(seq 1 40); do   # bounded: 10 s
@@ -330,7 +338,7 @@ run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result
   local m0='' m1='' pids=("$SPID"); [ -n "$RTPE_PID" ] && pids+=("$RTPE_PID")   # MEDIA=1: rtpengine is part of the server
   M=$((R*DUR)); d=$RUN/calls/$PHASE/$SRV/r$R-run$run-a$attempt; rm -rf "$d"; mkdir -p "$d"
   start_uas "$d" "$M"
-  local od0=; [ "$SRV" = outpostd ] && od0=$(op_dropped)
+  local od0='' oq0='' om0='' oq1 om1; [ "$SRV" = outpostd ] && { od0=$(op_dropped); read -r oq0 om0 < <(op_overload); }
   read -r t0 tt0 < <(cg_throttle)
   dr0=$(sock_drops); e0=$(udp_rcvbuf_errors); q0=$(sys_sirq_ticks)
   [ "$MEDIA" = 1 ] && m0=$(media_pkts)
@@ -353,7 +361,10 @@ run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result
   extra=""
   [ "$MEDIA" = 1 ] && { m1=$(media_pkts); extra="rtp_sessions_left=$(media_sessions)"; }   # after the UAS: all RTP is in
   if [ "$SRV" = outpostd ]; then
+    read -r oq1 om1 < <(op_overload)
     extra="$extra${extra:+ }op_sip_dropped=+$(( $(op_dropped) - od0 )) op_calls_left=$(op_calls)"   # calls still listed after the UAS ended
+    case "$oq0$oq1$om0$om1" in *[!0-9]*) extra="$extra op_overload_503=?";;
+      *) extra="$extra op_overload_503=queue+$((oq1-oq0)),memory+$((om1-om0))";; esac
   fi
   read -r su ss se < <(tail -1 "$d/sipp.time" 2>/dev/null); su=${su:-0} ss=${ss:-0} se=${se:-0}
   case "$se" in *[!0-9.]*|'') su=0 ss=0 se=999;; esac    # sipp killed by timeout: time(1) wrote a status line
