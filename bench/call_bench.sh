@@ -68,8 +68,9 @@
 # (between markers; text outside them is kept).
 # Time: a run is DUR_S + CALL_MS + ~10 s (~30 s when failing); defaults: ~25 runs, 11-13 min measured on a quiet box,
 # longer on a busy one (retries). Bounded: every SIPp run has -m and a timeout of 3*DUR_S+40..60 s; builds 900 s.
-# Needs root (cgroups, renice), sipp, kamailio (both installed by bench/peers/install.sh when missing), python3, go
-# (build, pprof), curl.
+# MEDIA=1: ~40 runs, 24 min measured on a busy box.
+# Needs root (cgroups, renice; SIPp's RTP playback uses raw sockets), sipp, kamailio, with MEDIA=1 rtpengine (all
+# installed by bench/peers/install.sh when missing), python3, go (build, pprof), curl.
 # shellcheck disable=SC2015  # the A && B || C lines are guards whose B is a test: C runs when A or B fails, as meant
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
