@@ -181,10 +181,11 @@ op_calls() { timeout 10 "$CTL" --socket "$SOCK" --timeout 5s --json calls 2>/dev
 op_heap() { # Go heap after a forced GC (the pprof heap endpoint's gc=1)
   timeout 20 curl -s --max-time 15 --unix-socket "$SOCK" 'http://x/debug/pprof/heap?gc=1&debug=1' 2>/dev/null | python3 "$PY" heap
 }
+op_metrics() { timeout 10 curl -s --max-time 5 --unix-socket "$SOCK" http://x/metrics 2>/dev/null; }
 # MEDIA=1: RTP packets the server's relay received so far, and its open sessions ("?" when unreadable)
 media_metrics() {
   case "$SRV" in
-    outpostd) timeout 10 curl -s --max-time 5 --unix-socket "$SOCK" http://x/metrics 2>/dev/null;;
+    outpostd) op_metrics;;
     kamailio) timeout 10 curl -s --max-time 5 "http://$RTPE_HTTP/metrics" 2>/dev/null;;
   esac
 }
@@ -201,7 +202,7 @@ media_sessions() {
   esac
 }
 op_overload() { # "QUEUE MEMORY": new calls outpostd refused with its overload gate's 503, by reason (gateway/overload.go)
-  local m; m=$(timeout 10 curl -s --max-time 5 --unix-socket "$SOCK" http://x/metrics 2>/dev/null)
+  local m; m=$(op_metrics)
   echo "$(echo "$m" | python3 "$PY" metric outpost_sip_overload_refusals_total reason=queue)" \
        "$(echo "$m" | python3 "$PY" metric outpost_sip_overload_refusals_total reason=memory)"
 }
@@ -220,9 +221,7 @@ mem_line() { # mem_line WHAT [extra...]: memory of the server's processes (every
 SRV='' SPID='' PHASE=''
 start_rtpengine() { # MEDIA=1: userspace rtpengine in the server's cgroup, ng on RTPE_NG, /metrics on RTPE_HTTP;
   # warnings only (--log-level=4: its notice level logs every call; Kamailio logs errors only, outpostd warnings)
-  local p; for p in "${RTPE_NG##*:}" "${RTPE_HTTP##*:}"; do
-    port_busy "$p" && { note "rtpengine: $BENCH_IP:$p in use"; return 1; }
-  done
+  port_busy "${RTPE_NG##*:}" && { note "rtpengine: udp:$RTPE_NG in use"; return 1; }   # (a busy HTTP port: it exits)
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
     exec rtpengine --config-file="$PEERS_DIR/rtpengine/rtpengine.conf" --config-section=bench --interface="$BENCH_IP" \
       --listen-ng="$RTPE_NG" --listen-http="$RTPE_HTTP" --pidfile="$RUN/rtpengine.pid" --log-level=4
