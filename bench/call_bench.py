@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
 """Helpers of bench/call_bench.sh (standard library only).
 
-  call_bench.py config IP REALM EXT PASSWORD GW_IP:PORT DID_RE TO OUT.json [N]
+  call_bench.py config IP REALM EXT PASSWORD GW_IP:PORT DID_RE TO OUT.json [N [MEDIA]]
                                             outpostd config: one user EXT, a PSTN gateway (trusted by IP) and one
                                             inbound DID rule DID_RE -> TO; N more users u0001.. (password
-                                            p0001..) when N is given (bench/mem_bench.sh)
+                                            p0001..) when N is given (bench/mem_bench.sh); MEDIA=1: every call
+                                            anchored on the RTP relay (media.relay)
+  call_bench.py media UAC.xml UAS.xml CALL_MS OUTDIR
+                                            RTP variant of the SIPp scenarios: OUTDIR/rtp.pcap (G.711 at 50 packets/s,
+                                            see media_packets) and OUTDIR/uac_rtp.xml, uas_rtp.xml that play it;
+                                            prints the packets per leg
+  call_bench.py metric NAME [LABEL=VALUE]   (stdin: Prometheus text) sum of the samples of NAME (with that label)
   call_bench.py mem PID...                  "rss_kb=.. pss_kb=.. procs=.." summed over the PIDs
   call_bench.py heap                        (stdin: /debug/pprof/heap?debug=1) "heap_alloc_kb=.. heap_sys_kb=.. num_gc=.."
   call_bench.py count                       (stdin: outpostctl --json calls) number of calls in progress
@@ -22,7 +28,7 @@ import time
 
 
 # ---------------------------------------------------------------- outpostd config
-def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0"):
+def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0", media="0"):
     doc = {
         "schema": 1,
         "site": {"name": "callbench", "domain": realm},
@@ -41,9 +47,96 @@ def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0"):
         "pstn": {"gateways": [{"name": "sipp", "target": gw, "transport": "udp"}]},
         "inbound": [{"match": did_re, "to": to}],
     }
+    if media == "1":
+        # every call anchored: the relay rewrites both legs' SDP to its own ports and relays the RTP
+        doc["media"] = {"relay": True}
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
+
+
+# ---------------------------------------------------------------- media (MEDIA=1)
+PTIME_MS = 20      # 50 packets/s per leg, G.711 µ-law (PT 0, what the scenarios' SDP offers), 160 bytes a packet
+GUARD_MS = 100     # the stream ends this long before the BYE (see media_packets)
+MEDIA_MIN_PCT = 98  # a MEDIA=1 step passes only if the server received this % of the RTP packets SIPp played
+
+
+def media_packets(call_ms):
+    """Packets each SIPp plays per call: the stream starts at the ACK (sent by the UAC, received by the UAS) and
+    ends GUARD_MS before the UAC's BYE (-d CALL_MS after its ACK), so that neither side's last packets race the
+    BYE that tears the relay session down: every packet played must then cross the server (rtp% of a step)."""
+    return max(1, (int(call_ms) - GUARD_MS) // PTIME_MS)
+
+
+def write_pcap(path, n):
+    """n RTP packets PTIME_MS apart in a pcap SIPp's play_pcap_audio can replay (Ethernet + IPv4 + UDP): SIPp
+    sends the UDP part from a raw socket, with [media_ip]:[auto_media_port] as source and the peer's SDP address
+    as destination (it keeps only the port differences of the capture), and fills in the UDP checksum (the
+    capture's is 0, as its arithmetic needs)."""
+    import struct
+    payload = b"\xff" * (8000 * PTIME_MS // 1000)      # µ-law silence
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)]
+    for i in range(n):
+        rtp = struct.pack("!BBHII", 0x80, 0x80 if i == 0 else 0x00, 1 + i, 160 * i, 0x0B0C0A11) + payload
+        udp = struct.pack("!HHHH", 6000, 6000, 8 + len(rtp), 0) + rtp
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), i & 0xFFFF, 0, 64, 17, 0,
+                         bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1])) + udp
+        frame = b"\x00" * 12 + b"\x08\x00" + ip
+        t = i * PTIME_MS * 1000
+        out.append(struct.pack("<IIII", t // 1000000, t % 1000000, len(frame), len(frame)) + frame)
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+
+
+def rtp_scenario(src, dst, pcap, who):
+    """The scenario of src, playing pcap for the call: the UAC once it sent the ACK, the UAS when the ACK arrives
+    (an action of that recv, made mandatory: the ACK always comes, and a nop after an optional recv would make an
+    early BYE unexpected). Each call announces and plays from its own port ([auto_media_port]: -mp + 4 per call),
+    so every call is a stream of its own for the relays. Fails unless each anchor is found exactly once."""
+    t = open(src).read()
+    play = f'<action><exec play_pcap_audio="{pcap}"/></action>'
+    edits = [("m=audio [media_port] ", "m=audio [auto_media_port] ")]
+    if who == "uac":
+        edits.append(("      CSeq: 1 ACK\n", None))   # anchor check only; the play goes after that send
+    else:
+        edits.append(('<recv request="ACK"\n        optional="true"\n        rtd="true"\n        crlf="true">\n  </recv>',
+                      f'<recv request="ACK" rtd="true" crlf="true">\n    {play}\n  </recv>'))
+    for old, new in edits:
+        if t.count(old) != 1:
+            sys.exit(f"call_bench.py media: {src}: expected one {old.strip()!r}")
+        if new is not None:
+            t = t.replace(old, new)
+    if who == "uac":
+        i = t.index("</send>", t.index("CSeq: 1 ACK")) + len("</send>")
+        t = t[:i] + f"\n\n  <nop>\n    {play}\n  </nop>" + t[i:]
+    t = t.replace("<scenario name=\"", f"<!-- generated by bench/call_bench.py media from {os.path.basename(src)} -->\n<scenario name=\"RTP: ", 1)
+    with open(dst, "w") as f:
+        f.write(t)
+
+
+def cmd_media(uac, uas, call_ms, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    n = media_packets(call_ms)
+    pcap = os.path.join(os.path.abspath(outdir), "rtp.pcap")
+    write_pcap(pcap, n)
+    rtp_scenario(uac, os.path.join(outdir, "uac_rtp.xml"), pcap, "uac")
+    rtp_scenario(uas, os.path.join(outdir, "uas_rtp.xml"), pcap, "uas")
+    print(n)
+
+
+def cmd_metric(name, label=""):
+    """Sum of the samples of metric name (optionally only those with label k=v) in Prometheus text on stdin;
+    "?" when there is none (the scrape failed)."""
+    k, _, v = label.partition("=")
+    total, seen = 0.0, False
+    for line in sys.stdin:
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)", line)
+        if not m or m.group(1) != name:
+            continue
+        if k and f'{k}="{v}"' not in (m.group(2) or ""):
+            continue
+        total += float(m.group(3)); seen = True
+    print(f"{total:.0f}" if seen else "?")
 
 
 # ---------------------------------------------------------------- probes
@@ -150,6 +243,17 @@ def step_line(a):
     sirq = 100.0 * (q1 - q0) / hz / wall
     us_call = (k1 - k0) / hz * 1e6 / ok if ok else float("nan")
     ok_step = (failpct < 0.5 and created >= R * DUR and se < DUR + 8 and ach == ach and ach >= 0.95 * R)
+    media = ""
+    if a.get("rtp0") or a.get("rtp1"):   # MEDIA=1: the RTP SIPp played for the successful calls must cross the server
+        played = int(a["rtp_per_call"]) * ok
+        if a["rtp0"].isdigit() and a["rtp1"].isdigit():
+            got = int(a["rtp1"]) - int(a["rtp0"])
+            pct = 100.0 * got / played if played else float("nan")
+            media = f" rtp_pkts={got} rtp_played={played} rtp%={pct:.1f}"
+            ok_step = ok_step and pct >= MEDIA_MIN_PCT
+        else:
+            media = f" rtp_pkts=? rtp_played={played} rtp%=?(metrics-unreadable)"
+            ok_step = False
     drops = int(a["d1"]) - int(a["d0"]) if a["d0"].isdigit() and a["d1"].isdigit() else "?"
     rcverr = int(a["e1"]) - int(a["e0"])
     extra = (" " + a["extra"]) if a.get("extra") else ""
@@ -159,7 +263,7 @@ def step_line(a):
             f"uas_retrans={uk.get('Retransmissions', '?')} setup_p50={kv.get('rtd1_p50')}ms setup_p99={kv.get('rtd1_p99')}ms "
             f"bye_p50={kv.get('rtd2_p50')}ms bye_p99={kv.get('rtd2_p99')}ms "
             f"srv_cpu={scpu:.0f}% srv_us/call={us_call:.0f} uac_cpu={ccpu:.0f}% uas_cpu={ucpu:.0f}% other_cpu={other:.0f}% "
-            f"sirq_cpu={sirq:.0f}% throttled={a['thr']} srv_sock_drops={drops} udp_rcvbuf_err={rcverr}{extra} "
+            f"sirq_cpu={sirq:.0f}% throttled={a['thr']} srv_sock_drops={drops} udp_rcvbuf_err={rcverr}{media}{extra} "
             f"uac_wall={se:.1f}s {'PASS' if ok_step else 'FAIL'}")
 
 
@@ -211,12 +315,14 @@ def med(xs):
 
 
 def rate_verdict(r, runs):
-    """A rate passes when the median of its runs passes: median fail% < 0.5 and median achieved >= 95 %; a single
+    """A rate passes when the median of its runs passes: median fail% < 0.5, median achieved >= 95 % (and, with
+    media, median rtp% >= MEDIA_MIN_PCT); a single
     run passes by its own verdict (which also checks created and the UAC's wall time)."""
     if len(runs) == 1:
         return runs[0]["_pass"]
+    media_ok = all("rtp%" not in x for x in runs) or med([num(x.get("rtp%")) for x in runs]) >= MEDIA_MIN_PCT
     return (med([num(x["fail%"]) for x in runs]) < 0.5 and med([num(x["achieved"]) for x in runs]) >= 0.95 * r
-            and sum(x["_pass"] for x in runs) * 2 >= len(runs))
+            and media_ok and sum(x["_pass"] for x in runs) * 2 >= len(runs))
 
 
 def knee_of(steps, phase, server):
@@ -273,13 +379,19 @@ def med_of(runs, key):
     return med([num(x.get(key)) for x in runs])
 
 
+def media_on(hdr):
+    """Whether the run anchored media (MEDIA=1); runs before the "media" header line never did."""
+    return hdr.get("media", "").startswith("anchoring on")
+
+
 def cap_label(p, hdr):
-    return "uncapped" if p == "uncapped" else f"{p[3:]} CPU"
+    return ("uncapped" if p == "uncapped" else f"{p[3:]} CPU") + (
+        "; media anchored, RTP 2 × 50 pps per call (Kamailio + rtpengine)" if media_on(hdr) else "; anchoring off")
 
 
 def cmd_report(raw, results_md, command):
     steps, hdr, prof, phases, res = summarize(raw)
-    out = [f"== summary: call-rate steps, {hdr.get('step', '?')} ({raw}) =="]
+    out = [f"== summary: call-rate steps, {hdr.get('step', '?')}, media {hdr.get('media', 'anchoring off').split(':')[0]} ({raw}) =="]
     rows = []
     for p in phases:
         line = {}
@@ -295,7 +407,8 @@ def cmd_report(raw, results_md, command):
                            f"{med_of(runs, 'achieved'):.0f}/s, fail {med_of(runs, 'fail%'):.3f} %, srv_cpu "
                            f"{med_of(runs, 'srv_cpu'):.0f} %, {med_of(runs, 'srv_us/call'):.0f} CPU-us/call, setup p50/p99 "
                            f"{med_of(runs, 'setup_p50'):.0f}/{med_of(runs, 'setup_p99'):.0f} ms, uac {med_of(runs, 'uac_cpu'):.0f} % "
-                           f"+ uas {med_of(runs, 'uas_cpu'):.0f} %)"
+                           f"+ uas {med_of(runs, 'uas_cpu'):.0f} %"
+                           + (f", RTP {med_of(runs, 'rtp%'):.1f} % of played packets through the server" if "rtp%" in runs[0] else "") + ")"
                            + (f"; fails at {f}/s (runs {len(t[f][1])}, median fail {med_of(t[f][1], 'fail%'):.2f} %, "
                               f"achieved {med_of(t[f][1], 'achieved'):.0f}/s)" if f is not None else ""))
             else:
@@ -367,7 +480,7 @@ def cmd_report(raw, results_md, command):
 
 BEGIN = "<!-- call_bench:begin (this section is rewritten by bench/call_bench.sh: rows are appended, the latest run's details replaced; edit outside the markers) -->"
 END = "<!-- call_bench:end -->"
-TABLE_HDR = ("| date | command | cap | Kamailio calls/s | Kamailio CPU | outpostd calls/s | outpostd CPU | outpostd / Kamailio "
+TABLE_HDR = ("| date | command | cap; media | Kamailio calls/s | Kamailio CPU | outpostd calls/s | outpostd CPU | outpostd / Kamailio "
              "| CPU per call outpostd / Kamailio | memory at 1000 calls: Kamailio ΣPSS / ΣRSS; outpostd RSS |")
 
 
@@ -408,7 +521,10 @@ def update_results(path, raw, hdr, command, rows, memtxt, prof, ptop, steps, sum
         "Sustained calls/s = the highest step with every lower step passing, a step's verdict being the median of its "
         "runs (each knee step, the last passing and the first failing rate, is run at least twice). CPU = the server's "
         "CPU at that step, % of one core. Memory: sum over the server's processes with ~1000 calls up "
-        "(100 calls/s held 10 s), on a fresh server.",
+        "(100 calls/s held 10 s), on a fresh server. Media: \"anchoring off\" (rows without a note predate MEDIA=1) = "
+        "signalling only; \"media anchored\" (MEDIA=1) = outpostd's relay or Kamailio's rtpengine (in Kamailio's cgroup, "
+        "its CPU and memory counted with Kamailio's) carries every call's RTP, 50 packets/s each way from SIPp, and a "
+        "step also needs >= 98 % of the played packets to reach the server; memory then is of anchored calls without RTP.",
         "",
         TABLE_HDR,
         "|" + "---|" * TABLE_HDR.count(" | ") + "---|",
@@ -437,6 +553,10 @@ def main():
     c, a = sys.argv[1], sys.argv[2:]
     if c == "config":
         cmd_config(*a)
+    elif c == "media":
+        cmd_media(*a)
+    elif c == "metric":
+        cmd_metric(*a)
     elif c == "mem":
         cmd_mem(a)
     elif c == "heap":

@@ -6,10 +6,12 @@
 #   CPU_CAP  CPUs each server may use in the capped phase (cgroup v2 cpu.max / v1 cfs_quota)
 #   CALL_MS  how long each call stays up between ACK and BYE (SIPp -d)
 # Environment (defaults in brackets):
+#   MEDIA [0]       1 = media anchored: RTP flows through each server for every call (see below); 0 = signalling only
 #   PHASES ["cap uncapped"]   cap = every server capped at CPU_CAP; uncapped = a cgroup without a limit (accounting only)
 #   SERVERS ["kamailio outpostd"]  order within each phase
-#   CAP_RATES   ["1000 1200 1400 1600 1800 2000 2500"]  call rates (calls/s) of the capped phase
-#   FREE_RATES  ["1500 2000 2500 3000 3500 4000 5000"]    call rates of the uncapped phase
+#   CAP_RATES   ["1000 1200 1400 1600 1800 2000 2500"; MEDIA=1: "60 80 100 120 140 160 200 240 300 400"]  call rates
+#               (calls/s) of the capped phase
+#   FREE_RATES  ["1500 2000 2500 3000 3500 4000 5000"; MEDIA=1: "100 150 200 250 300 400 500 600"]  of the uncapped phase
 #   KNEE_RUNS [2]   runs of each knee step (highest passing and lowest failing rate); verdict = median of the runs
 #   MEM [1]         measure memory at ~1000 concurrent calls (MEM_RATE [100] calls/s, each held MEM_HOLD_MS [10000] ms,
 #                   MEM_DUR [20] s of creation; sampled MEM_HOLD_MS+5 s after the start) in phase MEM_PHASE [uncapped]
@@ -31,6 +33,21 @@
 #   trusted (no digest, like the proxy) and routed by the inbound rules to user 1000; user 1000 is REGISTERed once (digest, SIPp
 #   reg_auth.xml) from BENCH_IP:5070 before any UAS starts, so its binding points at the UAS. Each call is then two
 #   dialogs (A leg from the UAC, B leg to the UAS): full B2BUA work. outpostd's UDP socket has a 4 MiB buffer too.
+# - MEDIA=1 (issue 16 item 1, "anchoring on"): outpostd gets media.relay = true (every call anchored: the relay
+#   rewrites both legs' SDP to its own ports); Kamailio the same proxy.cfg with -A WITH_RTPENGINE: rtpengine_manage()
+#   on the INVITE, its 200 and the BYE (delete also on a failed INVITE), towards a userspace rtpengine (peers'
+#   rtpengine/rtpengine.conf, table=-1, 2 threads, ports 20000-29999 on BENCH_IP) started in Kamailio's cgroup, so
+#   both servers get the same CPU for signalling + media (srv_cpu and memory then cover Kamailio + rtpengine).
+#   SIPp plays RTP on both legs (scenarios generated from uac_rr.xml/uas_rr.xml by call_bench.py media into
+#   $RUN/media: play_pcap_audio of a generated G.711 pcap, 50 packets/s, from the UAC after its ACK and from the UAS
+#   when the ACK arrives, each call from its own port: -mi BENCH_IP, -mp 30000 (UAC) / 40000 (UAS) + 4 per call),
+#   (CALL_MS-100)/20 packets per leg (ending 100 ms before the BYE so none races the session's deletion). A step
+#   then also needs rtp% >= 98: RTP packets the server received (outpostd: outpost_relay_packets_total from /metrics;
+#   rtpengine: rtpengine_packets_total{type="userspace"} from its listen-http /metrics) per packet SIPp played
+#   (2 x packets per leg x UAC's successful calls); rtp_sessions_left = sessions still open after the step. Lower
+#   default rates: each call is 2 x 50 packets/s into the server for CALL_MS (100 packets per 1-s call), so 200
+#   calls/s is 20 kpps in + 20 kpps out of the relay, and SIPp's play (one thread and raw socket per call and leg)
+#   costs CPU of the same shared box. The memory run (MEM) stays signalling-only: anchored calls without RTP.
 # - Each server runs alone, in its own cgroup (capped phase: cpu.max/cfs_quota = CPU_CAP; uncapped: no limit), started
 #   inside it; generators uncapped; the whole run at nice BENCH_NICE (peers' lib.sh).
 # - Rate steps ascend up to the first failing rate. Pass (proxy_step.sh): UAC failed + UAS failed < 0.5 % of the
@@ -40,6 +57,8 @@
 #   wait_quiet; up to 20 s before a first attempt). Then the knee steps are run again until each has KNEE_RUNS runs
 #   (at most 2 rounds); a rate passes when the median of its runs does (fail% < 0.5, achieved >= 95 %); sustained =
 #   the highest rate with every lower rate passing; outpostd/Kamailio ratio = ratio of sustained rates, per phase.
+# - outpostd's step lines also carry op_overload_503 = new calls its overload gate refused (503), by reason, from
+#   /metrics (queue: call setups waited for the CPU; memory: live heap full of recent calls' transactions).
 # - CPU: % of ONE core; srv_cpu = server process tree, other_cpu = rest of the box (incl. softirq; it reads
 #   negative on this VM when the box is quiet: only large positive values mean other load).
 # - Memory: Kamailio = sum over its processes (PSS counts shared memory once); outpostd = VmRSS + Go heap after a
@@ -49,13 +68,14 @@
 # (between markers; text outside them is kept).
 # Time: a run is DUR_S + CALL_MS + ~10 s (~30 s when failing); defaults: ~25 runs, 11-13 min measured on a quiet box,
 # longer on a busy one (retries). Bounded: every SIPp run has -m and a timeout of 3*DUR_S+40..60 s; builds 900 s.
-# Needs root (cgroups, renice), sipp, kamailio (both installed by bench/peers/install.sh when missing), python3, go
-# (build, pprof), curl.
+# MEDIA=1: ~40 runs, 24 min measured on a busy box.
+# Needs root (cgroups, renice; SIPp's RTP playback uses raw sockets), sipp, kamailio, with MEDIA=1 rtpengine (all
+# installed by bench/peers/install.sh when missing), python3, go (build, pprof), curl.
 # shellcheck disable=SC2015  # the A && B || C lines are guards whose B is a test: C runs when A or B fails, as meant
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
 CMDLINE="bench/call_bench.sh${*:+ $*}"
-for v in PHASES SERVERS CAP_RATES FREE_RATES KNEE_RUNS MEM MEM_RATE MEM_HOLD_MS MEM_DUR MEM_PHASE PROF PROF_PHASE \
+for v in MEDIA PHASES SERVERS CAP_RATES FREE_RATES KNEE_RUNS MEM MEM_RATE MEM_HOLD_MS MEM_DUR MEM_PHASE PROF PROF_PHASE \
          OUTPOSTD_BIN RUN BENCH_IP BENCH_NICE PEERS_DIR GOGC GOMEMLIMIT; do   # record non-default environment
   [ -n "${!v+x}" ] && CMDLINE="$v=\"${!v}\" $CMDLINE"
 done
@@ -68,8 +88,15 @@ export RUN=${RUN:-/tmp/outpost-callbench}
 DUR=${1:-10}; CAP=${2:-0.5}; CALLMS=${3:-1000}
 PHASES=${PHASES:-"cap uncapped"}
 SERVERS=${SERVERS:-"kamailio outpostd"}
-CAP_RATES=${CAP_RATES:-"1000 1200 1400 1600 1800 2000 2500"}
-FREE_RATES=${FREE_RATES:-"1500 2000 2500 3000 3500 4000 5000"}
+MEDIA=${MEDIA:-0}
+case "$MEDIA" in 0|1) ;; *) echo "call_bench: MEDIA must be 0 or 1" >&2; exit 2;; esac
+if [ "$MEDIA" = 1 ]; then
+  CAP_RATES=${CAP_RATES:-"60 80 100 120 140 160 200 240 300 400"}
+  FREE_RATES=${FREE_RATES:-"100 150 200 250 300 400 500 600"}
+else
+  CAP_RATES=${CAP_RATES:-"1000 1200 1400 1600 1800 2000 2500"}
+  FREE_RATES=${FREE_RATES:-"1500 2000 2500 3000 3500 4000 5000"}
+fi
 KNEE_RUNS=${KNEE_RUNS:-2}
 MEM=${MEM:-1} MEM_RATE=${MEM_RATE:-100} MEM_HOLD_MS=${MEM_HOLD_MS:-10000} MEM_DUR=${MEM_DUR:-20} MEM_PHASE=${MEM_PHASE:-uncapped}
 PROF=${PROF:-1} PROF_PHASE=${PROF_PHASE:-"cap uncapped"}
@@ -83,7 +110,9 @@ awk -v c="$CAP" 'BEGIN{exit !(c ~ /^[0-9]*\.?[0-9]+$/ && c > 0)}' || { echo "cal
 for r in $CAP_RATES $FREE_RATES; do case "$r" in ''|*[!0-9]*|0) echo "call_bench: bad rate '$r'" >&2; exit 2;; esac; done
 for s in $SERVERS; do case "$s" in kamailio|outpostd) ;; *) echo "call_bench: unknown server '$s'" >&2; exit 2;; esac; done
 for p in $PHASES; do case "$p" in cap|uncapped) ;; *) echo "call_bench: unknown phase '$p'" >&2; exit 2;; esac; done
-"$PEERS_DIR/install.sh" sip-tester kamailio || exit 2   # the peers, when missing
+PEER_PKGS=(sip-tester kamailio); [ "$MEDIA" = 1 ] && PEER_PKGS+=(rtpengine-daemon)
+"$PEERS_DIR/install.sh" "${PEER_PKGS[@]}" || exit 2   # the peers, when missing
+[ "$MEDIA" = 1 ] && ! command -v rtpengine >/dev/null && { echo "call_bench: rtpengine is not installed" >&2; exit 2; }
 for t in sipp kamailio python3 ss curl go /usr/bin/time timeout; do
   command -v "$t" >/dev/null || { echo "call_bench: $t is not installed" >&2; exit 2; }
 done
@@ -93,6 +122,9 @@ done
 UAC_XML=$PEERS_DIR/sipp/uac_rr.xml
 UAS_XML=$PEERS_DIR/sipp/uas_rr.xml
 REG_XML=$PEERS_DIR/sipp/reg_auth.xml
+STEP_UAC_XML=$UAC_XML STEP_UAS_XML=$UAS_XML UAC_MEDIA=() UAS_MEDIA=()   # the rate steps' (MEDIA=1: RTP variants)
+RTP_PKTS=0                           # MEDIA=1: RTP packets SIPp plays per call and leg
+RTPE_PID='' RTPE_NG=$BENCH_IP:22223 RTPE_HTTP=$BENCH_IP:22224
 T_START=$(date +%s)
 OPBIN='' CTL='' SOCK=$RUN/outpost-data/outpostd.sock
 
@@ -149,6 +181,31 @@ op_calls() { timeout 10 "$CTL" --socket "$SOCK" --timeout 5s --json calls 2>/dev
 op_heap() { # Go heap after a forced GC (the pprof heap endpoint's gc=1)
   timeout 20 curl -s --max-time 15 --unix-socket "$SOCK" 'http://x/debug/pprof/heap?gc=1&debug=1' 2>/dev/null | python3 "$PY" heap
 }
+op_metrics() { timeout 10 curl -s --max-time 5 --unix-socket "$SOCK" http://x/metrics 2>/dev/null; }
+# MEDIA=1: RTP packets the server's relay received so far, and its open sessions ("?" when unreadable)
+media_metrics() {
+  case "$SRV" in
+    outpostd) op_metrics;;
+    kamailio) timeout 10 curl -s --max-time 5 "http://$RTPE_HTTP/metrics" 2>/dev/null;;
+  esac
+}
+media_pkts() {
+  case "$SRV" in
+    outpostd) media_metrics | python3 "$PY" metric outpost_relay_packets_total;;
+    kamailio) media_metrics | python3 "$PY" metric rtpengine_packets_total type=userspace;;
+  esac
+}
+media_sessions() {
+  case "$SRV" in
+    outpostd) media_metrics | python3 "$PY" metric outpost_relay_sessions;;
+    kamailio) media_metrics | python3 "$PY" metric rtpengine_sessions type=own;;
+  esac
+}
+op_overload() { # "QUEUE MEMORY": new calls outpostd refused with its overload gate's 503, by reason (gateway/overload.go)
+  local m; m=$(op_metrics)
+  echo "$(echo "$m" | python3 "$PY" metric outpost_sip_overload_refusals_total reason=queue)" \
+       "$(echo "$m" | python3 "$PY" metric outpost_sip_overload_refusals_total reason=memory)"
+}
 op_dropped() { timeout 10 "$CTL" --socket "$SOCK" --timeout 5s --json status 2>/dev/null |
   python3 -c 'import json,sys
 try: print(json.load(sys.stdin).get("sip_dropped","?"))
@@ -162,17 +219,45 @@ mem_line() { # mem_line WHAT [extra...]: memory of the server's processes (every
 
 # ---------------------------------------------------------------- servers
 SRV='' SPID='' PHASE=''
+start_rtpengine() { # MEDIA=1: userspace rtpengine in the server's cgroup, ng on RTPE_NG, /metrics on RTPE_HTTP;
+  # warnings only (--log-level=4: its notice level logs every call; Kamailio logs errors only, outpostd warnings)
+  port_busy "${RTPE_NG##*:}" && { note "rtpengine: udp:$RTPE_NG in use"; return 1; }   # (a busy HTTP port: it exits)
+  ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
+    exec rtpengine --config-file="$PEERS_DIR/rtpengine/rtpengine.conf" --config-section=bench --interface="$BENCH_IP" \
+      --listen-ng="$RTPE_NG" --listen-http="$RTPE_HTTP" --pidfile="$RUN/rtpengine.pid" --log-level=4
+  ) > "$RUN/rtpengine.$PHASE.log" 2>&1 &
+  RTPE_PID=$!
+  local i; for i in $(seq 1 40); do   # bounded: 10 s
+    sleep 0.25
+    kill -0 "$RTPE_PID" 2>/dev/null || { note "rtpengine exited:"; tail -20 "$RUN/rtpengine.$PHASE.log" >&2; RTPE_PID=; return 1; }
+    [ "$(media_pkts)" != "?" ] && return 0
+  done
+  note "rtpengine: no /metrics on $RTPE_HTTP after 10 s"; return 1
+}
+stop_rtpengine() {
+  [ -n "$RTPE_PID" ] || return 0
+  kill -TERM "$RTPE_PID" 2>/dev/null
+  local i; for i in $(seq 1 50); do kill -0 "$RTPE_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$RTPE_PID" 2>/dev/null && kill -KILL "$RTPE_PID"
+  wait "$RTPE_PID" 2>/dev/null; RTPE_PID=
+}
 start_kamailio() {
   rm -f "$RUN/kam.pid" "$RUN/kam.mainpid"
+  local media=() extra=0 rv=''
+  if [ "$MEDIA" = 1 ]; then
+    start_rtpengine || return 1
+    media=(-A WITH_RTPENGINE -A "RTPENGINE_SOCK=\"udp:$RTPE_NG\"")
+    extra=1 rv=" rtpengine=$(rtpengine --version 2>&1 | awk '{print $2; exit}') rtpengine_pid=$RTPE_PID"
+  fi
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 1
-    kam_start "$PEERS_DIR/kamailio/proxy.cfg" 2 -A "UAS_URI=\"sip:$BENCH_IP:5070\"" ) || return 1
+    kam_start "$PEERS_DIR/kamailio/proxy.cfg" 2 -A "UAS_URI=\"sip:$BENCH_IP:5070\"" "${media[@]}" ) || return 1
   SPID=$(cat "$RUN/kam.mainpid")
   local tree incg
-  tree=$(ps -o pid= --ppid "$SPID" | wc -l); tree=$((tree+1)); incg=$(wc -l < "$CG/cgroup.procs")
-  log "info server=kamailio phase=$PHASE cfg=proxy.cfg workers=2 procs=$tree procs_in_cgroup=$incg version=$(kamailio -v 2>/dev/null | awk 'NR==1{print $3}')"
+  tree=$(ps -o pid= --ppid "$SPID" | wc -l); tree=$((tree+1+extra)); incg=$(wc -l < "$CG/cgroup.procs")
+  log "info server=kamailio phase=$PHASE cfg=proxy.cfg${media[*]:+ ${media[*]}} workers=2 procs=$tree procs_in_cgroup=$incg version=$(kamailio -v 2>/dev/null | awk 'NR==1{print $3}')$rv"
   [ "$tree" = "$incg" ] || { note "kamailio: only $incg of $tree processes are in $CG"; return 1; }
 }
-stop_kamailio() { kam_stop; }
+stop_kamailio() { kam_stop; stop_rtpengine; }
 register_uas_binding() { # REGISTER user EXT once from BENCH_IP:5070 (where the UAS will listen), digest auth
   local d=$RUN/calls/$PHASE/outpostd/register; rm -rf "$d"; mkdir -p "$d"
   printf 'SEQUENTIAL\n%s;[authentication username=%s password=%s]\n' "$EXT" "$EXT" "$EXT_PW" > "$d/user.csv"
@@ -184,7 +269,7 @@ register_uas_binding() { # REGISTER user EXT once from BENCH_IP:5070 (where the 
 start_outpostd() {
   rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
   # shellcheck disable=SC2016  # '$1' is the rule's replacement (first group), not a shell expansion
-  python3 "$PY" config "$BENCH_IP" "$REALM" "$EXT" "$EXT_PW" "$BENCH_IP:5080" "$DID_RE" '$1' "$RUN/outpost-callbench.json" || return 1
+  python3 "$PY" config "$BENCH_IP" "$REALM" "$EXT" "$EXT_PW" "$BENCH_IP:5080" "$DID_RE" '$1' "$RUN/outpost-callbench.json" 0 "$MEDIA" || return 1
   ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
     exec "$OPBIN" --data "$RUN/outpost-data" --config "$RUN/outpost-callbench.json" --log-level warn
   ) > "$RUN/outpostd.$PHASE.log" 2>&1 &
@@ -204,7 +289,7 @@ start_outpostd() {
   register_uas_binding || return 1
   log "info server=outpostd phase=$PHASE gomaxprocs=${gmp:-?} GOGC=${GOGC:-unset(outpostd:200)} GOMEMLIMIT=${GOMEMLIMIT:-none}" \
       "version=${rev:-?} bin=$OPBIN bin_sha256=$(sha256sum "$OPBIN" | cut -c1-12) bin_mtime=$(date -r "$OPBIN" +%FT%H:%M)" \
-      "$(go version "$OPBIN" 2>/dev/null | awk '{print "go=" $2}') binding=$EXT@udp:$BENCH_IP:5070 did=$DID"
+      "$(go version "$OPBIN" 2>/dev/null | awk '{print "go=" $2}') binding=$EXT@udp:$BENCH_IP:5070 did=$DID media_relay=$MEDIA"
 }
 stop_outpostd() {
   [ -n "$SPID" ] || return 0
@@ -230,7 +315,7 @@ trap 'note "interrupted"; echo "# interrupted after $(( $(date +%s) - T_START ))
 
 # ---------------------------------------------------------------- one run of a rate step
 start_uas() { # start_uas DIR M -> UPID (/usr/bin/time > timeout > sipp; time(1) gives the UAS's whole CPU in uas.time)
-  ( cd "$1" && exec /usr/bin/time -f '%U %S %e' -o uas.time timeout $((DUR*3+60)) sipp -sf "$UAS_XML" -i "$BENCH_IP" -p 5070 \
+  ( cd "$1" && exec /usr/bin/time -f '%U %S %e' -o uas.time timeout $((DUR*3+60)) sipp -sf "$STEP_UAS_XML" "${UAS_MEDIA[@]}" -i "$BENCH_IP" -p 5070 \
       -m "$2" -buff_size 4194304 -nostdin -timeout $((DUR*3+50)) -trace_stat -fd 1 -stf uas_stat.csv -trace_err > uas.out 2>&1 ) &
   UPID=$!; SIPP_PIDS+=("$UPID")
   sleep 0.5
@@ -250,30 +335,36 @@ uas_cpu_ticks() { # CPU ticks of the whole UAS run, from uas.time
 LINE=
 run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result line in LINE
   local R=$1 run=$2 attempt=$3 pfile=${4:-} M d k0 k1 u0 u1 b0 b1 q0 q1 s0 s1 su ss se t0 t1 tt0 tt1 dr0 dr1 e0 e1 rttf sum usum extra PPID_=
+  local m0='' m1='' pids=("$SPID"); [ -n "$RTPE_PID" ] && pids+=("$RTPE_PID")   # MEDIA=1: rtpengine is part of the server
   M=$((R*DUR)); d=$RUN/calls/$PHASE/$SRV/r$R-run$run-a$attempt; rm -rf "$d"; mkdir -p "$d"
   start_uas "$d" "$M"
-  local od0=; [ "$SRV" = outpostd ] && od0=$(op_dropped)
+  local od0='' oq0='' om0='' oq1 om1; [ "$SRV" = outpostd ] && { od0=$(op_dropped); read -r oq0 om0 < <(op_overload); }
   read -r t0 tt0 < <(cg_throttle)
   dr0=$(sock_drops); e0=$(udp_rcvbuf_errors); q0=$(sys_sirq_ticks)
-  k0=$(cpu_ticks "$SPID"); b0=$(sys_busy_ticks); s0=$(date +%s.%N)
+  [ "$MEDIA" = 1 ] && m0=$(media_pkts)
+  k0=$(cpu_ticks "${pids[@]}"); b0=$(sys_busy_ticks); s0=$(date +%s.%N)
   if [ -n "$pfile" ]; then   # profile 10 s, starting 1.5 s into the run
     ( sleep 1.5; timeout 30 curl -s --max-time 25 --unix-socket "$SOCK" 'http://x/debug/pprof/profile?seconds=10' > "$pfile" ) &
     PPID_=$!
   fi
-  ( cd "$d" && /usr/bin/time -f '%U %S %e' -o sipp.time timeout $((DUR*3+40)) sipp "$BENCH_IP:5060" -sf "$UAC_XML" -s "$DID" \
-      -i "$BENCH_IP" -p 5080 -m "$M" -r "$R" -rp 1000 -d "$CALLMS" -l 100000 -buff_size 4194304 -nostdin \
+  ( cd "$d" && /usr/bin/time -f '%U %S %e' -o sipp.time timeout $((DUR*3+40)) sipp "$BENCH_IP:5060" -sf "$STEP_UAC_XML" -s "$DID" \
+      "${UAC_MEDIA[@]}" -i "$BENCH_IP" -p 5080 -m "$M" -r "$R" -rp 1000 -d "$CALLMS" -l 100000 -buff_size 4194304 -nostdin \
       -recv_timeout 5000 -default_behaviors all,-abortunexp -timeout $((DUR*3+30)) -trace_stat -fd 1 -stf stat.csv \
       -trace_rtt -rtt_freq 100 -trace_err > sipp.out 2>&1 )
   sleep 1
-  k1=$(cpu_ticks "$SPID"); b1=$(sys_busy_ticks); s1=$(date +%s.%N)
+  k1=$(cpu_ticks "${pids[@]}"); b1=$(sys_busy_ticks); s1=$(date +%s.%N)
   q1=$(sys_sirq_ticks); e1=$(udp_rcvbuf_errors); dr1=$(sock_drops)
   read -r t1 tt1 < <(cg_throttle)
   stop_uas
   u0=0 u1=$(uas_cpu_ticks "$d")   # nearly all of it falls inside [s0, s1]: the UAS idles in its 4 s timewait after
   [ -n "$PPID_" ] && wait "$PPID_" 2>/dev/null
   extra=""
+  [ "$MEDIA" = 1 ] && { m1=$(media_pkts); extra="rtp_sessions_left=$(media_sessions)"; }   # after the UAS: all RTP is in
   if [ "$SRV" = outpostd ]; then
-    extra="op_sip_dropped=+$(( $(op_dropped) - od0 )) op_calls_left=$(op_calls)"   # calls still listed after the UAS ended
+    read -r oq1 om1 < <(op_overload)
+    extra="$extra${extra:+ }op_sip_dropped=+$(( $(op_dropped) - od0 )) op_calls_left=$(op_calls)"   # calls still listed after the UAS ended
+    case "$oq0$oq1$om0$om1" in *[!0-9]*) extra="$extra op_overload_503=?";;
+      *) extra="$extra op_overload_503=queue+$((oq1-oq0)),memory+$((om1-om0))";; esac
   fi
   read -r su ss se < <(tail -1 "$d/sipp.time" 2>/dev/null); su=${su:-0} ss=${ss:-0} se=${se:-0}
   case "$se" in *[!0-9.]*|'') su=0 ss=0 se=999;; esac    # sipp killed by timeout: time(1) wrote a status line
@@ -283,7 +374,7 @@ run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result
   LINE=$(python3 "$PY" line server="$SRV" phase="$PHASE" run="$run" attempt="$attempt" rate="$R" dur="$DUR" \
     k0="$k0" k1="$k1" u0="$u0" u1="$u1" s0="$s0" s1="$s1" su="$su" ss="$ss" se="$se" hz="$HZ" b0="$b0" b1="$b1" \
     q0="$q0" q1="$q1" sum="$sum" usum="$usum" stat="$d/stat.csv" d0="${dr0:-x}" d1="${dr1:-x}" e0="$e0" e1="$e1" \
-    thr="$((tt1-tt0))/$((t1-t0))" extra="$extra") \
+    thr="$((tt1-tt0))/$((t1-t0))" extra="$extra" rtp0="$m0" rtp1="$m1" rtp_per_call="$((2*RTP_PKTS))") \
     || LINE="server=$SRV phase=$PHASE run=$run attempt=$attempt rate=$R error=summary-failed(see-$d) FAIL"
   log "$LINE"
   grep -q 'status 124' "$d/sipp.time" 2>/dev/null && note "WARNING: sipp hit its time limit (see $d)"
@@ -404,14 +495,25 @@ RAW=$RUN/results/call-$(date +%Y%m%d-%H%M).txt
 [ -e "$RAW" ] && RAW=${RAW%.txt}-$$.txt
 : > "$RAW"
 
+if [ "$MEDIA" = 1 ]; then
+  RTP_PKTS=$(python3 "$PY" media "$UAC_XML" "$UAS_XML" "$CALLMS" "$RUN/media") || { note "call_bench: cannot make the RTP scenarios"; exit 1; }
+  STEP_UAC_XML=$RUN/media/uac_rtp.xml STEP_UAS_XML=$RUN/media/uas_rtp.xml
+  UAC_MEDIA=(-mi "$BENCH_IP" -mp 30000) UAS_MEDIA=(-mi "$BENCH_IP" -mp 40000)
+fi
+
 log "# date: $(date '+%Y-%m-%d %H:%M %Z')"
 log "# machine: $(nproc) x $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -r), $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 log "# command: $CMDLINE"
 log "# phases: $PHASES (cap = $CAP CPU per server; uncapped = cgroup without a limit)"
 log "# step: $DUR s of call creation per run, calls held $CALLMS ms"
+if [ "$MEDIA" = 1 ]; then
+  log "# media: anchoring on: outpostd media.relay=true; kamailio proxy.cfg WITH_RTPENGINE + rtpengine (userspace, table=-1) in its cgroup; SIPp play_pcap_audio $RTP_PKTS RTP packets per leg and call (50 pps, G.711 PCMU, 172-byte RTP) from UAC and UAS, step needs rtp% >= 98"
+else
+  log "# media: anchoring off (signalling only: the servers never see RTP)"
+fi
 log "# rates: capped $CAP_RATES; uncapped $FREE_RATES; knee steps $KNEE_RUNS runs"
 log "# servers: $SERVERS (each alone on udp:$BENCH_IP:5060; SIPp UAC $BENCH_IP:5080 dials $DID, UAS $BENCH_IP:5070)"
-log "# sipp: $(sipp -v 2>/dev/null | grep -o 'v[0-9][0-9.]*' | head -1), $UAC_XML + $UAS_XML, -buff_size 4194304 -rp 1000 -recv_timeout 5000 -default_behaviors all,-abortunexp, uncapped, nice $BENCH_NICE"
+log "# sipp: $(sipp -v 2>/dev/null | grep -o 'v[0-9][0-9.]*' | head -1), $STEP_UAC_XML${UAC_MEDIA[*]:+ ${UAC_MEDIA[*]}} + $STEP_UAS_XML${UAS_MEDIA[*]:+ ${UAS_MEDIA[*]}}, -buff_size 4194304 -rp 1000 -recv_timeout 5000 -default_behaviors all,-abortunexp, uncapped, nice $BENCH_NICE"
 log "# cpu: % of one core; srv_cpu = server process tree, other_cpu = rest of the box (incl. softirq), sirq_cpu = irq+softirq of the box"
 
 for ph in $PHASES; do
