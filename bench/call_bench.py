@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Helpers of bench/call_bench.sh (standard library only).
 
-  call_bench.py config IP REALM EXT PASSWORD GW_IP:PORT DID_RE TO OUT.json [N]
+  call_bench.py config IP REALM EXT PASSWORD GW_IP:PORT DID_RE TO OUT.json [N [PMIN-PMAX]]
                                             outpostd config: one user EXT, a PSTN gateway (trusted by IP) and one
                                             inbound DID rule DID_RE -> TO; N more users u0001.. (password
-                                            p0001..) when N is given (bench/mem_bench.sh)
+                                            p0001..) when N is given (bench/mem_bench.sh); every call's media
+                                            anchored on the relay, ports PMIN-PMAX, when given (bench/relay_bench.sh)
   call_bench.py mem PID...                  "rss_kb=.. pss_kb=.. procs=.." summed over the PIDs
   call_bench.py heap                        (stdin: /debug/pprof/heap?debug=1) "heap_alloc_kb=.. heap_sys_kb=.. num_gc=.."
   call_bench.py count                       (stdin: outpostctl --json calls) number of calls in progress
@@ -22,7 +23,7 @@ import time
 
 
 # ---------------------------------------------------------------- outpostd config
-def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0"):
+def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0", media_ports=""):
     doc = {
         "schema": 1,
         "site": {"name": "callbench", "domain": realm},
@@ -41,6 +42,9 @@ def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0"):
         "pstn": {"gateways": [{"name": "sipp", "target": gw, "transport": "udp"}]},
         "inbound": [{"match": did_re, "to": to}],
     }
+    if media_ports:
+        pmin, pmax = (int(p) for p in media_ports.split("-"))
+        doc["media"] = {"relay": True, "port_min": pmin, "port_max": pmax}
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
