@@ -11,6 +11,8 @@
 #   phase)  REPS=1 (rounds: every server's phases once per round; the summary gives medians)  MEM=1 (memory phase,
 #   first round, not for outpostd)  RUN=/tmp/outpost-relaybench  BENCH_IP=127.0.0.51  PEERS_DIR=bench/peers
 #   OUTPOSTD_BIN (use this outpostd, outpostctl beside it; default: built from this tree)  SIP_RATE=250 (calls/s)
+#   PERF_SESSIONS=N (perf record -g of the server, DUR_S-2 s inside its uncapped N-session step of round 1:
+#   RUN/perf-SERVER-sN.data; that step's CPU figure then includes perf's overhead)
 #
 # Servers: rtpengine and relayd get their sessions from rtpblast over ng (offer/answer per session). outpostd gets
 # them through its real SIP path: per step, SESSIONS calls SIPp UAC (BENCH_IP:5080, bench/sipp/relay_uac.xml) ->
@@ -125,6 +127,7 @@ stop_server() { kill -TERM "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; sleep 
 # ---- outpostd: the step's calls through SIP (SIPp UAC -> outpostd -> SIPp UAS), held while rtpblast runs
 SIP_UAC='' SIP_UAS=''
 bound() { ss -uHln "src $BENCH_IP:$1" 2>/dev/null | grep -q .; }
+lines() { if [ -f "$1" ]; then wc -l < "$1"; else echo 0; fi; }
 sip_up() { # sip_up SESSIONS DIR: SESSIONS calls up, DIR/pairs = one "TO_B TO_A" line per call; 1 if not all came up
   local n=$1 d=$2 hold i
   rm -rf "$d"; mkdir -p "$d"
@@ -140,7 +143,7 @@ sip_up() { # sip_up SESSIONS DIR: SESSIONS calls up, DIR/pairs = one "TO_B TO_A"
       -trace_logs -log_file uac.log -trace_err > uac.out 2>&1 ) &
   SIP_UAC=$!
   for i in $(seq 1 $(( (n / SIP_RATE + 20) * 10 ))); do   # bounded: set-up time + 20 s
-    [ "$(grep -c '' "$d/uac.log" 2>/dev/null)" -ge "$n" ] && [ "$(grep -c '' "$d/uas.log" 2>/dev/null)" -ge "$n" ] && break
+    [ "$(lines "$d/uac.log")" -ge "$n" ] && [ "$(lines "$d/uas.log")" -ge "$n" ] && break
     kill -0 "$SIP_UAC" 2>/dev/null || break
     sleep 0.1
   done
@@ -167,11 +170,17 @@ run_one() {
     if sip_up "$n" "$d"; then src=(-pairs "$d/pairs" -aport "$APORT" -bport "$BPORT"); else src=(); fi
   fi
   load=$(cut -d' ' -f1 /proc/loadavg)
+  local perf=''
+  if [ -n "${PERF_SESSIONS:-}" ] && [ "$REP" = 1 ] && [ "$label" = "uncapped s=$PERF_SESSIONS" ] && [ "$srv" != direct ]; then
+    ( sleep 1; exec timeout $((DUR + 10)) perf record -q -g -p "$SPID" -o "$RUN/perf-$srv-s$n.data" -- sleep $((DUR - 2)) ) >/dev/null 2>&1 &
+    perf=$!
+  fi
   r0=$(cpu_ticks "$SPID"); b0=$(sys_busy_ticks); s0=$(date +%s.%N)
   j='{"error":1}'
   [ ${#src[@]} -gt 0 ] && { j=$(timeout $((3*DUR+60)) "$BLAST" -ip "$BENCH_IP" "${src[@]}" -dur "${DUR}s" -json "$@") || j='{"error":1}'; }
   r1=$(cpu_ticks "$SPID"); b1=$(sys_busy_ticks); s1=$(date +%s.%N)
   [ "$srv" = outpostd ] && sip_down
+  [ -n "$perf" ] && { wait "$perf"; echo "perf server=$srv sessions=$n file=$RUN/perf-$srv-s$n.data (perf report -i FILE --no-children)" >> "$RAW"; }
   python3 - "$label" "$srv" "$j" "$r0" "$r1" "$b0" "$b1" "$s0" "$s1" "$HZ" "$REP" "$load" <<'PY' | tee -a "$RAW"
 import json, sys
 label, srv, j = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
