@@ -65,7 +65,7 @@ type poller struct {
 
 // pollInstance is one epoll descriptor and its goroutine: the goroutine
 // ends when the descriptor is closed, which remove does once the poller
-// watches no socket (done is then closed).
+// watches no socket, and then closes done.
 type pollInstance struct {
 	f    *os.File
 	fd   int
@@ -142,7 +142,17 @@ func closeRaw(pr *pair) {
 // add watches the sockets of pair pr, which faces leg l of session s.
 func (p *poller) add(s *Session, l Leg, pr *pair) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	err := p.addLocked(s, l, pr)
+	var idle *pollInstance
+	if err != nil {
+		idle = p.stopIfIdle()
+	}
+	p.mu.Unlock()
+	idle.close()
+	return err
+}
+
+func (p *poller) addLocked(s *Session, l Leg, pr *pair) error {
 	if p.inst == nil {
 		inst, err := p.start()
 		if err != nil {
@@ -157,7 +167,6 @@ func (p *poller) add(s *Session, l Leg, pr *pair) error {
 				_ = unix.EpollCtl(p.inst.fd, unix.EPOLL_CTL_DEL, pr.fd[0], nil)
 				delete(p.socks, int32(pr.fd[0]))
 			}
-			p.stopIfIdle()
 			return fmt.Errorf("media/relay: poll socket: %w", err)
 		}
 		p.socks[int32(fd)] = polledSock{s: s, f: &s.fwd[l], rtcp: i == 1}
@@ -175,24 +184,32 @@ func (p *poller) remove(pr *pair) {
 			delete(p.socks, int32(fd))
 		}
 	}
-	inst := p.stopIfIdle()
+	idle := p.stopIfIdle()
 	p.mu.Unlock()
-	if inst != nil {
-		<-inst.done // the goroutine has ended
-	}
+	idle.close()
 }
 
-// stopIfIdle closes the epoll instance when no socket is watched; its
-// goroutine then ends (the caller may wait for inst.done after unlocking).
-// Called with p.mu held.
+// stopIfIdle detaches the epoll instance from the poller when no socket
+// is watched and returns it; the caller closes it once p.mu is released
+// (closing waits for a round in progress, which needs p.mu). Called with
+// p.mu held.
 func (p *poller) stopIfIdle() *pollInstance {
 	if len(p.socks) > 0 || p.inst == nil {
 		return nil
 	}
 	inst := p.inst
 	p.inst = nil
-	_ = inst.f.Close() // wakes the goroutine's Read with an error
 	return inst
+}
+
+// close closes the epoll instance, which ends its goroutine's Read with an
+// error, and waits for the goroutine to end. Nil does nothing.
+func (inst *pollInstance) close() {
+	if inst == nil {
+		return
+	}
+	_ = inst.f.Close()
+	<-inst.done
 }
 
 // start creates an epoll instance, registers it with Go's netpoller and
@@ -226,28 +243,32 @@ func (p *poller) start() (*pollInstance, error) {
 
 // round is the RawConn.Read callback of a poller goroutine: it serves
 // every ready socket until an epoll_wait finds none (false: park on Go's
-// netpoller until the epoll instance is readable again).
+// netpoller until the epoll instance is readable again). p.mu is held for
+// one epoll_wait's sockets at a time, so that add and remove (a call
+// set-up or Close) wait for at most one such batch, even when the sockets
+// are never all empty.
 func (p *poller) round(epfd int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.inst == nil || p.inst.fd != epfd {
-		return true // being closed: let Read see it
-	}
 	for {
+		p.mu.Lock()
+		if p.inst == nil || p.inst.fd != epfd {
+			p.mu.Unlock()
+			return true // being closed: the next Read sees it
+		}
 		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&p.events[0])), uintptr(len(p.events)), 0, 0, 0)
 		if e == unix.EINTR {
+			p.mu.Unlock()
 			continue
 		}
 		if e != 0 || n == 0 {
+			p.mu.Unlock()
 			return false
 		}
 		for i := range int(n) {
-			ps, ok := p.socks[p.events[i].Fd]
-			if !ok {
-				continue
+			if ps, ok := p.socks[p.events[i].Fd]; ok {
+				p.serve(int(p.events[i].Fd), ps)
 			}
-			p.serve(int(p.events[i].Fd), ps)
 		}
+		p.mu.Unlock()
 	}
 }
 
