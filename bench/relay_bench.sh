@@ -24,11 +24,13 @@
 # rtpengine/relayd it includes the ng setup, for outpostd the calls are up before it starts).
 #
 # Per server: (1) memory: RSS of the idle server, then with 1000 sessions set up (rtpblast -keep), per call;
-# (2) uncapped: latency at 100 sessions = 200 streams x 50 pps (10 kpps), and the max-rate steps;
-# (3) capped at CPU_CAP: the same steps. relayd = media/relay with one ReadFromUDPAddrPort/WriteToUDPAddrPort per
-# packet (the default); relayd-batch = the same with Config.Batch=16 (recvmmsg/sendmmsg). A direct A<->B run (no relay) gives the generator's own latency, which is
-# subtracted ("added latency"). Pass = loss < 0.1 % and >= 97 % of the offered rate; steps stop after 2 failures.
-# CPU figures are % of ONE core, measured on the server's process tree over the whole step (setup + drain included).
+# (2) uncapped: latency at 100 sessions = 200 streams x 50 pps (10 kpps; the 100-session step when STEPS has one),
+# and the max-rate steps; (3) capped at CPU_CAP: CAP_STEPS. relayd = media/relay in its default configuration (on
+# Linux the relay's pollers: package doc); relayd-batch = Config.Batch=16 (a goroutine per socket, recvmmsg/sendmmsg
+# of up to 16). A direct A<->B run (no relay) gives the generator's own latency, which is subtracted ("added
+# latency"). Pass = loss < 0.1 % and >= 97 % of the offered rate; steps stop after 2 failures (per round).
+# CPU figures are % of ONE core, measured on the server's process tree over the generator's run (setup + drain
+# included), and cpu_us_per_pkt = that CPU time / packets delivered; other_cpu = the rest of the box, load = loadavg.
 # relayd runs with GOMAXPROCS=1 under a cap below one CPU (as outpostd does), rtpengine with its 2 threads.
 # Output: one line per step and a summary per server, also in bench/results/relay-DATE.txt.
 # Time: about 8-9 minutes with the defaults (3 servers). SIP path, rtpengine vs outpostd, 3 rounds (issue 16 item 5):
