@@ -93,3 +93,42 @@ func TestPollerSessions(t *testing.T) {
 		t.Fatalf("after restart: %v %v", p.payload, err)
 	}
 }
+
+// Closing a poller's last session while its socket never drains (a sender
+// keeps it busy) returns: the epoll instance is closed outside the lock
+// that a round in progress waits for, and a round holds that lock for one
+// epoll_wait's sockets only. Repeated, since the bad interleaving is a race.
+func TestPollerCloseWhileBusy(t *testing.T) {
+	r := newRelay(t, Config{})
+	for round := range 20 {
+		pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
+		s, toBoxA, _ := call(t, r, pa, pb, []string{"0 PCMU"}, []string{"0 PCMU"})
+		pa.send(toBoxA, 0, make([]byte, 160))
+		waitFor(t, "the first packet relayed", func() bool { return s.Stats()[A].Relayed >= 1 })
+		stop := make(chan struct{})
+		var sender sync.WaitGroup
+		sender.Go(func() {
+			pkt := pa.packet(0, make([]byte, 160))
+			for range 200000 { // bounded
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = pa.rtp.WriteToUDPAddrPort(pkt, toBoxA)
+			}
+		})
+		closed := make(chan struct{})
+		go func() { s.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Close did not return within 10 s while the socket was busy", round)
+		}
+		close(stop)
+		sender.Wait()
+		if got := pollersRunning(r); got != 0 {
+			t.Fatalf("round %d: %d pollers running after the last Close", round, got)
+		}
+	}
+}
