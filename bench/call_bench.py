@@ -5,7 +5,8 @@
                                             outpostd config: one user EXT, a PSTN gateway (trusted by IP) and one
                                             inbound DID rule DID_RE -> TO; N more users u0001.. (password
                                             p0001..) when N is given (bench/mem_bench.sh); MEDIA=1: every call
-                                            anchored on the RTP relay (media.relay)
+                                            anchored on the RTP relay (media.relay), MEDIA=PMIN-PMAX: the same on
+                                            ports PMIN-PMAX (bench/relay_bench.sh)
   call_bench.py media UAC.xml UAS.xml CALL_MS OUTDIR
                                             RTP variant of the SIPp scenarios: OUTDIR/rtp.pcap (G.711 at 50 packets/s,
                                             see media_packets) and OUTDIR/uac_rtp.xml, uas_rtp.xml that play it;
@@ -50,6 +51,9 @@ def cmd_config(ip, realm, ext, password, gw, did_re, to, out, more="0", media="0
     if media == "1":
         # every call anchored: the relay rewrites both legs' SDP to its own ports and relays the RTP
         doc["media"] = {"relay": True}
+    elif media not in ("", "0"):
+        pmin, pmax = (int(p) for p in media.split("-"))
+        doc["media"] = {"relay": True, "port_min": pmin, "port_max": pmax}
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

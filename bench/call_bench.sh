@@ -90,6 +90,7 @@ PHASES=${PHASES:-"cap uncapped"}
 SERVERS=${SERVERS:-"kamailio outpostd"}
 MEDIA=${MEDIA:-0}
 case "$MEDIA" in 0|1) ;; *) echo "call_bench: MEDIA must be 0 or 1" >&2; exit 2;; esac
+OP_MEDIA=$MEDIA   # outpostd_lib.sh: 1 = every call anchored on the relay
 if [ "$MEDIA" = 1 ]; then
   CAP_RATES=${CAP_RATES:-"60 80 100 120 140 160 200 240 300 400"}
   FREE_RATES=${FREE_RATES:-"100 150 200 250 300 400 500 600"}
@@ -121,12 +122,11 @@ done
 . "$PEERS_DIR/lib.sh"       # RUN, BENCH_IP, HZ, cpu_ticks, sys_busy_ticks, sys_sirq_ticks, wait_quiet, kam_start/kam_stop; renices us
 UAC_XML=$PEERS_DIR/sipp/uac_rr.xml
 UAS_XML=$PEERS_DIR/sipp/uas_rr.xml
-REG_XML=$PEERS_DIR/sipp/reg_auth.xml
 STEP_UAC_XML=$UAC_XML STEP_UAS_XML=$UAS_XML UAC_MEDIA=() UAS_MEDIA=()   # the rate steps' (MEDIA=1: RTP variants)
 RTP_PKTS=0                           # MEDIA=1: RTP packets SIPp plays per call and leg
 RTPE_PID='' RTPE_NG=$BENCH_IP:22223 RTPE_HTTP=$BENCH_IP:22224
 T_START=$(date +%s)
-OPBIN='' CTL='' SOCK=$RUN/outpost-data/outpostd.sock
+OPBIN='' CTL=''
 
 RAW=/dev/null                          # set in main, once the checks passed
 log() { echo "$*" | tee -a "$RAW"; }   # everything in the raw file is also printed
@@ -241,6 +241,8 @@ stop_rtpengine() {
   kill -0 "$RTPE_PID" 2>/dev/null && kill -KILL "$RTPE_PID"
   wait "$RTPE_PID" 2>/dev/null; RTPE_PID=
 }
+# shellcheck source=bench/outpostd_lib.sh
+. "$BENCH/outpostd_lib.sh"   # build_outpostd, start_outpostd, register_uas_binding, stop_outpostd; sets REG_XML, SOCK
 start_kamailio() {
   rm -f "$RUN/kam.pid" "$RUN/kam.mainpid"
   local media=() extra=0 rv=''
@@ -258,46 +260,6 @@ start_kamailio() {
   [ "$tree" = "$incg" ] || { note "kamailio: only $incg of $tree processes are in $CG"; return 1; }
 }
 stop_kamailio() { kam_stop; stop_rtpengine; }
-register_uas_binding() { # REGISTER user EXT once from BENCH_IP:5070 (where the UAS will listen), digest auth
-  local d=$RUN/calls/$PHASE/outpostd/register; rm -rf "$d"; mkdir -p "$d"
-  printf 'SEQUENTIAL\n%s;[authentication username=%s password=%s]\n' "$EXT" "$EXT" "$EXT_PW" > "$d/user.csv"
-  ( cd "$d" && timeout 30 sipp "$BENCH_IP:5060" -sf "$REG_XML" -inf user.csv -i "$BENCH_IP" -p 5070 -m 1 -nostdin \
-      -recv_timeout 5000 -timeout 20 -trace_stat -stf stat.csv > sipp.out 2>&1 )
-  local b; b=$(timeout 10 "$CTL" --socket "$SOCK" --timeout 5s --json registrations 2>/dev/null)
-  echo "$b" | grep -q "udp:$BENCH_IP:5070" || { note "outpostd: no binding of $EXT from $BENCH_IP:5070 after REGISTER: $b (see $d)"; return 1; }
-}
-start_outpostd() {
-  rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
-  # shellcheck disable=SC2016  # '$1' is the rule's replacement (first group), not a shell expansion
-  python3 "$PY" config "$BENCH_IP" "$REALM" "$EXT" "$EXT_PW" "$BENCH_IP:5080" "$DID_RE" '$1' "$RUN/outpost-callbench.json" 0 "$MEDIA" || return 1
-  ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
-    exec "$OPBIN" --data "$RUN/outpost-data" --config "$RUN/outpost-callbench.json" --log-level warn
-  ) > "$RUN/outpostd.$PHASE.log" 2>&1 &
-  SPID=$!
-  local i st=
-  for i in $(seq 1 40); do   # bounded: 20 s
-    sleep 0.5
-    kill -0 "$SPID" 2>/dev/null || { note "outpostd exited:"; tail -20 "$RUN/outpostd.$PHASE.log" >&2; SPID=; return 1; }
-    st=$(timeout 5 "$CTL" --socket "$SOCK" --timeout 2s --json status 2>/dev/null) && break
-    st=
-  done
-  [ -n "$st" ] || { note "outpostd not ready after 20 s"; tail -20 "$RUN/outpostd.$PHASE.log" >&2; return 1; }
-  echo "$st" | grep -q "udp:$BENCH_IP:5060" || { note "outpostd is not listening on udp:$BENCH_IP:5060: $st"; return 1; }
-  local gmp rev
-  gmp=$(echo "$st" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("gomaxprocs","?"))')
-  rev=$(echo "$st" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("version","?"))')
-  register_uas_binding || return 1
-  log "info server=outpostd phase=$PHASE gomaxprocs=${gmp:-?} GOGC=${GOGC:-unset(outpostd:200)} GOMEMLIMIT=${GOMEMLIMIT:-none}" \
-      "version=${rev:-?} bin=$OPBIN bin_sha256=$(sha256sum "$OPBIN" | cut -c1-12) bin_mtime=$(date -r "$OPBIN" +%FT%H:%M)" \
-      "$(go version "$OPBIN" 2>/dev/null | awk '{print "go=" $2}') binding=$EXT@udp:$BENCH_IP:5070 did=$DID media_relay=$MEDIA"
-}
-stop_outpostd() {
-  [ -n "$SPID" ] || return 0
-  kill -TERM "$SPID" 2>/dev/null
-  local i; for i in $(seq 1 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$SPID" 2>/dev/null && { note "outpostd did not stop in 10 s: SIGKILL"; kill -KILL "$SPID"; }
-  wait "$SPID" 2>/dev/null
-}
 stop_server() {
   case "$SRV" in kamailio) stop_kamailio;; outpostd) stop_outpostd;; esac
   SRV='' SPID=''
@@ -473,20 +435,7 @@ s, *_ = c.load(sys.argv[2]); b, f, t = c.knee_of(s, sys.argv[3], "outpostd"); pr
 # ---------------------------------------------------------------- main
 need_outpostd() { [[ " $SERVERS " == *" outpostd "* ]]; }
 if need_outpostd; then
-  if [ -n "${OUTPOSTD_BIN:-}" ]; then
-    OPBIN=$OUTPOSTD_BIN
-  else
-    OPBIN=$RUN/bin/outpostd
-    mkdir -p "$RUN/bin"
-    for i in $(seq 1 "$BUILD_TRIES"); do
-      note "building outpostd and outpostctl into $RUN/bin (try $i)"
-      ( cd "$REPO" && CGO_ENABLED=0 timeout 900 go build -trimpath -o "$RUN/bin/" ./cmd/outpostd ./cmd/outpostctl ) && break
-      [ "$i" -lt "$BUILD_TRIES" ] || { note "call_bench: build failed (tree mid-change?): retry later, or OUTPOSTD_BIN=..."; exit 1; }
-      note "build failed (tree mid-change?): retrying in 120 s"; sleep 120
-    done
-  fi
-  CTL=$(dirname "$OPBIN")/outpostctl
-  [ -x "$OPBIN" ] && [ -x "$CTL" ] || { note "call_bench: $OPBIN or $CTL missing"; exit 1; }
+  build_outpostd || exit 1
 fi
 cg_detect || { note "call_bench: cannot cap CPU with cgroups here"; exit 1; }
 for p in 5060 5070 5080; do port_busy $p && { note "call_bench: $BENCH_IP:$p already in use: another benchmark running? (BENCH_IP=127.0.0.5x)"; exit 1; }; done

@@ -39,11 +39,11 @@ func BenchmarkForwardRTP(b *testing.B) {
 				copy(buf, pkt)
 				binary.BigEndian.PutUint16(buf[2:], uint16(i))
 				binary.BigEndian.PutUint32(buf[4:], uint32(i)*160)
-				out, conn, dst, ok := f.rtp(buf, src, int64(i)*20e6)
+				out, to, dst, ok := f.rtp(buf, src, int64(i)*20e6)
 				if !ok {
 					b.Fatal("packet dropped")
 				}
-				if _, err := conn.WriteToUDPAddrPort(out, dst); err != nil {
+				if _, err := to.rtp.WriteToUDPAddrPort(out, dst); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -195,11 +195,11 @@ func BenchmarkForwardSRTPSend(b *testing.B) {
 				copy(buf, pkt)
 				binary.BigEndian.PutUint16(buf[2:], uint16(i))
 				binary.BigEndian.PutUint32(buf[4:], uint32(i)*160)
-				out, conn, dst, ok := fa.rtp(buf, src, int64(i)*20e6)
+				out, to, dst, ok := fa.rtp(buf, src, int64(i)*20e6)
 				if !ok {
 					b.Fatal("packet dropped")
 				}
-				if _, err := conn.WriteToUDPAddrPort(out, dst); err != nil {
+				if _, err := to.rtp.WriteToUDPAddrPort(out, dst); err != nil {
 					b.Fatal(err)
 				}
 				i++

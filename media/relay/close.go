@@ -34,10 +34,14 @@ func (s *Session) Close() [2]LegStats {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
-		pairs := s.pairs
+		pairs, pl := s.pairs, s.poller
 		s.mu.Unlock()
 		for _, p := range pairs {
-			if p != nil {
+			switch {
+			case p == nil:
+			case p.polled:
+				pl.remove(p) // returns once the poller no longer reads them
+			default:
 				// Closing the sockets ends the readers (net.ErrClosed).
 				_ = p.rtp.Close()
 				_ = p.rtcp.Close()

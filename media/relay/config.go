@@ -58,10 +58,11 @@ type Config struct {
 	InactivityTimeout time.Duration
 	// SocketBuffer is SO_RCVBUF for every media socket (default 512 KiB).
 	SocketBuffer int
-	// Batch > 1 makes each socket's reader use recvmmsg/sendmmsg with up
-	// to Batch datagrams per system call (Linux only; elsewhere ignored).
-	// 0 or 1: one datagram per system call, the default (see the package
-	// doc and bench/RESULTS.md for why).
+	// Batch > 1 gives each session socket a reader goroutine of its own
+	// using recvmmsg/sendmmsg with up to Batch datagrams per system call
+	// (Linux only; elsewhere ignored). 0 or 1, the default: on Linux the
+	// relay's pollers serve the sockets (up to 8 datagrams per socket and
+	// round; see the package doc and bench/RESULTS.md for why).
 	// Applies to sessions created afterwards.
 	Batch int
 	// SRTP is the SDES-SRTP policy of every leg whose SessionConfig.SRTP

@@ -51,29 +51,44 @@
 //     source is offset to continue the old one, with the marker bit set.
 //     While the SSRC does not change nothing is rewritten. RTCP SR/RR
 //     sender SSRCs (and SR timestamps) follow the same mapping.
-//   - Hot path: one goroutine per socket, parked on the Go netpoller
-//     (which multiplexes thousands of them) until its socket is readable;
-//     the packet is checked, accounted (media/rtpstats, RFC 3550
-//     A.1/A.3/A.8), rewritten in place in the read buffer and sent from
-//     the socket facing the other leg. Everything it reads that
-//     Offer/Answer change is an immutable legConf behind an atomic
-//     pointer; per-packet state belongs to the reader alone. No heap
+//   - Hot path: on Linux a session's sockets are served by one of the
+//     relay's pollers (poll_linux.go; GOMAXPROCS of them, a session's
+//     four sockets on one): an epoll instance of the poller's own holds
+//     the sockets' raw descriptors, taken out of Go's netpoller, and one
+//     goroutine waits, through Go's netpoller, for that instance to be
+//     readable, then serves every ready socket (recvmmsg of up to 8
+//     datagrams, forward, sendmmsg, all raw system calls) until a
+//     non-blocking epoll_wait finds none. Before, one goroutine per socket
+//     parked on the netpoller: each packet cost a goroutine wake-up, a
+//     scheduler round trip and a second recvmmsg that found the socket
+//     empty; now one wake-up serves whatever arrived meanwhile, and the
+//     read buffers are the poller's, not 2 KiB per socket
+//     (bench/RESULTS.md, issue 16 item 5). The poller's goroutine ends
+//     when its last socket is removed (Session.Close returns only once the
+//     poller no longer uses the session's sockets) and starts again with
+//     the next. Config.Batch > 1 keeps the goroutine-per-socket reader
+//     with recvmmsg/sendmmsg of that many datagrams through the socket's
+//     RawConn; other platforms, and Endpoints (media-server connections)
+//     everywhere, use goroutine readers with
+//     ReadFromUDPAddrPort/WriteToUDPAddrPort. The packet is checked,
+//     accounted (media/rtpstats, RFC 3550 A.1/A.3/A.8), rewritten in place
+//     in the read buffer and sent from the socket facing the other leg
+//     (by the poller: never waiting; a full send buffer loses the packet,
+//     as UDP may). Everything it reads that Offer/Answer change is an
+//     immutable legConf behind an atomic pointer; per-packet state belongs
+//     to the forwarder of the leg, used by one goroutine at a time. No heap
 //     allocation per packet (BenchmarkForwardRTP, BenchmarkForwardPath,
-//     TestReaders, TestForwardPathsDoNotAllocate). On Linux the reader
-//     reads and sends with recvmmsg/sendmmsg through the socket's RawConn
-//     (x/net's ReadBatch was not used because it allocates a net.Addr per
-//     message), as raw system calls: they cannot block (MSG_DONTWAIT), and
-//     the scheduler notification of a plain system call (which also wakes
-//     a parked sysmon thread) cost 9–17 % of the relay's CPU at 10 kpps
-//     and up to 15 % at 50 kpps (bench/RESULTS.md, issue 16 item 5).
-//     Elsewhere, and for Endpoints (media-server connections) everywhere,
-//     the readers use ReadFromUDPAddrPort/WriteToUDPAddrPort. By default
-//     one datagram per call; Config.Batch > 1 reads up to that many.
+//     TestReaders, TestForwardPathsDoNotAllocate). The system calls are
+//     raw (x/net's ReadBatch was not used because it allocates a net.Addr
+//     per message): they cannot block (MSG_DONTWAIT, timeout 0), and the
+//     scheduler notification of a plain system call (which also wakes a
+//     parked sysmon thread) cost 9–17 % of the relay's CPU at 10 kpps and
+//     up to 15 % at 50 kpps (bench/RESULTS.md, issue 16 item 5).
 //     Measured side by side (bench/RESULTS.md, issue 4): at the design
-//     point, one socket per stream at 50 packets/s, a batch holds one
-//     packet, so batching costs more CPU per packet and 3–4× the memory
-//     per call (16 buffers per socket); it only pays once readers fall
-//     behind (beyond ~50k packets/s on this 2-core box).
+//     point, one socket per stream at 50 packets/s, a per-socket batch
+//     holds one packet, so Config.Batch costs more CPU per packet and 3–4×
+//     the memory per call (16 buffers per socket); it only paid once
+//     readers fell behind (beyond ~50k packets/s on this 2-core box).
 //   - RTP and RTCP wire formats are github.com/pion/rtp and pion/rtcp's:
 //     each RTP reader (sessions' and endpoints') owns one rtp.Packet and
 //     Unmarshals every packet into it, so the payload (what G.711
@@ -121,9 +136,11 @@
 //     not-held session whose leg's accepted-packet counter has not moved
 //     for InactivityTimeout gets OnInactive once (on its own goroutine).
 //     Counters, not clocks, so the forwarding path reads no time for it.
-//   - Goroutines: every reader belongs to its Session (Close waits for
-//     them); OnInactive callbacks and the scanner belong to the Relay;
-//     Run's return closes every session and waits for all of them.
+//   - Goroutines: every goroutine reader belongs to its Session (Close
+//     waits for them); a poller's goroutine belongs to the sockets it
+//     serves (the last Session.Close that removes one waits for its end);
+//     OnInactive callbacks and the scanner belong to the Relay; Run's
+//     return closes every session and waits for all of them.
 //
 // # Not done here
 //

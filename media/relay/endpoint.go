@@ -108,7 +108,7 @@ func (r *Relay) OpenEndpoint(ec EndpointConfig, offer []byte) (*Endpoint, []byte
 	if err != nil {
 		return nil, nil, err
 	}
-	pr, err := r.ports.allocate(e.local)
+	pr, err := r.ports.allocate(e.local, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("media/relay: endpoint %s: %w", ec.ID, err)
 	}

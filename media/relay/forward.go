@@ -2,7 +2,6 @@ package relay
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -214,9 +213,9 @@ func (in *legIO) unprotect(err error) {
 // rtp handles one RTP packet p from src that arrived on in's RTP socket
 // at nowNs. It rewrites p in place and returns the packet to send (p, or
 // p re-encrypted in place and extended by the auth tag into p's spare
-// capacity, srtpSlack) and the socket and address to send it from/to, or
-// ok false to drop it. It never allocates.
-func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (out []byte, conn *net.UDPConn, dst netip.AddrPort, ok bool) {
+// capacity, srtpSlack) and the pair whose RTP socket sends it and the
+// address to send it to, or ok false to drop it. It never allocates.
+func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (out []byte, from *pair, dst netip.AddrPort, ok bool) {
 	in := f.in
 	c := in.conf.Load()
 	if c == nil {
@@ -280,13 +279,14 @@ func (f *forwarder) rtp(p []byte, src netip.AddrPort, nowNs int64) (out []byte, 
 		p = enc
 	}
 	in.relayed.Add(1)
-	return p, pr.rtp, *peer, true
+	return p, pr, *peer, true
 }
 
 // rtcp handles one RTCP packet: latching as for RTP, then the sender
 // SSRC (and SR timestamp) of SR/RR packets follows the RTP rewrite.
 // RTCP is relayed on hold too (receiver reports keep flowing).
-func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (out []byte, conn *net.UDPConn, dst netip.AddrPort, ok bool) {
+// The packet is sent from the returned pair's RTCP socket.
+func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (out []byte, from *pair, dst netip.AddrPort, ok bool) {
 	in := f.in
 	c := in.conf.Load()
 	if c == nil {
@@ -322,5 +322,5 @@ func (f *forwarder) rtcpPacket(p []byte, src netip.AddrPort) (out []byte, conn *
 		p = enc
 	}
 	in.rtcp.Add(1)
-	return p, pr.rtcp, *peer, true
+	return p, pr, *peer, true
 }

@@ -25,8 +25,8 @@ func (s *Session) readRTP(l Leg, p *pair) {
 			}
 			continue // e.g. a truncated datagram; the socket is fine
 		}
-		if out, conn, dst, ok := f.rtp(buf[:n], src, s.r.nowNs()); ok {
-			_, _ = conn.WriteToUDPAddrPort(out, dst) // UDP: a failed send is a lost packet
+		if out, to, dst, ok := f.rtp(buf[:n], src, s.r.nowNs()); ok {
+			_, _ = to.rtp.WriteToUDPAddrPort(out, dst) // UDP: a failed send is a lost packet
 		}
 	}
 }
@@ -44,8 +44,8 @@ func (s *Session) readRTCP(l Leg, p *pair) {
 			}
 			continue
 		}
-		if out, conn, dst, ok := f.rtcpPacket(buf[:n], src); ok {
-			_, _ = conn.WriteToUDPAddrPort(out, dst)
+		if out, to, dst, ok := f.rtcpPacket(buf[:n], src); ok {
+			_, _ = to.rtcp.WriteToUDPAddrPort(out, dst)
 		}
 	}
 }

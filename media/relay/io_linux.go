@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -122,12 +121,44 @@ func (m *mmsg) setDest(i int, p []byte, dst netip.AddrPort, v6 bool) {
 	m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
 }
 
-// readBatched is the Linux reader of a session's socket (RTP or RTCP):
-// it reads up to n datagrams per system call, forwards each, and sends
-// the forwarded ones with one sendmmsg per output socket run. n is
-// Config.Batch, or 1 by default: one datagram per recvmmsg and sendmmsg,
-// like readRTP and readRTCP (the portable readers) but through raw
-// system calls.
+// forwardIn forwards the in.n datagrams just read from a socket facing
+// f's leg (its RTCP socket when rtcp) and queues the relayed ones in out;
+// flush(from, rtcp) must send out's queue from that pair's RTP or RTCP
+// socket and empty it.
+// It is called whenever the sending pair changes and once at the end, so
+// that a run of packets to one socket is one sendmmsg.
+func forwardIn(f *forwarder, rtcp bool, now int64, in, out *mmsg, flush func(from *pair, rtcp bool)) {
+	var cur *pair
+	for i := 0; i < in.n; i++ {
+		p := in.bufs[i][:in.hdrs[i].Len]
+		var to *pair
+		var dst netip.AddrPort
+		var ok bool
+		if rtcp {
+			p, to, dst, ok = f.rtcpPacket(p, in.source(i))
+		} else {
+			p, to, dst, ok = f.rtp(p, in.source(i), now)
+		}
+		if !ok {
+			continue
+		}
+		if to != cur && out.n > 0 {
+			flush(cur, rtcp)
+		}
+		cur = to
+		out.setDest(out.n, p, dst, dst.Addr().Is6() && !dst.Addr().Is4In6())
+		out.n++
+	}
+	if out.n > 0 {
+		flush(cur, rtcp)
+	}
+}
+
+// readBatched is the goroutine reader of a session's socket (RTP or
+// RTCP) on Linux when Config.Batch > 1: it reads up to n datagrams per
+// system call and parks on the Go netpoller when the socket is empty.
+// (By default a session's sockets are served by the relay's pollers,
+// poll_linux.go, instead.)
 func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
 	defer s.wg.Done()
 	f := &s.fwd[l]
@@ -138,11 +169,13 @@ func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
 	in := newMmsg(n, maxPacket)
 	out := newMmsg(n, 0)
 	recvFn, sendFn := in.recv, out.send // bound once: no closure per call
-	var outConn *net.UDPConn
-	var outRC syscall.RawConn
-	flush := func() {
+	flush := func(from *pair, rtcp bool) {
+		w := from.rawRTP
+		if rtcp {
+			w = from.rawRTCP
+		}
 		for out.off = 0; out.off < out.n; {
-			if err := outRC.Write(sendFn); err != nil {
+			if err := w.Write(sendFn); err != nil {
 				break // socket closed
 			}
 		}
@@ -158,35 +191,6 @@ func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
 			}
 			continue
 		}
-		now := s.r.nowNs()
-		for i := 0; i < in.n; i++ {
-			p := in.bufs[i][:in.hdrs[i].Len]
-			var c *net.UDPConn
-			var dst netip.AddrPort
-			var ok bool
-			if rtcp {
-				p, c, dst, ok = f.rtcpPacket(p, in.source(i))
-			} else {
-				p, c, dst, ok = f.rtp(p, in.source(i), now)
-			}
-			if !ok {
-				continue
-			}
-			if c != outConn && out.n > 0 {
-				flush()
-			}
-			if c != outConn {
-				outConn = c
-				if outRC, err = c.SyscallConn(); err != nil {
-					outConn = nil
-					continue
-				}
-			}
-			out.setDest(out.n, p, dst, dst.Addr().Is6() && !dst.Addr().Is4In6())
-			out.n++
-		}
-		if out.n > 0 {
-			flush()
-		}
+		forwardIn(f, rtcp, s.r.nowNs(), in, out, flush)
 	}
 }

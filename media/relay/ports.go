@@ -6,16 +6,23 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 )
 
 // ErrNoPorts is returned when no RTP/RTCP pair of the range can be bound.
 var ErrNoPorts = errors.New("media/relay: no free RTP/RTCP port pair")
 
-// pair is one bound RTP/RTCP socket pair on a local address.
+// pair is one bound RTP/RTCP socket pair on a local address: either two
+// *net.UDPConn in Go's netpoller (rtp, rtcp, with their RawConns for the
+// goroutine readers), or, when polled, two raw descriptors (fd[0] RTP,
+// fd[1] RTCP) that only a relay poller watches (poll_linux.go).
 type pair struct {
-	addr      netip.Addr
-	port      int // RTP; RTCP is port+1
-	rtp, rtcp *net.UDPConn
+	addr            netip.Addr
+	port            int // RTP; RTCP is port+1
+	rtp, rtcp       *net.UDPConn
+	rawRTP, rawRTCP syscall.RawConn
+	polled          bool
+	fd              [2]int
 }
 
 type portKey struct {
@@ -58,8 +65,9 @@ func (p *portPool) inUseCount() int {
 	return 2 * len(p.inUse)
 }
 
-// allocate binds a free pair on addr.
-func (p *portPool) allocate(addr netip.Addr) (*pair, error) {
+// allocate binds a free pair on addr; raw detaches its descriptors from
+// Go's netpoller for a relay poller (detachPair).
+func (p *portPool) allocate(addr netip.Addr, raw bool) (*pair, error) {
 	if !addr.IsValid() {
 		return nil, fmt.Errorf("media/relay: allocate ports: no local address")
 	}
@@ -83,6 +91,11 @@ func (p *portPool) allocate(addr netip.Addr) (*pair, error) {
 			lastErr = err // taken by another process: try the next pair
 			continue
 		}
+		if raw {
+			if err := detachPair(pr); err != nil {
+				return nil, fmt.Errorf("media/relay: ports %v:%d: %w", addr, port, err)
+			}
+		}
 		p.inUse[k] = struct{}{}
 		return pr, nil
 	}
@@ -94,8 +107,7 @@ func (p *portPool) allocate(addr netip.Addr) (*pair, error) {
 
 // release closes the pair's sockets (if still open) and returns its ports.
 func (p *portPool) release(pr *pair) {
-	_ = pr.rtp.Close()
-	_ = pr.rtcp.Close()
+	pr.close()
 	p.mu.Lock()
 	delete(p.inUse, portKey{pr.addr, pr.port})
 	p.mu.Unlock()
@@ -118,5 +130,24 @@ func bindPair(addr netip.Addr, port, buf int) (*pair, error) {
 	// Best effort: a smaller buffer than asked only costs burst tolerance.
 	_ = rtp.SetReadBuffer(buf)
 	_ = rtcp.SetReadBuffer(buf / 4)
-	return &pair{addr: addr, port: port, rtp: rtp, rtcp: rtcp}, nil
+	pr := &pair{addr: addr, port: port, rtp: rtp, rtcp: rtcp}
+	var e1, e2 error
+	pr.rawRTP, e1 = rtp.SyscallConn()
+	pr.rawRTCP, e2 = rtcp.SyscallConn()
+	if err := errors.Join(e1, e2); err != nil {
+		pr.close()
+		return nil, err
+	}
+	return pr, nil
+}
+
+// close closes the pair's sockets; closing twice is harmless (the
+// descriptors of a polled pair are closed once).
+func (pr *pair) close() {
+	if pr.polled {
+		closeRaw(pr)
+		return
+	}
+	_ = pr.rtp.Close()
+	_ = pr.rtcp.Close()
 }

@@ -55,6 +55,8 @@ type Relay struct {
 	// portableReaders makes new sessions use readRTP/readRTCP even on
 	// Linux, so that the tests cover the readers of other platforms.
 	portableReaders bool
+
+	polls pollSet // the pollers of sessions' sockets (Linux)
 }
 
 // New returns a Relay for cfg (zero fields = defaults). Sessions can be

@@ -128,7 +128,9 @@ type Session struct {
 
 	io  [2]legIO
 	fwd [2]forwarder
-	wg  sync.WaitGroup // readers
+	wg  sync.WaitGroup // goroutine readers
+
+	poller *poller // the relay poller serving the session's polled sockets (set with mu held)
 
 	mu       sync.Mutex
 	closed   bool
@@ -203,9 +205,22 @@ func (s *Session) ensurePair(l Leg) (*pair, error) {
 	if p := s.pairs[l]; p != nil {
 		return p, nil
 	}
-	p, err := s.r.ports.allocate(s.local[l])
+	polled := pollSupported && !s.r.portableReaders && s.batch <= 1
+	p, err := s.r.ports.allocate(s.local[l], polled)
 	if err != nil {
 		return nil, s.errorf("leg %s: %w", legName(l), err)
+	}
+	if polled { // the relay's pollers read the sockets (poll_linux.go)
+		if s.poller == nil {
+			s.poller = s.r.polls.forSession()
+		}
+		if err := s.poller.add(s, l, p); err != nil {
+			s.r.ports.release(p)
+			return nil, s.errorf("leg %s: %w", legName(l), err)
+		}
+		s.pairs[l] = p
+		s.io[l].pair.Store(p)
+		return p, nil
 	}
 	s.pairs[l] = p
 	s.io[l].pair.Store(p)

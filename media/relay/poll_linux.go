@@ -1,0 +1,298 @@
+package relay
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// pollSupported: this platform has the relay pollers.
+const pollSupported = true
+
+// Relay pollers: by default a session's four sockets are not read by four
+// goroutines parked on Go's netpoller (one goroutine wake-up, one
+// scheduler round trip and one extra recvmmsg that finds the socket empty
+// per packet) but by one of the relay's pollers: an epoll instance of its
+// own holding the sessions' raw descriptors (detached from Go's netpoller,
+// which would otherwise wake up for every packet too) and one goroutine
+// that waits for that instance to become readable through Go's netpoller
+// (the epoll descriptor itself is registered there), then takes every
+// ready socket from it with non-blocking epoll_wait calls, reads each with
+// recvmmsg, forwards and sends with sendmmsg, all raw system calls, until
+// nothing is ready. One wake-up then serves every packet that arrived
+// meanwhile, and the read buffers belong to the poller, not to each socket.
+// There are GOMAXPROCS pollers (one under a sub-CPU quota); a session's
+// sockets all go to one of them, in turn, so that a session's forwarders
+// are used by one goroutine. The inner registrations are level-triggered:
+// a socket with more than pollBatch datagrams queued is simply reported
+// again; the goroutine parks only after an epoll_wait that found nothing
+// ready, and the epoll instance signals Go's (edge-triggered) netpoller
+// again for every datagram that arrives after that.
+
+// pollBatch is the most datagrams read from one socket per recvmmsg, and
+// pollEvents the most ready sockets taken per epoll_wait.
+const (
+	pollBatch  = 8
+	pollEvents = 64
+)
+
+// pollSet is a relay's pollers, created on first use.
+type pollSet struct {
+	mu      sync.Mutex
+	pollers []*poller
+	next    int
+}
+
+// poller is one epoll instance and, while it watches any socket, the
+// goroutine that serves it.
+type poller struct {
+	mu      sync.Mutex // held while serving a round of ready sockets, and to add or remove sockets
+	inst    *pollInstance
+	socks   map[int32]polledSock
+	events  []unix.EpollEvent
+	in      *mmsg
+	out     *mmsg
+	outFD   int
+	sendFn  func(uintptr) bool // p.out.send, bound once
+	flushFn func(*pair, bool)  // p.flush, bound once
+}
+
+// pollInstance is one epoll descriptor and its goroutine: the goroutine
+// ends when the descriptor is closed, which remove does once the poller
+// watches no socket, and then closes done.
+type pollInstance struct {
+	f    *os.File
+	fd   int
+	done chan struct{}
+}
+
+// polledSock is one watched socket: the session and leg it faces and
+// whether it is the leg's RTCP socket.
+type polledSock struct {
+	s    *Session
+	f    *forwarder
+	rtcp bool
+}
+
+// forSession picks the poller of a new session's sockets.
+func (ps *pollSet) forSession() *poller {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.pollers == nil {
+		for range max(runtime.GOMAXPROCS(0), 1) {
+			ps.pollers = append(ps.pollers, &poller{socks: map[int32]polledSock{}, events: make([]unix.EpollEvent, pollEvents),
+				in: newMmsg(pollBatch, maxPacket), out: newMmsg(pollBatch, 0)})
+		}
+	}
+	p := ps.pollers[ps.next%len(ps.pollers)]
+	ps.next++
+	return p
+}
+
+// detachPair takes the pair's sockets out of Go's netpoller: it keeps a
+// duplicate of each descriptor and closes the *net.UDPConn (whose close
+// removes it from the runtime's epoll set; the duplicate keeps the socket
+// and its port).
+func detachPair(pr *pair) error {
+	fds := [2]int{-1, -1}
+	var err error
+	for i := range fds {
+		var derr error
+		if cerr := pr.rawConn(i).Control(func(fd uintptr) { fds[i], derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil || derr != nil {
+			err = cmp.Or(cerr, derr)
+			fds[i] = -1
+			break
+		}
+	}
+	_ = pr.rtp.Close()
+	_ = pr.rtcp.Close()
+	pr.polled, pr.fd = true, fds
+	pr.rtp, pr.rtcp, pr.rawRTP, pr.rawRTCP = nil, nil, nil, nil
+	if err != nil {
+		closeRaw(pr)
+		return fmt.Errorf("detach socket: %w", err)
+	}
+	return nil
+}
+
+// rawConn is the RawConn of the pair's RTP (0) or RTCP (1) socket.
+func (pr *pair) rawConn(i int) syscall.RawConn {
+	if i == 1 {
+		return pr.rawRTCP
+	}
+	return pr.rawRTP
+}
+
+// closeRaw closes a polled pair's descriptors (once).
+func closeRaw(pr *pair) {
+	for i, fd := range pr.fd {
+		if fd >= 0 {
+			_ = unix.Close(fd)
+			pr.fd[i] = -1
+		}
+	}
+}
+
+// add watches the sockets of pair pr, which faces leg l of session s.
+func (p *poller) add(s *Session, l Leg, pr *pair) error {
+	p.mu.Lock()
+	err := p.addLocked(s, l, pr)
+	var idle *pollInstance
+	if err != nil {
+		idle = p.stopIfIdle()
+	}
+	p.mu.Unlock()
+	idle.close()
+	return err
+}
+
+func (p *poller) addLocked(s *Session, l Leg, pr *pair) error {
+	if p.inst == nil {
+		inst, err := p.start()
+		if err != nil {
+			return err
+		}
+		p.inst = inst
+	}
+	for i, fd := range pr.fd {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		if err := unix.EpollCtl(p.inst.fd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			if i == 1 {
+				_ = unix.EpollCtl(p.inst.fd, unix.EPOLL_CTL_DEL, pr.fd[0], nil)
+				delete(p.socks, int32(pr.fd[0]))
+			}
+			return fmt.Errorf("media/relay: poll socket: %w", err)
+		}
+		p.socks[int32(fd)] = polledSock{s: s, f: &s.fwd[l], rtcp: i == 1}
+	}
+	return nil
+}
+
+// remove stops watching the sockets of pr. When it returns, the poller no
+// longer uses them (a round in progress has ended), so they may be closed.
+func (p *poller) remove(pr *pair) {
+	p.mu.Lock()
+	for _, fd := range pr.fd {
+		if _, ok := p.socks[int32(fd)]; ok {
+			_ = unix.EpollCtl(p.inst.fd, unix.EPOLL_CTL_DEL, fd, nil)
+			delete(p.socks, int32(fd))
+		}
+	}
+	idle := p.stopIfIdle()
+	p.mu.Unlock()
+	idle.close()
+}
+
+// stopIfIdle detaches the epoll instance from the poller when no socket
+// is watched and returns it; the caller closes it once p.mu is released
+// (closing waits for a round in progress, which needs p.mu). Called with
+// p.mu held.
+func (p *poller) stopIfIdle() *pollInstance {
+	if len(p.socks) > 0 || p.inst == nil {
+		return nil
+	}
+	inst := p.inst
+	p.inst = nil
+	return inst
+}
+
+// close closes the epoll instance, which ends its goroutine's Read with an
+// error, and waits for the goroutine to end. Nil does nothing.
+func (inst *pollInstance) close() {
+	if inst == nil {
+		return
+	}
+	_ = inst.f.Close()
+	<-inst.done
+}
+
+// start creates an epoll instance, registers it with Go's netpoller and
+// starts its goroutine. Called with p.mu held.
+func (p *poller) start() (*pollInstance, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("media/relay: epoll: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil { // os.NewFile registers only non-blocking descriptors
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("media/relay: epoll: %w", err)
+	}
+	inst := &pollInstance{f: os.NewFile(uintptr(fd), "relay-poller"), fd: fd, done: make(chan struct{})}
+	rc, err := inst.f.SyscallConn()
+	if err != nil {
+		_ = inst.f.Close()
+		return nil, fmt.Errorf("media/relay: epoll: %w", err)
+	}
+	if p.sendFn == nil {
+		p.sendFn, p.flushFn = p.out.send, p.flush
+	}
+	serve := func(uintptr) bool { return p.round(inst.fd) }
+	go func() {
+		defer close(inst.done)
+		for rc.Read(serve) == nil {
+		}
+	}()
+	return inst, nil
+}
+
+// round is the RawConn.Read callback of a poller goroutine: it serves
+// every ready socket until an epoll_wait finds none (false: park on Go's
+// netpoller until the epoll instance is readable again). p.mu is held for
+// one epoll_wait's sockets at a time, so that add and remove (a call
+// set-up or Close) wait for at most one such batch, even when the sockets
+// are never all empty.
+func (p *poller) round(epfd int) bool {
+	for {
+		p.mu.Lock()
+		if p.inst == nil || p.inst.fd != epfd {
+			p.mu.Unlock()
+			return true // being closed: the next Read sees it
+		}
+		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&p.events[0])), uintptr(len(p.events)), 0, 0, 0)
+		if e == unix.EINTR {
+			p.mu.Unlock()
+			continue
+		}
+		if e != 0 || n == 0 {
+			p.mu.Unlock()
+			return false
+		}
+		for i := range int(n) {
+			if ps, ok := p.socks[p.events[i].Fd]; ok {
+				p.serve(int(p.events[i].Fd), ps)
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// serve reads up to pollBatch datagrams from a ready socket and relays
+// them.
+func (p *poller) serve(fd int, ps polledSock) {
+	if !p.in.recv(uintptr(fd)) || p.in.err != nil {
+		return // nothing after all, or a socket error: the next round sees it again
+	}
+	forwardIn(ps.f, ps.rtcp, ps.s.r.nowNs(), p.in, p.out, p.flushFn)
+}
+
+// flush sends out's queue from the pair's socket (RTP or RTCP as the
+// round's socket): raw sendmmsg, never waiting; what the socket cannot
+// take now (EAGAIN: its send buffer is full) is lost, as UDP may lose it.
+func (p *poller) flush(from *pair, rtcp bool) {
+	p.outFD = from.fd[0]
+	if rtcp {
+		p.outFD = from.fd[1]
+	}
+	for p.out.off = 0; p.out.off < p.out.n; {
+		if !p.sendFn(uintptr(p.outFD)) {
+			break
+		}
+	}
+	p.out.n = 0
+}

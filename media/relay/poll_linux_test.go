@@ -1,0 +1,134 @@
+package relay
+
+import (
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pollersRunning counts the relay's pollers that have an epoll instance
+// (and so a goroutine).
+func pollersRunning(r *Relay) int {
+	r.polls.mu.Lock()
+	list := r.polls.pollers
+	r.polls.mu.Unlock()
+	n := 0
+	for _, p := range list {
+		p.mu.Lock()
+		if p.inst != nil {
+			n++
+		}
+		p.mu.Unlock()
+	}
+	return n
+}
+
+// Many sessions on the pollers: a burst on every socket at once is
+// relayed both ways (rounds that serve many ready sockets), closing the
+// sessions while packets still arrive is clean (run with -race), the
+// pollers' goroutines end once no socket is left, and a new session
+// starts them again.
+func TestPollerSessions(t *testing.T) {
+	r := newRelay(t, Config{})
+	const n = 40
+	sessions := make([]*Session, n)
+	pas, pbs := make([]*phone, n), make([]*phone, n)
+	for i := range n {
+		pas[i], pbs[i] = newPhone(t, phoneA), newPhone(t, phoneB)
+		s, toBoxA, toBoxB := call(t, r, pas[i], pbs[i], []string{"0 PCMU"}, []string{"0 PCMU"})
+		sessions[i] = s
+		if !s.pairs[A].polled || !s.pairs[B].polled {
+			t.Fatal("session sockets are not polled by default")
+		}
+		pas[i].send(toBoxA, 0, []byte{byte(i)})
+		pbs[i].send(toBoxB, 0, []byte{byte(i)})
+	}
+	if got := pollersRunning(r); got == 0 {
+		t.Fatal("no poller running with sessions up")
+	}
+	for i := range n {
+		if p := pbs[i].recv(); len(p.payload) != 1 || p.payload[0] != byte(i) {
+			t.Fatalf("session %d: B got %v", i, p.payload)
+		}
+		if p := pas[i].recv(); len(p.payload) != 1 || p.payload[0] != byte(i) {
+			t.Fatalf("session %d: A got %v", i, p.payload)
+		}
+	}
+	// Close every session while A keeps sending.
+	stop := make(chan struct{})
+	var senders sync.WaitGroup
+	for i := range n {
+		dst := netip.AddrPortFrom(sessions[i].pairs[A].addr, uint16(sessions[i].pairs[A].port))
+		senders.Go(func() {
+			pkt := pas[i].packet(0, make([]byte, 160))
+			for k := 0; k < 2000; k++ { // bounded
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = pas[i].rtp.WriteToUDPAddrPort(pkt, dst)
+			}
+		})
+	}
+	var closers sync.WaitGroup
+	for _, s := range sessions {
+		closers.Go(func() { s.Close() })
+	}
+	closers.Wait()
+	close(stop)
+	senders.Wait()
+	if got := pollersRunning(r); got != 0 {
+		t.Errorf("%d pollers still running with no session", got)
+	}
+	if got := r.PortsInUse(); got != 0 {
+		t.Errorf("%d ports in use after Close", got)
+	}
+	// A new session starts a poller again and relays.
+	pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
+	_, toBoxA, _ := call(t, r, pa, pb, []string{"0 PCMU"}, []string{"0 PCMU"})
+	pa.send(toBoxA, 0, []byte{7})
+	if p, err := pb.tryRecv(5 * time.Second); err != nil || len(p.payload) != 1 || p.payload[0] != 7 {
+		t.Fatalf("after restart: %v %v", p.payload, err)
+	}
+}
+
+// Closing a poller's last session while its socket never drains (a sender
+// keeps it busy) returns: the epoll instance is closed outside the lock
+// that a round in progress waits for, and a round holds that lock for one
+// epoll_wait's sockets only. Repeated, since the bad interleaving is a race.
+func TestPollerCloseWhileBusy(t *testing.T) {
+	r := newRelay(t, Config{})
+	for round := range 20 {
+		pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
+		s, toBoxA, _ := call(t, r, pa, pb, []string{"0 PCMU"}, []string{"0 PCMU"})
+		pa.send(toBoxA, 0, make([]byte, 160))
+		waitFor(t, "the first packet relayed", func() bool { return s.Stats()[A].Relayed >= 1 })
+		stop := make(chan struct{})
+		var sender sync.WaitGroup
+		sender.Go(func() {
+			pkt := pa.packet(0, make([]byte, 160))
+			for range 200000 { // bounded
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = pa.rtp.WriteToUDPAddrPort(pkt, toBoxA)
+			}
+		})
+		closed := make(chan struct{})
+		go func() { s.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Close did not return within 10 s while the socket was busy", round)
+		}
+		close(stop)
+		sender.Wait()
+		if got := pollersRunning(r); got != 0 {
+			t.Fatalf("round %d: %d pollers running after the last Close", round, got)
+		}
+	}
+}

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package relay
+
+// pollSupported: no relay pollers here; sessions use goroutine readers.
+const pollSupported = false
+
+type pollSet struct{}
+
+type poller struct{}
+
+func (ps *pollSet) forSession() *poller { panic("media/relay: pollers need Linux") }
+
+func (p *poller) add(*Session, Leg, *pair) error { panic("media/relay: pollers need Linux") }
+
+func (p *poller) remove(*pair) {}
+
+func detachPair(*pair) error { panic("media/relay: pollers need Linux") }
+
+func closeRaw(*pair) {}
