@@ -40,19 +40,17 @@ import (
 // from RFC 3261/6026's 32 s, which made 6 KiB a call at 400 calls/s, 74
 // MiB live, and 1.5 GiB resident in a flood the CPU could carry:
 // bench/mem_bench.sh). While the live heap (as of the last collection) is
-// over half the process's memory limit (debug.SetMemoryLimit, which
-// cmd/outpostd sets to min(half the RAM, 160 MiB), or GOMEMLIMIT), new
-// calls are shed the same way; it falls as the transactions expire. With
-// the default limit that is 80 MiB: an active call with its dialogs holds
-// about 27 KiB (1000 calls up: 27.5 MiB live, bench/RESULTS.md), a
-// finished one a few KiB for 4 s, so about 1,500 new calls a second of
-// 1 s calls fit, more than a branch carries; and the collector, holding
-// the heap under the limit, keeps the resident size under 200 MiB through
-// any flood. Half, not more: the other half is the room the heap grows
-// into between collections; the less of it, the more often the collector
-// runs (two fifths shed calls at 1000 calls/s while the CPU was 30 % busy,
-// issue 16 item 1). Without a limit (tests) the threshold is
-// overloadHeapLive.
+// over two fifths of the process's memory limit (debug.SetMemoryLimit,
+// which cmd/outpostd sets to min(half the RAM, 160 MiB), or GOMEMLIMIT),
+// new calls are shed the same way; it falls as the transactions expire.
+// With the default limit that is 64 MiB: an active call with its dialogs
+// holds about 27 KiB (1000 calls up: 27.5 MiB live), a finished one a few
+// KiB for 4 s, so this sheds from about 1,000 new 1 s calls a second, more
+// than a branch carries; and the collector, holding the heap under the
+// limit, keeps the resident size under 200 MB through a flood. Half the
+// limit was tried: calls shed later, but the flood's peak rose to 211 MiB
+// (bench/RESULTS.md, issue 16 item 1). Without a limit (tests) the
+// threshold is overloadHeapLive.
 //
 // Decision: the target is 50 ms, ten times a quiet box's delay and a
 // tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after
@@ -70,8 +68,8 @@ const (
 	// phone's user retrying by hand finds the box serving again.
 	overloadRetryAfter = "1"
 	// overloadHeapLive is the live-heap threshold when the process has no
-	// memory limit; with one, half of it (see above).
-	overloadHeapLive = 80 << 20
+	// memory limit; with one, two fifths of it (see above).
+	overloadHeapLive = 64 << 20
 	// overloadHeapEvery is how often shedding reads the live heap (a
 	// runtime/metrics read): it changes only at the end of a collection.
 	overloadHeapEvery = 10 * time.Millisecond
@@ -114,7 +112,7 @@ func heapThreshold(limit int64) uint64 {
 	if limit <= 0 || limit >= 1<<50 {
 		return overloadHeapLive
 	}
-	return uint64(limit) / 2
+	return uint64(limit) / 5 * 2
 }
 
 // roll ends the intervals that are over at now; g.mu is held.

@@ -271,8 +271,8 @@ func TestHeapThreshold(t *testing.T) {
 		limit int64
 		want  uint64
 	}{
-		{160 << 20, 80 << 20}, // outpostd's default cap
-		{1 << 30, (1 << 30) / 2},
+		{160 << 20, 64 << 20}, // outpostd's default cap
+		{1 << 30, (1 << 30) / 5 * 2},
 		{math.MaxInt64, overloadHeapLive}, // no limit
 	} {
 		if got := heapThreshold(tc.limit); got != tc.want {
