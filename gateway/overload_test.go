@@ -116,7 +116,11 @@ func TestOverloadGateMemory(t *testing.T) {
 // (no 503), the callee's answer reaches the caller, and ACK and BYE work.
 // When the gate clears, new calls are admitted again. Over UDP, from a
 // PSTN gateway (trusted, no digest), to a registered phone.
-func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
+// pstnCall starts a server with a PSTN gateway (a UDP socket of the test:
+// its INVITEs are trusted) whose DIDs +1555NNNN reach extension NNNN, and
+// a phone registered as 1001; before runs before the server does.
+func pstnCall(t *testing.T, before ...func(*Server)) (s *Server, gw, callee *phone) {
+	t.Helper()
 	gwConn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -125,13 +129,17 @@ func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
 	cfg := testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"})
 	cfg.PSTN = []PSTNGateway{{Name: "gw", Target: siptarget.MustParse("udp:"+gwConn.LocalAddr().String(), siptarget.UDP)}}
 	cfg.Dialplan = dialplan.Config{Inbound: []dialplan.Inbound{{Match: `^\+1555(\d{4})$`, To: "$1"}}, Extensions: []string{"1001", "1002"}}
-	s := startServer(t, cfg)
-	g, clock, _ := testGate()
-	s.overload = g
+	s = startServer(t, cfg, before...)
 	srv, _ := net.ResolveUDPAddr("udp", strings.TrimPrefix(s.Listeners()[0], "udp:"))
-	gw := &phone{t: t, conn: gwConn, to: srv}
-	callee := newPhone(t, s.Listeners()[0])
+	gw = &phone{t: t, conn: gwConn, to: srv}
+	callee = newPhone(t, s.Listeners()[0])
 	callee.registerAs1001()
+	return s, gw, callee
+}
+
+func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
+	g, clock, _ := testGate()
+	s, gw, callee := pstnCall(t, func(s *Server) { s.overload = g })
 
 	// The admitted call rings at 1001.
 	first := gw.newInvite("ov-1", "z9hG4bK-ov1", "+15551001")

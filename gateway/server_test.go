@@ -27,11 +27,14 @@ func testConfig(listen ...Listen) Config {
 }
 
 // startServer runs a gateway until the test ends.
-func startServer(t *testing.T, cfg Config) *Server {
+func startServer(t *testing.T, cfg Config, before ...func(*Server)) *Server {
 	t.Helper()
 	s, err := New(t.Context(), cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before { // what the test sets before the server runs
+		f(s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

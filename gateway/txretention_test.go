@@ -1,32 +1,16 @@
 package gateway
 
 import (
-	"net"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/outpost/outpost/gateway/dialplan"
-	"github.com/outpost/outpost/siptarget"
 )
 
 // An INVITE retransmitted after its server transaction was let go
 // (retainFinished, not RFC 6026's 32 s) is absorbed: no second call, no
 // answer; the call it belongs to goes on.
 func TestLateInviteRetransmissionAbsorbed(t *testing.T) {
-	gwConn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gwConn.Close() })
-	cfg := testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"})
-	cfg.PSTN = []PSTNGateway{{Name: "gw", Target: siptarget.MustParse("udp:"+gwConn.LocalAddr().String(), siptarget.UDP)}}
-	cfg.Dialplan = dialplan.Config{Inbound: []dialplan.Inbound{{Match: `^\+1555(\d{4})$`, To: "$1"}}, Extensions: []string{"1001"}}
-	s := startServer(t, cfg)
-	srv, _ := net.ResolveUDPAddr("udp", strings.TrimPrefix(s.Listeners()[0], "udp:"))
-	gw := &phone{t: t, conn: gwConn, to: srv}
-	callee := newPhone(t, s.Listeners()[0])
-	callee.registerAs1001()
+	s, gw, callee := pstnCall(t)
 
 	invite := gw.newInvite("late-1", "z9hG4bK-late1", "+15551001")
 	gw.send(invite)
