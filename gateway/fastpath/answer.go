@@ -14,6 +14,20 @@ import (
 // writeAnswer) and sipgo need not make a UUID for a copy.
 func newToTag() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
+// tagTo puts a new tag on req's To when it has none (the answer's To is
+// the request's own header object) and returns that header and the tag,
+// which writeAnswer needs to write the To line as received plus the tag;
+// nil and "" when the To already had one.
+func tagTo(req *sip.Request) (sip.Header, string) {
+	to := req.To()
+	if to == nil || to.Params.Has("tag") {
+		return nil, ""
+	}
+	tag := newToTag()
+	to.Params.Add("tag", tag)
+	return to, tag
+}
+
 // writeAnswer writes res to buf as res.StringWrite would, except that a
 // header that is one of the request's own objects (a registrar's answer
 // carries the request's Via, From, To, Call-ID and CSeq) is written as the

@@ -259,13 +259,7 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	}
 	req.SetSource(src)
 	req.SetTransport("UDP")
-	var tagged sip.Header
-	var tag string
-	if to := req.To(); to != nil && !to.Params.Has("tag") {
-		tag = newToTag()
-		to.Params.Add("tag", tag)
-		tagged = to
-	}
+	tagged, tag := tagTo(req)
 	res := f.answer(req, sock.name)
 
 	buf := f.bufs.Get().(*bytes.Buffer)

@@ -122,13 +122,7 @@ func compareAnswer(t *testing.T, req *sip.Request, raw *rawHeaders) {
 	if again, err := sip.ParseMessage([]byte(req.String())); err != nil || again.String() != req.String() {
 		return
 	}
-	var tagged sip.Header
-	var tag string
-	if to := req.To(); to != nil && !to.Params.Has("tag") {
-		tag = newToTag()
-		to.Params.Add("tag", tag)
-		tagged = to
-	}
+	tagged, tag := tagTo(req)
 	res := sip.NewResponse(200, "OK")
 	for _, h := range req.Headers() {
 		switch h.(type) {
