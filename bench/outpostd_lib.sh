@@ -35,27 +35,32 @@ register_uas_binding() { # REGISTER user EXT once from BENCH_IP:5070 (where the 
   local b; b=$(timeout 10 "$CTL" --socket "$SOCK" --timeout 5s --json registrations 2>/dev/null)
   echo "$b" | grep -q "udp:$BENCH_IP:5070" || { note "outpostd: no binding of $EXT from $BENCH_IP:5070 after REGISTER: $b (see $d)"; return 1; }
 }
+launch_outpostd() { # launch_outpostd BIN CONFIG LOG: start BIN in cgroup CG (joined before exec, so the Go runtime sees the
+  # limit from its first instruction) on a fresh RUN/outpost-data, wait until it answers status (at most 20 s) and listens
+  # on udp:BENCH_IP:5060 -> SPID, ST (the status JSON)
+  ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
+    exec "$1" --data "$RUN/outpost-data" --config "$2" --log-level warn
+  ) > "$3" 2>&1 &
+  SPID=$! ST=
+  local i
+  for i in $(seq 1 40); do   # bounded: 20 s
+    sleep 0.5
+    kill -0 "$SPID" 2>/dev/null || { note "outpostd exited:"; tail -20 "$3" >&2; SPID=; return 1; }
+    ST=$(timeout 5 "$CTL" --socket "$SOCK" --timeout 2s --json status 2>/dev/null) && break
+    ST=
+  done
+  [ -n "$ST" ] || { note "outpostd not ready after 20 s"; tail -20 "$3" >&2; return 1; }
+  echo "$ST" | grep -q "udp:$BENCH_IP:5060" || { note "outpostd is not listening on udp:$BENCH_IP:5060: $ST"; return 1; }
+}
 start_outpostd() {
   rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
   # shellcheck disable=SC2016  # '$1' is the rule's replacement (first group), not a shell expansion
   python3 "$PY" config "$BENCH_IP" "$REALM" "$EXT" "$EXT_PW" "$BENCH_IP:5080" "$DID_RE" '$1' "$RUN/outpost-callbench.json" \
     0 "${OP_MEDIA:-}" || return 1
-  ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
-    exec "$OPBIN" --data "$RUN/outpost-data" --config "$RUN/outpost-callbench.json" --log-level warn
-  ) > "$RUN/outpostd.$PHASE.log" 2>&1 &
-  SPID=$!
-  local i st=
-  for i in $(seq 1 40); do   # bounded: 20 s
-    sleep 0.5
-    kill -0 "$SPID" 2>/dev/null || { note "outpostd exited:"; tail -20 "$RUN/outpostd.$PHASE.log" >&2; SPID=; return 1; }
-    st=$(timeout 5 "$CTL" --socket "$SOCK" --timeout 2s --json status 2>/dev/null) && break
-    st=
-  done
-  [ -n "$st" ] || { note "outpostd not ready after 20 s"; tail -20 "$RUN/outpostd.$PHASE.log" >&2; return 1; }
-  echo "$st" | grep -q "udp:$BENCH_IP:5060" || { note "outpostd is not listening on udp:$BENCH_IP:5060: $st"; return 1; }
+  launch_outpostd "$OPBIN" "$RUN/outpost-callbench.json" "$RUN/outpostd.$PHASE.log" || return 1
   local gmp rev
-  gmp=$(echo "$st" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("gomaxprocs","?"))')
-  rev=$(echo "$st" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("version","?"))')
+  gmp=$(echo "$ST" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("gomaxprocs","?"))')
+  rev=$(echo "$ST" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("version","?"))')
   register_uas_binding || return 1
   log "info server=outpostd phase=$PHASE media=${OP_MEDIA:-none} gomaxprocs=${gmp:-?} GOGC=${GOGC:-unset(outpostd:200)} GOMEMLIMIT=${GOMEMLIMIT:-none}" \
       "version=${rev:-?} bin=$OPBIN bin_sha256=$(sha256sum "$OPBIN" | cut -c1-12) bin_mtime=$(date -r "$OPBIN" +%FT%H:%M)" \

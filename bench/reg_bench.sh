@@ -53,6 +53,8 @@ SCEN=$PEERS_DIR/sipp/reg_auth.xml
 CSV=$RUN/users.csv
 CTL=$REPO/bin/outpostctl
 SOCK=$RUN/outpost-data/outpostd.sock
+# shellcheck source=bench/outpostd_lib.sh
+. "$BENCH/outpostd_lib.sh"   # launch_outpostd, stop_outpostd (start_outpostd below is this script's own)
 T_START=$(date +%s)
 
 RAW=/dev/null                          # set in main, once the checks passed
@@ -131,21 +133,8 @@ stop_kamailio() { kam_stop; }
 start_outpostd() {
   rm -rf "$RUN/outpost-data"; mkdir -p "$RUN/outpost-data"
   python3 "$BENCH/reg_bench.py" config "$BENCH_IP" "$REALM" "$USERS" "$RUN/outpost-bench.json" || return 1
-  # join the cgroup before exec so the Go runtime sees the limit from its first instruction.
-  ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 97
-    exec "$REPO/bin/outpostd" --data "$RUN/outpost-data" --config "$RUN/outpost-bench.json" --log-level warn
-  ) > "$RUN/outpostd.log" 2>&1 &
-  SPID=$!
-  local _ st=''
-  for _ in $(seq 1 40); do   # bounded: 20 s
-    sleep 0.5
-    kill -0 "$SPID" 2>/dev/null || { note "outpostd exited:"; tail -20 "$RUN/outpostd.log" >&2; SPID=; return 1; }
-    st=$(timeout 5 "$CTL" --socket "$SOCK" --timeout 2s --json status 2>/dev/null) && break
-    st=
-  done
-  [ -n "$st" ] || { note "outpostd not ready after 20 s"; tail -20 "$RUN/outpostd.log" >&2; return 1; }
-  echo "$st" > "$RUN/outpostd.status.json"
-  grep -q "udp:$BENCH_IP:5060" "$RUN/outpostd.status.json" || { note "outpostd is not listening on udp:$BENCH_IP:5060: $st"; return 1; }
+  launch_outpostd "$REPO/bin/outpostd" "$RUN/outpost-bench.json" "$RUN/outpostd.log" || return 1
+  echo "$ST" > "$RUN/outpostd.status.json"
   local gmp rev
   # what the daemon runs with after start-up (it lowers GOMAXPROCS itself under a sub-CPU quota)
   gmp=$(python3 -c 'import json,sys; print(json.load(sys.stdin).get("gomaxprocs","?"))' < "$RUN/outpostd.status.json")
@@ -153,13 +142,6 @@ start_outpostd() {
   log "info server=outpostd gomaxprocs=${gmp:-?} GOGC=${GOGC:-unset(outpostd:200)} GOMEMLIMIT=${GOMEMLIMIT:-none} nproc=$(nproc)" \
       "rev=${rev:-none} bin_sha256=$(sha256sum "$REPO/bin/outpostd" | cut -c1-12) bin_mtime=$(date -r "$REPO/bin/outpostd" +%FT%H:%M)" \
       "$(go version "$REPO/bin/outpostd" 2>/dev/null | awk '{print "go=" $2}')"
-}
-stop_outpostd() {
-  [ -n "$SPID" ] || return 0
-  kill -TERM "$SPID" 2>/dev/null
-  local _; for _ in $(seq 1 100); do kill -0 "$SPID" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$SPID" 2>/dev/null && { note "outpostd did not stop in 10 s: SIGKILL"; kill -KILL "$SPID"; }
-  wait "$SPID" 2>/dev/null
 }
 stop_server() {
   case "$SRV" in kamailio) stop_kamailio;; outpostd) stop_outpostd;; esac
