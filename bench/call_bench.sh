@@ -62,7 +62,8 @@
 # - CPU: % of ONE core; srv_cpu = server process tree, other_cpu = rest of the box (incl. softirq; it reads
 #   negative on this VM when the box is quiet: only large positive values mean other load).
 # - Memory: Kamailio = sum over its processes (PSS counts shared memory once); outpostd = VmRSS + Go heap after a
-#   forced GC (/debug/pprof/heap?gc=1) + calls listed by outpostctl.
+#   forced GC (/debug/pprof/heap?gc=1) + calls listed by outpostctl; the live heap by allocation site is kept in
+#   $RUN/results (*-calls1000.heap.pprof and .top.txt).
 # Output: step lines on stdout and in $RUN/results/call-YYYYMMDD-HHMM.txt (raw, with the profiles; kept out of the
 # repo); summary, a table row per phase, the latest run's raw lines and pprof tops into bench/RESULTS.md
 # (between markers; text outside them is kept).
@@ -180,6 +181,10 @@ port_busy() { ss -uHln "src $BENCH_IP:$1" 2>/dev/null | grep -q .; }
 op_calls() { timeout 10 "$CTL" --socket "$SOCK" --timeout 5s --json calls 2>/dev/null | python3 "$PY" count; }
 op_heap() { # Go heap after a forced GC (the pprof heap endpoint's gc=1)
   timeout 20 curl -s --max-time 15 --unix-socket "$SOCK" 'http://x/debug/pprof/heap?gc=1&debug=1' 2>/dev/null | python3 "$PY" heap
+}
+op_heap_profile() { # op_heap_profile FILE: the live heap by allocation site (FILE.pprof) and its top (FILE.top.txt)
+  timeout 20 curl -s --max-time 15 --unix-socket "$SOCK" 'http://x/debug/pprof/heap' > "$1.pprof" 2>/dev/null &&
+    go tool pprof -top -sample_index=inuse_space -nodecount=40 "$OPBIN" "$1.pprof" > "$1.top.txt" 2>/dev/null
 }
 op_metrics() { timeout 10 curl -s --max-time 5 --unix-socket "$SOCK" http://x/metrics 2>/dev/null; }
 # MEDIA=1: RTP packets the server's relay received so far, and its open sessions ("?" when unreadable)
@@ -370,6 +375,7 @@ mem_at_1000_calls() { # ~MEM_RATE*MEM_HOLD_MS/1000 concurrent calls; sample MEM_
   listed=; [ "$SRV" = outpostd ] && listed=" calls_listed=$(op_calls)"
   local m; m=$(xargs python3 "$PY" mem < "$CG/cgroup.procs")
   local h=""; [ "$SRV" = outpostd ] && h=" $(op_heap)"   # after the RSS sample: the forced GC must not shrink it first
+  [ "$SRV" = outpostd ] && op_heap_profile "$RUN/results/$(basename "${RAW%.txt}")-outpostd-$PHASE-calls1000.heap"
   wait "$uac" 2>/dev/null
   stop_uas
   sum=$(python3 "$PEERS_DIR/tools/sipp_summary.py" "$d/stat.csv" /dev/null 2>/dev/null)

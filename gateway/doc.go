@@ -14,7 +14,7 @@
 //	                the B2BUA asks; voicemail forwarding
 //	overload.go     overload control: new calls get 503 while admitted
 //	                INVITEs queue (CoDel on their queueing delay)
-//	txretention.go  finished sipgo transactions kept 4 s, not 32 s; the
+//	txretention.go  finished sipgo transactions kept 2 s, not 32 s; the
 //	                admitted-INVITE set absorbs later retransmissions
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
 //	                exact ip:port; TCP and TLS: IP; same transport; HQ

@@ -36,7 +36,7 @@ import (
 // admitted INVITE) are never shed: the calls the box took, it keeps.
 //
 // Memory is the second reason to shed. Each admitted call leaves sipgo's
-// finished transactions behind for a while (txretention.go: 4 s, down
+// finished transactions behind for a while (txretention.go: 2 s, down
 // from RFC 3261/6026's 32 s, which made 6 KiB a call at 400 calls/s, 74
 // MiB live, and 1.5 GiB resident in a flood the CPU could carry:
 // bench/mem_bench.sh). While the live heap (as of the last collection) is
@@ -45,12 +45,13 @@ import (
 // new calls are shed the same way; it falls as the transactions expire.
 // With the default limit that is 64 MiB: an active call with its dialogs
 // holds about 27 KiB (1000 calls up: 27.5 MiB live), a finished one a few
-// KiB for 4 s, so this sheds from about 1,000 new 1 s calls a second, more
-// than a branch carries; and the collector, holding the heap under the
-// limit, keeps the resident size under 200 MB through a flood. Half the
-// limit was tried: calls shed later, but the flood's peak rose to 211 MiB
-// (bench/RESULTS.md, issue 16 item 1). Without a limit (tests) the
-// threshold is overloadHeapLive.
+// KiB for 2 s, so at 1,000 new 1 s calls a second (more than a branch
+// carries) the live heap stays under it (with 4 s it did not); and the
+// collector, holding the heap under the limit, keeps the resident size
+// under 200 MB through a flood. Half the limit was tried (with 4 s):
+// calls shed later, but the flood's peak rose to 211 MiB (bench/RESULTS.md,
+// issue 16 item 1). Without a limit (tests) the threshold is
+// overloadHeapLive.
 //
 // Decision: the target is 50 ms, ten times a quiet box's delay and a
 // tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after

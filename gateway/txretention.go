@@ -20,7 +20,7 @@ import (
 // the CPU is busy, and the collector works on a heap mostly made of them
 // (bench/RESULTS.md, issue 16 item 1).
 //
-// Decision: keep them retainFinished (4 s = 8*T1) instead, and keep the
+// Decision: keep them retainFinished (2 s = 4*T1) instead, and keep the
 // 32 s duties cheaply where they matter:
 //   - Timer L: a retransmission of an initial UDP INVITE after its
 //     transaction is gone is absorbed by the admitted-INVITE set
@@ -30,19 +30,29 @@ import (
 //     provisional answer (the box sends 100 Trying at once), so this is
 //     the lost-100 case.
 //   - Timer M: the callee retransmits its 2xx only while our ACK is lost;
-//     within 4 s it does so three times (0.5, 1.5, 3.5 s) and each is
-//     re-ACKed. A 2xx whose four ACKs were all lost is not re-ACKed
-//     afterwards (sipgo drops a response without a transaction), and the
-//     callee ends that call after 32 s: accepted.
+//     within 2 s it does so twice (0.5 and 1.5 s after the first) and
+//     each is re-ACKed. A 2xx whose three ACKs were all lost (at 1 %
+//     loss, one call in a million) is not re-ACKed afterwards (sipgo drops
+//     a response without a transaction), and the callee ends that call
+//     after 32 s: accepted.
 //   - Timer J: a BYE (or other non-INVITE request) whose 200 was lost is
-//     answered again for 4 s (three retransmissions); later ones get 481,
+//     answered again for 2 s (two retransmissions); later ones get 481,
 //     which ends the sender's transaction as well: both mean the dialog
 //     is over.
+//   - Timer K (T4, 5 s, a non-INVITE client transaction after its final
+//     response): it only absorbs duplicates of that response, which a
+//     server sends when our own retransmissions reach it, so they arrive
+//     within a round trip of the last one; 2 s is plenty.
+//
+// 4 s was measured first: at 1,000 calls/s the finished transactions of
+// the last seconds were more than half of the live heap and the overload
+// gate's memory criterion shed calls with the CPU a fifth busy
+// (bench/RESULTS.md, issue 16 item 1).
 //
 // Timers D (a non-2xx answer to our INVITE) and H (our non-2xx answer
 // awaiting its ACK) keep their RFC values: they end early when the ACK
 // comes and are not on the path of a call that is answered.
-const retainFinished = 8 * 500 * time.Millisecond
+const retainFinished = 4 * 500 * time.Millisecond
 
 // sipgo reads these package variables when a transaction reaches the state;
 // set once, before any transaction exists (package initialisation).
@@ -50,4 +60,5 @@ func init() {
 	sip.Timer_L = retainFinished
 	sip.Timer_M = retainFinished
 	sip.Timer_J = retainFinished
+	sip.Timer_K = retainFinished
 }
