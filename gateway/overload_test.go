@@ -279,7 +279,7 @@ func TestHeapThreshold(t *testing.T) {
 		limit int64
 		want  uint64
 	}{
-		{160 << 20, 64 << 20}, // outpostd's default cap
+		{150 << 20, 60 << 20}, // outpostd's default cap
 		{1 << 30, (1 << 30) / 5 * 2},
 		{math.MaxInt64, overloadHeapLive}, // no limit
 	} {
