@@ -31,6 +31,11 @@ type Binding struct {
 	// the caller gets 430 rather than a new connection. Not persisted: a
 	// restart drops every connection, and the phone registers again.
 	Outbound bool
+
+	// saved is the Expires of this binding as last handed to the
+	// persister (refresh.go): a refresh that changes nothing else is
+	// written only when that has fallen too far behind.
+	saved time.Time
 }
 
 // BindingKey identifies a binding.
@@ -116,6 +121,7 @@ func (t *table) load(bs []Binding, now time.Time) {
 	for i := range bs {
 		if bs[i].Expires.After(now) {
 			b := bs[i]
+			b.saved = b.Expires
 			t.aors[b.AOR] = append(t.aors[b.AOR], &b)
 		}
 	}

@@ -419,10 +419,16 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 			}
 			nb := c.u.b
 			next[c.idx] = &nb
-			t.markLocked(nb.key(), &nb)
+			if quietRefresh(old, &nb, now) {
+				nb.saved = old.saved
+			} else {
+				nb.saved = nb.Expires
+				t.markLocked(nb.key(), &nb)
+			}
 			added++
 		default:
 			nb := c.u.b
+			nb.saved = nb.Expires
 			next = append(next, &nb)
 			t.markLocked(nb.key(), &nb)
 			added++
