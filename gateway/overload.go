@@ -51,8 +51,8 @@ import (
 // under 200 MB through a flood (167 MiB measured; with a 160 MiB limit
 // the peak was 190 MiB, too near). Half the limit was tried (with 4 s
 // retention): calls shed later, but the flood's peak rose to 211 MiB
-// (bench/RESULTS.md, issue 16 items 1 and 3). Without a limit (tests) the threshold is
-// overloadHeapLive.
+// (bench/RESULTS.md, issue 16 items 1 and 3). Without a limit (tests)
+// the threshold is overloadHeapLive.
 //
 // Decision: the target is 50 ms, ten times a quiet box's delay and a
 // tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after
