@@ -76,6 +76,9 @@ func TestRedirectedCallWithSIPp(t *testing.T) {
 	if out, err := sipp(t, "uac_call.xml", d.listener("udp"), caller, 1, 1); err != nil {
 		t.Fatalf("call: %v\n%s", err, tail(out, 3000))
 	}
+	// The box answers the caller's BYE and then sends its own to the
+	// callee: the caller's SIPp may be done before that one is traced.
+	there.waitMessage("the BYE at the redirect target", "BYE sip:", 5*time.Second)
 	if len(redirecting.times("received", "INVITE sip:0441234567@")) != 1 {
 		t.Errorf("the redirecting gateway did not get the INVITE\n%s", tail(redirecting.messages(), 2000))
 	}
