@@ -110,12 +110,6 @@ func TestOverloadGateMemory(t *testing.T) {
 	}
 }
 
-// While the box sheds, a new call gets a stateless 503 with Retry-After,
-// and its retransmission the same answer; the call the box admitted before
-// goes on: the retransmission of its INVITE is absorbed by its transaction
-// (no 503), the callee's answer reaches the caller, and ACK and BYE work.
-// When the gate clears, new calls are admitted again. Over UDP, from a
-// PSTN gateway (trusted, no digest), to a registered phone.
 // pstnCall starts a server with a PSTN gateway (a UDP socket of the test:
 // its INVITEs are trusted) whose DIDs +1555NNNN reach extension NNNN, and
 // a phone registered as 1001; before runs before the server does.
@@ -137,6 +131,12 @@ func pstnCall(t *testing.T, before ...func(*Server)) (s *Server, gw, callee *pho
 	return s, gw, callee
 }
 
+// While the box sheds, a new call gets a stateless 503 with Retry-After,
+// and its retransmission the same answer; the call the box admitted before
+// goes on: the retransmission of its INVITE is absorbed by its transaction
+// (no 503), the callee's answer reaches the caller, and ACK and BYE work.
+// When the gate clears, new calls are admitted again. Over UDP, from a
+// PSTN gateway (trusted, no digest), to a registered phone.
 func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
 	g, clock, _ := testGate()
 	s, gw, callee := pstnCall(t, func(s *Server) { s.overload = g })
