@@ -111,6 +111,28 @@ type headerScan struct {
 func (sc *headerScan) scan(req *sip.Request) {
 	for _, h := range req.Headers() {
 		name := h.Name()
+		switch name { // the names as sipgo's typed headers give them, and as phones write them
+		case "To":
+			sc.single[0]++
+			continue
+		case "From":
+			sc.single[1]++
+			continue
+		case "Call-ID":
+			sc.single[2]++
+			continue
+		case "CSeq":
+			sc.single[3]++
+			continue
+		case "Max-Forwards":
+			sc.single[4]++
+			continue
+		case "Content-Length":
+			sc.single[5]++
+			continue
+		case "Via", "Contact", "Expires", "User-Agent", "Allow", "Supported":
+			continue
+		}
 		switch len(name) { // cheap pre-filter: most names match no check
 		case 2, 4, 7, 12, 13, 14, 19:
 		default:

@@ -69,20 +69,19 @@ func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
 	if raw != nil {
 		raw.n = 0
 	}
-	if len(data) > sip.ParseMaxMessageLength {
-		return nil
-	}
-	end := bytes.Index(data, []byte("\r\n\r\n"))
-	if end < 0 || end+4 != len(data) {
+	if len(data) > sip.ParseMaxMessageLength || !bytes.HasSuffix(data, []byte("\r\n\r\n")) {
 		return nil // no end of headers, or a body (or trailing bytes)
 	}
-	s := string(data[:end+2]) // every line with its CRLF
-	if n := strings.Count(s, "\r\n"); strings.Count(s, "\r") != n || strings.Count(s, "\n") != n {
-		return nil // a CR or LF alone (sipgo reads a line up to a CR)
+	// Every line with its CRLF. An earlier blank line (a body) shows
+	// below as an empty header line, and a CR or LF alone (sipgo reads a
+	// line up to a CR) as a line that does not end in CRLF or holds a CR:
+	// each line is scanned twice, the whole datagram no more.
+	s := string(data[:len(data)-2])
+	line, pos := nextLine(s, 0)
+	if pos < 0 {
+		return nil
 	}
 	// The start line.
-	eol := strings.Index(s, "\r\n")
-	line := s[:eol]
 	sp1 := strings.IndexByte(line, ' ')
 	if sp1 < 0 {
 		return nil
@@ -108,12 +107,10 @@ func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
 	req := sip.NewRequest(method, ruri)
 	// The headers: each line up to the blank one.
 	var lower [64]byte
-	for pos := eol + 2; pos < len(s); {
-		n := strings.Index(s[pos:], "\r\n")
-		line := s[pos : pos+n]
-		pos += n + 2
-		if n == 0 || line[0] == ' ' || line[0] == '\t' {
-			return nil // folded: sipgo's job
+	for pos < len(s) {
+		line, pos = nextLine(s, pos)
+		if pos < 0 || len(line) == 0 || line[0] == ' ' || line[0] == '\t' {
+			return nil // a stray CR or LF, a body, or folded: sipgo's job
 		}
 		colon := strings.IndexByte(line, ':')
 		if colon < 0 {
@@ -121,11 +118,14 @@ func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
 		}
 		name := strings.TrimSpace(line[:colon])
 		value := strings.TrimSpace(line[colon+1:])
-		if len(name) > len(lower) {
-			return nil
+		parse, key, typed := knownHeader(name)
+		if !typed && key == nil {
+			if len(name) > len(lower) {
+				return nil
+			}
+			key = asciiLower(lower[:0], name)
+			parse, typed = headerParsers[string(key)]
 		}
-		key := asciiLower(lower[:0], name)
-		parse, typed := headerParsers[string(key)]
 		if !typed {
 			req.AppendHeader(sip.NewHeader(name, value))
 			continue
@@ -142,6 +142,73 @@ func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
 	}
 	return req
 }
+
+// nextLine returns the line of s that starts at pos without its CRLF, and
+// where the next one starts; -1 when it does not end in CRLF or holds a
+// CR.
+func nextLine(s string, pos int) (string, int) {
+	n := strings.IndexByte(s[pos:], '\n')
+	if n < 1 || s[pos+n-1] != '\r' {
+		return "", -1
+	}
+	line := s[pos : pos+n-1]
+	if strings.IndexByte(line, '\r') >= 0 {
+		return "", -1
+	}
+	return line, pos + n + 1
+}
+
+// Lower-case keys of the typed headers (sipgo's parsers are given theirs).
+var (
+	keyVia           = []byte("via")
+	keyFrom          = []byte("from")
+	keyTo            = []byte("to")
+	keyCallID        = []byte("call-id")
+	keyCSeq          = []byte("cseq")
+	keyContact       = []byte("contact")
+	keyMaxForwards   = []byte("max-forwards")
+	keyContentLength = []byte("content-length")
+	keyGeneric       = []byte{}
+)
+
+// knownHeader finds the parser of a header by its name as phones write
+// it, without lower-casing it and looking it up: a non-nil key with typed
+// false is a header sipgo keeps as text; a nil key is a name to look up.
+func knownHeader(name string) (sip.HeaderParser, []byte, bool) {
+	switch name {
+	case "Via", "v":
+		return parseVia, keyVia, true
+	case "From", "f":
+		return parseFrom, keyFrom, true
+	case "To", "t":
+		return parseTo, keyTo, true
+	case "Call-ID", "i":
+		return parseCallID, keyCallID, true
+	case "CSeq":
+		return parseCSeq, keyCSeq, true
+	case "Contact", "m":
+		return parseContact, keyContact, true
+	case "Max-Forwards":
+		return parseMaxForwards, keyMaxForwards, true
+	case "Content-Length", "l":
+		return parseContentLength, keyContentLength, true
+	case "Expires", "User-Agent", "Authorization", "Allow", "Supported", "Accept",
+		"Allow-Events", "Accept-Language", "Accept-Encoding", "Date", "Path", "Require", "Proxy-Require":
+		return nil, keyGeneric, false
+	}
+	return nil, nil, false
+}
+
+var (
+	parseVia           = headerParsers[string(keyVia)]
+	parseFrom          = headerParsers[string(keyFrom)]
+	parseTo            = headerParsers[string(keyTo)]
+	parseCallID        = headerParsers[string(keyCallID)]
+	parseCSeq          = headerParsers[string(keyCSeq)]
+	parseContact       = headerParsers[string(keyContact)]
+	parseMaxForwards   = headerParsers[string(keyMaxForwards)]
+	parseContentLength = headerParsers[string(keyContentLength)]
+)
 
 // asciiLower appends s lower-cased (ASCII letters only, as sipgo does) to dst.
 func asciiLower(dst []byte, s string) []byte {

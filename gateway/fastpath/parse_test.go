@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/emiago/sipgo/sip"
@@ -143,5 +144,36 @@ func compareAnswer(t *testing.T, req *sip.Request, raw *rawHeaders) {
 	}
 	if mine.String() != theirs.String() {
 		t.Fatalf("answers differ:\n%s\nsipgo:\n%s", mine.String(), theirs.String())
+	}
+}
+
+// BenchmarkParsePlain is the parse of SIPp's second REGISTER, alone.
+func BenchmarkParsePlain(b *testing.B) {
+	data := []byte(sippRegister)
+	var raw rawHeaders
+	b.ReportAllocs()
+	for b.Loop() {
+		if parsePlain(data, &raw) == nil {
+			b.Fatal("not plain")
+		}
+	}
+}
+
+// Every name knownHeader answers for is sipgo's: the typed ones have its
+// parser, the text ones have none.
+func TestKnownHeadersAreSipgos(t *testing.T) {
+	for _, name := range []string{"Via", "v", "From", "f", "To", "t", "Call-ID", "i", "CSeq", "Contact", "m", "Max-Forwards", "Content-Length", "l",
+		"Expires", "User-Agent", "Authorization", "Allow", "Supported", "Accept", "Allow-Events", "Accept-Language", "Accept-Encoding", "Date", "Path", "Require", "Proxy-Require", "X-Other"} {
+		parse, key, typed := knownHeader(name)
+		theirs, theirsTyped := headerParsers[string(asciiLower(nil, name))]
+		switch {
+		case key == nil && name != "X-Other":
+			t.Errorf("%s: not known", name)
+		case key == nil:
+		case typed != theirsTyped:
+			t.Errorf("%s: typed %t, sipgo %t", name, typed, theirsTyped)
+		case typed && (parse == nil || string(key) != string(asciiLower(nil, name)) && len(name) > 1 || fmt.Sprintf("%p", parse) != fmt.Sprintf("%p", theirs)):
+			t.Errorf("%s: parser or key %q differs from sipgo's", name, key)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package listen
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -60,5 +61,50 @@ func TestRawUDP(t *testing.T) {
 			t.Fatalf("%s: read after close: %v", tc.listen, err)
 		}
 		cl.Close()
+	}
+}
+
+// Datagrams queued before a read come out one per ReadFrom, in order,
+// each with its own source, whatever the batch boundaries.
+func TestRawUDPBatch(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawUDPConn(pc)
+	defer c.Close()
+	var clients [3]net.PacketConn
+	for i := range clients {
+		if clients[i], err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		defer clients[i].Close()
+	}
+	const total = 3*readBatchLen + 5
+	for i := range total {
+		cl := clients[i%len(clients)]
+		if _, err := cl.WriteTo([]byte(fmt.Sprintf("datagram %d", i)), c.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for i := range total {
+		buf := make([]byte, 100+i) // a larger buffer mid-batch must not lose the batch
+		n, from, err := c.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("datagram %d", i); string(buf[:n]) != want {
+			t.Fatalf("read %d: %q, want %q", i, buf[:n], want)
+		}
+		if want := clients[i%len(clients)].LocalAddr().String(); from.String() != want {
+			t.Fatalf("read %d from %v, want %s", i, from, want)
+		}
+	}
+	// A datagram longer than the reader's buffer is cut to it, as recvfrom does.
+	clients[0].WriteTo([]byte("0123456789"), c.LocalAddr())
+	buf := make([]byte, 4)
+	if n, _, err := c.ReadFrom(buf); err != nil || string(buf[:n]) != "0123" {
+		t.Fatalf("short read: %q %v", buf[:n], err)
 	}
 }
