@@ -35,12 +35,14 @@
 // registrar's answer can carry the request's Via, From, To, Call-ID and
 // CSeq objects, which writeAnswer writes as the lines they arrived as
 // (RFC 3261 §8.2.6.2 copies them; no second serialization); the rest of
-// the answer is sipgo's serialization. Not done: the read loop is
-// sipgo's (one recvfrom per datagram, a UDPAddr and its text per
-// datagram, and the sendto per answer): batching with recvmmsg/sendmmsg
-// needs the path to own the socket's reads, which sipgo's
-// TransportReadFilter does not allow; a retransmission is parsed before
-// it is found in the answer cache.
+// the answer is sipgo's serialization. The retransmission cache keeps
+// answers in a ring of bytes indexed by hash (cache.go): nothing for the
+// garbage collector to scan, no allocation per answer. The listener under
+// sipgo's read loop takes up to 16 datagrams per recvmmsg
+// (gateway/listen). Not done: each answer is its own sendto (batching the
+// answers of a batch of requests needs the path to own the socket's reads,
+// which sipgo's TransportReadFilter does not allow); a retransmission is
+// parsed before it is found in the answer cache.
 //
 // TCP requests, in-dialog requests and every other method still go
 // through sipgo's transaction layer: the fast path returns them

@@ -13,60 +13,6 @@ import (
 	"github.com/emiago/sipgo/sip"
 )
 
-// retransWindow is how long an answer is kept for retransmissions: Timer J
-// (64*T1) over UDP.
-const retransWindow = 32 * time.Second
-
-// maxCachedAnswers bounds the retransmission cache (two generations of at
-// most this many answers, ~0.5 KiB each). Beyond it the older generation is
-// dropped early: a retransmission then gets a fresh answer instead of the
-// cached one, which for REGISTER means a new challenge, never a wrong binding.
-const maxCachedAnswers = 16384
-
-type answerCache struct {
-	mu       sync.Mutex
-	cur, old map[string][]byte
-	rotated  time.Time
-	// epoch counts forget calls: an answer made before one (put with an
-	// older epoch) is not cached.
-	epoch uint64
-}
-
-func newAnswerCache() *answerCache {
-	return &answerCache{cur: map[string][]byte{}, old: map[string][]byte{}, rotated: time.Now()}
-}
-
-// get returns the cached answer for key, if any, and the cache's epoch
-// (for put).
-func (c *answerCache) get(key string) ([]byte, uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b, ok := c.cur[key]; ok {
-		return b, c.epoch
-	}
-	return c.old[key], c.epoch
-}
-
-// forget drops every cached answer.
-func (c *answerCache) forget(now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cur, c.old, c.rotated = map[string][]byte{}, map[string][]byte{}, now
-	c.epoch++
-}
-
-func (c *answerCache) put(key string, b []byte, epoch uint64, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if epoch != c.epoch {
-		return // made before ForgetAnswers: may carry what no longer holds
-	}
-	if now.Sub(c.rotated) >= retransWindow || len(c.cur) >= maxCachedAnswers {
-		c.old, c.cur, c.rotated = c.cur, make(map[string][]byte, len(c.cur)), now
-	}
-	c.cur[key] = b
-}
-
 // udpSockets maps a listener's local address (the net.Addr value sipgo
 // passes to the read filter) to its socket.
 type udpSockets map[net.Addr]udpSocket
@@ -251,10 +197,15 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	}
 	src := f.sourceName(info.RemoteAddr)
 	branch, _ := req.Via().Params.Get("branch")
-	key := branch + "|" + src + "|" + strconv.FormatUint(uint64(req.CSeq().SeqNo), 10) + string(req.Method)
-	b, epoch := f.cache.get(key)
-	if b != nil {
-		f.write(pc, b, info.RemoteAddr)
+	var kb [128]byte
+	key := append(append(append(append(kb[:0], branch...), '|'), src...), '|')
+	key = append(strconv.AppendUint(key, uint64(req.CSeq().SeqNo), 10), req.Method...)
+	buf := f.bufs.Get().(*bytes.Buffer)
+	defer f.bufs.Put(buf)
+	buf.Reset()
+	hit, epoch := f.cache.get(buf, key)
+	if hit {
+		f.write(pc, buf.Bytes(), info.RemoteAddr)
 		return nil, nil
 	}
 	req.SetSource(src)
@@ -262,13 +213,9 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	tagged, tag := tagTo(req)
 	res := f.answer(req, sock.name)
 
-	buf := f.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
 	writeAnswer(buf, res, &raw, tagged, tag)
-	answer := bytes.Clone(buf.Bytes())
-	f.bufs.Put(buf)
-	f.cache.put(key, answer, epoch, time.Now())
-	f.write(pc, answer, info.RemoteAddr)
+	f.cache.put(key, buf.Bytes(), epoch, time.Now())
+	f.write(pc, buf.Bytes(), info.RemoteAddr)
 	return nil, nil
 }
 

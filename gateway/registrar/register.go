@@ -79,7 +79,12 @@ func scanHeaders(req *sip.Request) registerHeaders {
 			h.contacts = append(h.contacts, c)
 			continue
 		}
-		switch name := hdr.Name(); {
+		name := hdr.Name()
+		switch name { // what the registrar does not read, as typed headers and phones name it
+		case "Via", "From", "To", "Call-ID", "CSeq", "Max-Forwards", "Content-Length", "Allow", "Supported":
+			continue
+		}
+		switch {
 		case strings.EqualFold(name, "Authorization"):
 			h.authz = hdr.Value()
 		case strings.EqualFold(name, "Expires"):
