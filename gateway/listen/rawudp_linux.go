@@ -24,11 +24,11 @@ import (
 // bench/RESULTS.md). A non-blocking recvfrom or sendto on a UDP socket
 // never blocks, so nothing is gained by handing the P over.
 //
-// Reads take up to readBatch datagrams per recvmmsg and hand them out one
-// per ReadFrom: under load (and always under a CPU quota, which lets the
-// socket fill while the process is frozen) the queue holds many, and one
-// system call and one trip through the runtime's poller per datagram were
-// a tenth of a registration's CPU.
+// Reads take up to readBatchLen datagrams per recvmmsg and hand them out
+// one per ReadFrom: under load (and always under a CPU quota, which lets
+// the socket fill while the process is frozen) the queue holds many, and
+// a system call per datagram plus the runtime's poller were a tenth of a
+// registration's CPU at 4000/s (perf, bench/RESULTS.md issue 16 item 2).
 type rawUDP struct {
 	*net.UDPConn
 	rc  syscall.RawConn
