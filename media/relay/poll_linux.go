@@ -27,13 +27,31 @@ const pollSupported = true
 // recvmmsg, forwards and sends with sendmmsg, all raw system calls, until
 // nothing is ready. One wake-up then serves every packet that arrived
 // meanwhile, and the read buffers belong to the poller, not to each socket.
-// There are GOMAXPROCS pollers (one under a sub-CPU quota); a session's
-// sockets all go to one of them, in turn, so that a session's forwarders
-// are used by one goroutine. The inner registrations are level-triggered:
+// With one P (a sub-CPU quota) there is one poller, parked on Go's
+// netpoller as described; with more, half as many pollers as Ps, each
+// waiting in its own epoll_wait on a P it keeps (blockingLoop says why
+// and what that costs). A session's sockets all go to one poller, in
+// turn, so that a session's forwarders are used by one goroutine. The inner registrations are level-triggered:
 // a socket with more than pollBatch datagrams queued is simply reported
 // again; the goroutine parks only after an epoll_wait that found nothing
 // ready, and the epoll instance signals Go's (edge-triggered) netpoller
 // again for every datagram that arrives after that.
+
+// procsForPollers is runtime.GOMAXPROCS(0); tests set it to run both modes.
+var procsForPollers = func() int { return runtime.GOMAXPROCS(0) }
+
+// pollerCount is how many pollers a relay runs with procs Ps, and whether
+// they wait in epoll_wait holding their P (blockingLoop). With one P (a
+// CPU quota under one core) the poller must not hold it while it waits: it
+// parks on Go's netpoller. With more, half of them (at least one) relay
+// media, each on a P of its own while the relay has sessions; the other
+// half are left to signalling, the API and the collector.
+func pollerCount(procs int) (int, bool) {
+	if procs < 2 {
+		return 1, false
+	}
+	return procs / 2, true
+}
 
 // pollBatch is the most datagrams read from one socket per recvmmsg, and
 // pollEvents the most ready sockets taken per epoll_wait.
@@ -61,14 +79,18 @@ type poller struct {
 	outFD   int
 	sendFn  func(uintptr) bool // p.out.send, bound once
 	flushFn func(*pair, bool)  // p.flush, bound once
+	// blocking: the goroutine waits in epoll_wait itself instead of on
+	// Go's netpoller (pollerCount).
+	blocking bool
 }
 
 // pollInstance is one epoll descriptor and its goroutine: the goroutine
 // ends when the descriptor is closed, which remove does once the poller
 // watches no socket, and then closes done.
 type pollInstance struct {
-	f    *os.File
+	f    *os.File // netpoller mode: the descriptor as Go's netpoller knows it
 	fd   int
+	wake int // blocking mode: an eventfd in the epoll set, written to stop the goroutine
 	done chan struct{}
 }
 
@@ -85,9 +107,10 @@ func (ps *pollSet) forSession() *poller {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.pollers == nil {
-		for range max(runtime.GOMAXPROCS(0), 1) {
+		n, blocking := pollerCount(procsForPollers())
+		for range n {
 			ps.pollers = append(ps.pollers, &poller{socks: map[int32]polledSock{}, events: make([]unix.EpollEvent, pollEvents),
-				in: newMmsg(pollBatch, maxPacket), out: newMmsg(pollBatch, 0)})
+				in: newMmsg(pollBatch, maxPacket), out: newMmsg(pollBatch, 0), blocking: blocking})
 		}
 	}
 	p := ps.pollers[ps.next%len(ps.pollers)]
@@ -202,13 +225,23 @@ func (p *poller) stopIfIdle() *pollInstance {
 	return inst
 }
 
-// close closes the epoll instance, which ends its goroutine's Read with an
-// error, and waits for the goroutine to end. Nil does nothing.
+// close stops the instance's goroutine and waits for it to end; the
+// descriptors are closed by then. Nil does nothing. Netpoller mode:
+// closing the epoll descriptor ends the goroutine's Read with an error.
+// Blocking mode: the eventfd wakes the goroutine's epoll_wait, and the
+// goroutine closes both descriptors itself once it no longer waits on
+// them (a descriptor closed under a waiting epoll_wait would not wake it,
+// and its number could be reused meanwhile).
 func (inst *pollInstance) close() {
 	if inst == nil {
 		return
 	}
-	_ = inst.f.Close()
+	if inst.f != nil {
+		_ = inst.f.Close()
+	} else {
+		one := [8]byte{1}
+		_, _ = unix.Write(inst.wake, one[:])
+	}
 	<-inst.done
 }
 
@@ -218,6 +251,12 @@ func (p *poller) start() (*pollInstance, error) {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("media/relay: epoll: %w", err)
+	}
+	if p.sendFn == nil {
+		p.sendFn, p.flushFn = p.out.send, p.flush
+	}
+	if p.blocking {
+		return p.startBlocking(fd)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil { // os.NewFile registers only non-blocking descriptors
 		_ = unix.Close(fd)
@@ -229,9 +268,6 @@ func (p *poller) start() (*pollInstance, error) {
 		_ = inst.f.Close()
 		return nil, fmt.Errorf("media/relay: epoll: %w", err)
 	}
-	if p.sendFn == nil {
-		p.sendFn, p.flushFn = p.out.send, p.flush
-	}
 	serve := func(uintptr) bool { return p.round(inst.fd) }
 	go func() {
 		defer close(inst.done)
@@ -240,6 +276,80 @@ func (p *poller) start() (*pollInstance, error) {
 	}()
 	return inst, nil
 }
+
+// startBlocking starts the goroutine of epoll instance fd in blocking
+// mode. Called with p.mu held.
+func (p *poller) startBlocking(fd int) (*pollInstance, error) {
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err == nil {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wake)}
+		if err = unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
+			_ = unix.Close(wake)
+		}
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("media/relay: poller wake-up: %w", err)
+	}
+	inst := &pollInstance{fd: fd, wake: wake, done: make(chan struct{})}
+	go func() {
+		defer close(inst.done)
+		p.blockingLoop(inst)
+		_ = unix.Close(inst.wake)
+		_ = unix.Close(inst.fd)
+	}()
+	return inst, nil
+}
+
+// blockingLoop is a blocking-mode poller goroutine: it waits for a ready
+// socket in epoll_wait as a raw system call, keeping its P (the runtime
+// sees it running), then serves rounds until none is ready, and ends when
+// the instance's eventfd is written.
+//
+// Why: each park on Go's netpoller costs a pass of the scheduler's idle
+// path (look for work on every P, steal, give the P up, poll) and a
+// hand-over when a packet wakes it; with 2 Ps the relay's CPU per packet
+// at 10 kpps was 10.0 µs against 7.0 µs with 1 (bench/RESULTS.md, issue 16
+// item 5). A wait the runtime knows about (syscall.Syscall, entersyscall)
+// measured worse still: the P is handed back and forth. Here the thread
+// sleeps in the kernel and wakes up running its goroutine.
+//
+// What it costs the rest of the process: the P, while the relay has
+// sessions (pollerCount leaves half of them). The runtime still gets it
+// when it needs it: to stop the world, scan this stack or preempt a
+// goroutine that ran 10 ms, it signals the thread; the wait returns EINTR
+// (the runtime repeats the signal every 100 µs until it is seen) and the
+// goroutine yields. A wait also ends every squatWait, quiet or not, and
+// the goroutine yields then too, so that whatever was queued on its P
+// (a timer, a goroutine it readied) runs within that bound.
+func (p *poller) blockingLoop(inst *pollInstance) {
+	var ev [4]unix.EpollEvent
+	for {
+		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(inst.fd), uintptr(unsafe.Pointer(&ev[0])), uintptr(len(ev)), squatWait, 0, 0)
+		if e == unix.EINTR || e == 0 && n == 0 {
+			runtime.Gosched()
+			continue
+		}
+		if e != 0 {
+			return // (cannot happen: the goroutine owns the descriptor)
+		}
+		for i := range int(n) {
+			if ev[i].Fd == int32(inst.wake) {
+				return // close: the poller watches no socket any more
+			}
+		}
+		// The ready sockets are reported again to round's epoll_wait
+		// (level-triggered), with every other one ready by then. round
+		// reports a close under way (true) before the eventfd is
+		// written: the next wait sees the wake-up, and only then are
+		// the descriptors closed.
+		p.round(inst.fd)
+	}
+}
+
+// squatWait is the longest a blocking-mode poller waits (ms) before it
+// yields its P once.
+const squatWait = 20
 
 // round is the RawConn.Read callback of a poller goroutine: it serves
 // every ready socket until an epoll_wait finds none (false: park on Go's

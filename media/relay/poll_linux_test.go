@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +31,23 @@ func pollersRunning(r *Relay) int {
 // sessions while packets still arrive is clean (run with -race), the
 // pollers' goroutines end once no socket is left, and a new session
 // starts them again.
-func TestPollerSessions(t *testing.T) {
+func TestPollerSessions(t *testing.T) { forEachPollerMode(t, testPollerSessions) }
+
+// forEachPollerMode runs test with the pollers of one P (parked on Go's
+// netpoller) and of two and three (blocking in their own epoll_wait),
+// whatever this machine's GOMAXPROCS.
+func forEachPollerMode(t *testing.T, test func(*testing.T)) {
+	for _, procs := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			saved := procsForPollers
+			procsForPollers = func() int { return procs }
+			t.Cleanup(func() { procsForPollers = saved })
+			test(t)
+		})
+	}
+}
+
+func testPollerSessions(t *testing.T) {
 	r := newRelay(t, Config{})
 	const n = 40
 	sessions := make([]*Session, n)
@@ -98,7 +116,9 @@ func TestPollerSessions(t *testing.T) {
 // keeps it busy) returns: the epoll instance is closed outside the lock
 // that a round in progress waits for, and a round holds that lock for one
 // epoll_wait's sockets only. Repeated, since the bad interleaving is a race.
-func TestPollerCloseWhileBusy(t *testing.T) {
+func TestPollerCloseWhileBusy(t *testing.T) { forEachPollerMode(t, testPollerCloseWhileBusy) }
+
+func testPollerCloseWhileBusy(t *testing.T) {
 	r := newRelay(t, Config{})
 	for round := range 20 {
 		pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
@@ -130,5 +150,48 @@ func TestPollerCloseWhileBusy(t *testing.T) {
 		if got := pollersRunning(r); got != 0 {
 			t.Fatalf("round %d: %d pollers running after the last Close", round, got)
 		}
+	}
+}
+
+// A blocking-mode poller keeps its P while it waits, but the rest of the
+// process does not stall on it: with two Ps and the poller holding one, the
+// collector stops the world, timers fire and other goroutines run, again
+// and again; and the poller still relays afterwards.
+func TestBlockingPollerYields(t *testing.T) {
+	saved := procsForPollers
+	procsForPollers = func() int { return 2 }
+	t.Cleanup(func() { procsForPollers = saved })
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+
+	r := newRelay(t, Config{})
+	pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
+	s, toBoxA, _ := call(t, r, pa, pb, []string{"0 PCMU"}, []string{"0 PCMU"})
+	defer s.Close()
+	if pollersRunning(r) != 1 || !r.polls.pollers[0].blocking {
+		t.Fatal("no blocking poller running")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 5 {
+			runtime.GC()
+			fired := make(chan struct{})
+			time.AfterFunc(time.Millisecond, func() { close(fired) })
+			<-fired
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() { runtime.Gosched() })
+			}
+			wg.Wait()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("collections, timers and goroutines stalled behind the blocking poller")
+	}
+	pa.send(toBoxA, 0, []byte{9})
+	if p, err := pb.tryRecv(5 * time.Second); err != nil || len(p.payload) != 1 || p.payload[0] != 9 {
+		t.Fatalf("relay after the collections: %v %v", p.payload, err)
 	}
 }
