@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/emiago/sipgo/sip"
@@ -111,25 +112,13 @@ type headerScan struct {
 func (sc *headerScan) scan(req *sip.Request) {
 	for _, h := range req.Headers() {
 		name := h.Name()
-		switch name { // the names as sipgo's typed headers give them, and as phones write them
-		case "To":
-			sc.single[0]++
+		// First the names as sipgo's typed headers give them and as
+		// phones write them: no case folding.
+		if i := slices.Index(singleHeaders[:], name); i >= 0 {
+			sc.single[i]++
 			continue
-		case "From":
-			sc.single[1]++
-			continue
-		case "Call-ID":
-			sc.single[2]++
-			continue
-		case "CSeq":
-			sc.single[3]++
-			continue
-		case "Max-Forwards":
-			sc.single[4]++
-			continue
-		case "Content-Length":
-			sc.single[5]++
-			continue
+		}
+		switch name {
 		case "Via", "Contact", "Expires", "User-Agent", "Allow", "Supported":
 			continue
 		}
