@@ -31,11 +31,12 @@ const pollSupported = true
 // netpoller as described; with more, half as many pollers as Ps, each
 // waiting in its own epoll_wait on a P it keeps (blockingLoop says why
 // and what that costs). A session's sockets all go to one poller, in
-// turn, so that a session's forwarders are used by one goroutine. The inner registrations are level-triggered:
-// a socket with more than pollBatch datagrams queued is simply reported
-// again; the goroutine parks only after an epoll_wait that found nothing
-// ready, and the epoll instance signals Go's (edge-triggered) netpoller
-// again for every datagram that arrives after that.
+// turn, so that a session's forwarders are used by one goroutine. The
+// inner registrations are level-triggered: a socket with more than
+// pollBatch datagrams queued is simply reported again; the goroutine
+// waits only after an epoll_wait that found nothing ready, and the epoll
+// instance signals Go's (edge-triggered) netpoller, or wakes the blocking
+// wait, again for every datagram that arrives after that.
 
 // procsForPollers is runtime.GOMAXPROCS(0); tests set it to run both modes.
 var procsForPollers = func() int { return runtime.GOMAXPROCS(0) }
