@@ -118,15 +118,15 @@ func parsePlain(data []byte, raw *rawHeaders) *sip.Request {
 		}
 		name := strings.TrimSpace(line[:colon])
 		value := strings.TrimSpace(line[colon+1:])
-		parse, key, typed := knownHeader(name)
-		if !typed && key == nil {
+		parse, key, known := knownHeader(name)
+		if !known {
 			if len(name) > len(lower) {
 				return nil
 			}
 			key = asciiLower(lower[:0], name)
-			parse, typed = headerParsers[string(key)]
+			parse = headerParsers[string(key)]
 		}
-		if !typed {
+		if parse == nil { // a header sipgo keeps as text
 			req.AppendHeader(sip.NewHeader(name, value))
 			continue
 		}
@@ -168,13 +168,12 @@ var (
 	keyContact       = []byte("contact")
 	keyMaxForwards   = []byte("max-forwards")
 	keyContentLength = []byte("content-length")
-	keyGeneric       = []byte{}
 )
 
 // knownHeader finds the parser of a header by its name as phones write
-// it, without lower-casing it and looking it up: a non-nil key with typed
-// false is a header sipgo keeps as text; a nil key is a name to look up.
-func knownHeader(name string) (sip.HeaderParser, []byte, bool) {
+// it, without lower-casing it and looking it up (known false: look it up);
+// a known header without a parser is one sipgo keeps as text.
+func knownHeader(name string) (parse sip.HeaderParser, key []byte, known bool) {
 	switch name {
 	case "Via", "v":
 		return parseVia, keyVia, true
@@ -194,7 +193,7 @@ func knownHeader(name string) (sip.HeaderParser, []byte, bool) {
 		return parseContentLength, keyContentLength, true
 	case "Expires", "User-Agent", "Authorization", "Allow", "Supported", "Accept",
 		"Allow-Events", "Accept-Language", "Accept-Encoding", "Date", "Path", "Require", "Proxy-Require":
-		return nil, keyGeneric, false
+		return nil, nil, true
 	}
 	return nil, nil, false
 }
