@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -46,10 +47,14 @@ func writeAnswer(buf *bytes.Buffer, res *sip.Response, raw *rawHeaders, tagged s
 	buf.WriteString("\r\n")
 	for _, h := range res.Headers() {
 		if line, ok := raw.lineOf(h); ok {
-			buf.WriteString(line)
 			if h == tagged {
+				// Right after the value: sipgo reads "> ;tag=x" (white
+				// space the line ended in) as an empty parameter first.
+				buf.WriteString(strings.TrimRight(line, " \t"))
 				buf.WriteString(";tag=")
 				buf.WriteString(tag)
+			} else {
+				buf.WriteString(line)
 			}
 		} else {
 			h.StringWrite(buf)
