@@ -50,6 +50,21 @@ type readBatch struct {
 	err       syscall.Errno
 }
 
+// newReadBatch returns a vector whose slots take datagrams of up to size
+// bytes.
+func newReadBatch(size int) *readBatch {
+	rb := &readBatch{}
+	for i := range rb.hdrs {
+		rb.bufs[i] = make([]byte, size)
+		rb.iovs[i].Base = &rb.bufs[i][0]
+		rb.iovs[i].SetLen(size)
+		rb.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&rb.names[i]))
+		rb.hdrs[i].Hdr.Iov = &rb.iovs[i]
+		rb.hdrs[i].Hdr.SetIovlen(1)
+	}
+	return rb
+}
+
 // readBatchLen is the most datagrams one recvmmsg takes: beyond 16 the
 // system call's share per datagram no longer shows, and each slot is a
 // reader-sized buffer (sipgo's is 32 KiB; untouched pages cost no memory).
@@ -88,13 +103,7 @@ func rawUDPConn(pc net.PacketConn) net.PacketConn {
 func (c *rawUDP) recv(fd uintptr) bool {
 	rb := c.batch
 	for i := range rb.hdrs {
-		rb.iovs[i].Base = &rb.bufs[i][0]
-		rb.iovs[i].SetLen(len(rb.bufs[i]))
-		rb.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&rb.names[i]))
-		rb.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrAny
-		rb.hdrs[i].Hdr.Iov = &rb.iovs[i]
-		rb.hdrs[i].Hdr.SetIovlen(1)
-		rb.hdrs[i].Len = 0
+		rb.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrAny // the kernel wrote the last source's length
 	}
 	n, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&rb.hdrs[0])), readBatchLen, unix.MSG_DONTWAIT, 0, 0)
 	if e == syscall.EAGAIN || e == syscall.EINTR {
@@ -114,10 +123,7 @@ func (c *rawUDP) ReadFrom(b []byte) (int, net.Addr, error) {
 	defer c.rmu.Unlock()
 	rb := c.batch
 	if rb == nil || rb.next >= rb.got && len(rb.bufs[0]) < len(b) {
-		rb = &readBatch{}
-		for i := range rb.bufs {
-			rb.bufs[i] = make([]byte, max(len(b), 1))
-		}
+		rb = newReadBatch(max(len(b), 1))
 		c.batch = rb
 	}
 	if rb.next >= rb.got {
