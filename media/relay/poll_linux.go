@@ -86,8 +86,8 @@ type poller struct {
 }
 
 // pollInstance is one epoll descriptor and its goroutine: the goroutine
-// ends when the descriptor is closed, which remove does once the poller
-// watches no socket, and then closes done.
+// ends when close stops it, which remove does once the poller watches no
+// socket, and then closes done.
 type pollInstance struct {
 	f    *os.File // netpoller mode: the descriptor as Go's netpoller knows it
 	fd   int
@@ -352,9 +352,10 @@ func (p *poller) blockingLoop(inst *pollInstance) {
 // yields its P once.
 const squatWait = 20
 
-// round is the RawConn.Read callback of a poller goroutine: it serves
-// every ready socket until an epoll_wait finds none (false: park on Go's
-// netpoller until the epoll instance is readable again). p.mu is held for
+// round serves every ready socket until an epoll_wait finds none (false:
+// wait until the epoll instance is readable again; true: it is being
+// closed). It is the RawConn.Read callback of a netpoller-mode goroutine
+// and blockingLoop's work after each wait. p.mu is held for
 // one epoll_wait's sockets at a time, so that add and remove (a call
 // set-up or Close) wait for at most one such batch, even when the sockets
 // are never all empty.
