@@ -16,8 +16,8 @@
 #   MEM [1]         measure memory at ~1000 concurrent calls (MEM_RATE [100] calls/s, each held MEM_HOLD_MS [10000] ms,
 #                   MEM_DUR [20] s of creation; sampled MEM_HOLD_MS+5 s after the start) in phase MEM_PHASE [uncapped]
 #                   outpostd's memory is also taken after the steps and 35 s later (sipgo transactions gone)
-#   PROF [1]        10 s CPU profile of outpostd in an extra run at its knee rate in each phase of PROF_PHASE
-#                   ["cap uncapped"]
+#   PROF [1]        10 s CPU profile of outpostd, and its allocations by site over the same 10 s, in an extra run at
+#                   its knee rate in each phase of PROF_PHASE ["cap uncapped"]
 #   OUTPOSTD_BIN    use this outpostd (+ outpostctl beside it) instead of building one into $RUN/bin
 #   BUILD_TRIES [3] build attempts, 120 s apart (the tree may be mid-change)
 #   RUN [/tmp/outpost-callbench]  scratch (logs, SIPp files, raw results, profiles)
@@ -301,7 +301,8 @@ uas_cpu_ticks() { # CPU ticks of the whole UAS run, from uas.time
 }
 LINE=
 run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result line in LINE
-  local R=$1 run=$2 attempt=$3 pfile=${4:-} M d k0 k1 u0 u1 b0 b1 q0 q1 s0 s1 su ss se t0 t1 tt0 tt1 dr0 dr1 e0 e1 rttf sum usum extra PPID_=
+  local R=$1 run=$2 attempt=$3 pfile=${4:-} M d k0 k1 u0 u1 b0 b1 q0 q1 s0 s1 su ss se t0 t1 tt0 tt1 dr0 dr1 e0 e1 rttf sum usum extra
+  local -a ppids=()
   local m0='' m1='' pids=("$SPID"); [ -n "$RTPE_PID" ] && pids+=("$RTPE_PID")   # MEDIA=1: rtpengine is part of the server
   M=$((R*DUR)); d=$RUN/calls/$PHASE/$SRV/r$R-run$run-a$attempt; rm -rf "$d"; mkdir -p "$d"
   start_uas "$d" "$M"
@@ -312,7 +313,10 @@ run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result
   k0=$(cpu_ticks "${pids[@]}"); b0=$(sys_busy_ticks); s0=$(date +%s.%N)
   if [ -n "$pfile" ]; then   # profile 10 s, starting 1.5 s into the run
     ( sleep 1.5; timeout 30 curl -s --max-time 25 --unix-socket "$SOCK" 'http://x/debug/pprof/profile?seconds=10' > "$pfile" ) &
-    PPID_=$!
+    ppids+=($!)
+    ( sleep 1.5; timeout 30 curl -s --max-time 25 --unix-socket "$SOCK" 'http://x/debug/pprof/allocs?seconds=10' \
+        > "${pfile%.pprof}.allocs.pprof" ) &   # what was allocated in the same window, by site
+    ppids+=($!)
   fi
   ( cd "$d" && /usr/bin/time -f '%U %S %e' -o sipp.time timeout $((DUR*3+40)) sipp "$BENCH_IP:5060" -sf "$STEP_UAC_XML" -s "$DID" \
       "${UAC_MEDIA[@]}" -i "$BENCH_IP" -p 5080 -m "$M" -r "$R" -rp 1000 -d "$CALLMS" -l 100000 -buff_size 4194304 -nostdin \
@@ -324,7 +328,7 @@ run_step() { # run_step RATE RUN ATTEMPT [profile-file]: one run at RATE, result
   read -r t1 tt1 < <(cg_throttle)
   stop_uas
   u0=0 u1=$(uas_cpu_ticks "$d")   # nearly all of it falls inside [s0, s1]: the UAS idles in its 4 s timewait after
-  [ -n "$PPID_" ] && wait "$PPID_" 2>/dev/null
+  [ ${#ppids[@]} -gt 0 ] && wait "${ppids[@]}" 2>/dev/null
   extra=""
   [ "$MEDIA" = 1 ] && { m1=$(media_pkts); extra="rtp_sessions_left=$(media_sessions)"; }   # after the UAS: all RTP is in
   if [ "$SRV" = outpostd ]; then
@@ -425,7 +429,10 @@ s, *_ = c.load(sys.argv[2]); b, f, t = c.knee_of(s, sys.argv[3], "outpostd"); pr
       if [ -s "$pf" ] && go tool pprof -top -nodecount=25 "$OPBIN" "$pf" > "$top" 2>/dev/null; then
         { echo; echo "--- same profile by cumulative time (go tool pprof -top -cum -nodecount=40) ---"
           go tool pprof -top -cum -nodecount=40 "$OPBIN" "$pf" 2>/dev/null | sed -n '/flat%/,$p'; } >> "$top"
-        log "prof server=outpostd phase=$PHASE rate=$knee seconds=10 file=$pf top=$top"
+        { echo; echo "--- allocations in the same 10 s by site (go tool pprof -top -sample_index=alloc_space -nodecount=40) ---"
+          go tool pprof -top -sample_index=alloc_space -nodecount=40 "$OPBIN" "${pf%.pprof}.allocs.pprof" 2>/dev/null |
+            sed -n '/flat%/,$p'; } >> "$top"
+        log "prof server=outpostd phase=$PHASE rate=$knee seconds=10 file=$pf allocs=${pf%.pprof}.allocs.pprof top=$top"
       else
         note "WARNING: no usable profile in $pf"
       fi
