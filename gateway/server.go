@@ -226,6 +226,9 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnUpdate(s.b2b.OnUpdate)
 	srv.OnPrack(s.onPrack)
 	srv.OnNoRoute(s.onNoRoute)
+	// UDP INVITEs (their CANCELs and non-2xx ACKs), BYEs and the ACKs of
+	// 2xx responses are run by the fast path's transactions, not sipgo's.
+	s.fp.Serve(fastpath.Handlers{Invite: s.onInvite, Ack: func(req *sip.Request) { s.b2b.OnAck(req, nil) }, Bye: s.b2b.OnBye})
 
 	if s.capture.exp, err = s.newExporter(cfg.Capture); err != nil {
 		ua.Close()
@@ -344,6 +347,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.stopHQDialer()
 	s.serving.Wait()
 	s.ua.Close()
+	s.fp.Wait() // the INVITEs' handlers: their B legs' transactions ended with the UA
 	if regErr != nil {
 		err = <-regErr
 	}
@@ -490,10 +494,8 @@ func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {
 
 // localName names the listener a request arrived on, e.g. "udp:127.0.0.1:5060".
 func localName(req *sip.Request, tx sip.ServerTransaction) string {
-	if stx, ok := tx.(*sip.ServerTx); ok {
-		if c := stx.Connection(); c != nil {
-			return strings.ToLower(req.Transport()) + ":" + c.LocalAddr().String()
-		}
+	if a := b2bua.LocalAddr(tx); a != nil {
+		return strings.ToLower(req.Transport()) + ":" + a.String()
 	}
 	return strings.ToLower(req.Transport())
 }

@@ -698,12 +698,27 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 	c.run()
 }
 
+// LocalAddr is the address of the listener the request of server
+// transaction tx arrived on: sipgo's (its connection's) or the gateway's
+// fast path's (LocalAddr); nil when unknown.
+func LocalAddr(tx sip.ServerTransaction) net.Addr {
+	switch t := tx.(type) {
+	case interface{ LocalAddr() net.Addr }:
+		return t.LocalAddr()
+	case *sip.ServerTx:
+		if c := t.Connection(); c != nil {
+			return c.LocalAddr()
+		}
+	}
+	return nil
+}
+
 // localFor returns the listener the A leg arrived on, the listener B legs
 // leave from and our Contact URI.
 func (b *B2BUA) localFor(set *settings, tx sip.ServerTransaction) (arrived, laddr *sip.Addr, contact sip.Uri, err error) {
 	udp := false
-	if stx, ok := tx.(*sip.ServerTx); ok && stx.Connection() != nil {
-		switch a := stx.Connection().LocalAddr().(type) {
+	if la := LocalAddr(tx); la != nil {
+		switch a := la.(type) {
 		case *net.UDPAddr:
 			if a.IP != nil && !a.IP.IsUnspecified() {
 				arrived, udp = &sip.Addr{IP: a.IP, Port: a.Port}, true

@@ -16,7 +16,9 @@
 //
 // New (out-of-dialog) UDP INVITEs are admitted here too, by the gateway's
 // Admit function: a trusted trunk's INVITE, or one whose credentials
-// verify, goes on to sipgo untouched; any other is refused statelessly
+// verify, gets a server transaction of the path's own (servertx.go) and
+// goes to the gateway's handler (without Serve: on to sipgo untouched);
+// any other is refused statelessly
 // (RFC 3261 §8.2.7): its 407, 403 or 400 is sent once, not retransmitted,
 // with a To tag derived from the request (a retransmission gets the same
 // one) that marks it, and nothing is kept; the ACK of such a refusal is
@@ -44,8 +46,10 @@
 // which sipgo's TransportReadFilter does not allow); a retransmission is
 // parsed before it is found in the answer cache.
 //
-// TCP requests, in-dialog requests and every other method still go
-// through sipgo's transaction layer: the fast path returns them
-// untouched. It drops, and counts by kind (Drops), datagrams that are not
+// With Serve, in-dialog UDP INVITEs get the path's transactions too, and
+// CANCELs and ACKs are matched to them; the ACK of a 2xx goes to the
+// gateway's handler without any transaction. TCP requests, other
+// in-dialog requests and every other method still go through sipgo's
+// transaction layer: the fast path returns them untouched. It drops, and counts by kind (Drops), datagrams that are not
 // SIP or do not parse, refusals over the rate, and stateless ACKs.
 package fastpath

@@ -40,6 +40,11 @@ type Path struct {
 	bufs    sync.Pool
 	drops   [numKinds]atomic.Uint64
 	lastSrc atomic.Pointer[sourceName] // see sourceName
+
+	// Server transactions (servertx.go), when Serve was called.
+	serve    *Handlers
+	txs      *serverTxs
+	handlers sync.WaitGroup
 }
 
 // sourceName is the text of a source address (a UDPAddr's String costs
@@ -96,7 +101,8 @@ func New(answer Answer, admit Admit, log *slog.Logger, opts ...Option) *Path {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Path{answer: answer, admit: admit, log: log, cache: newAnswerCache(), refusal: newSourceLimiter(RefusalRate, RefusalBurst, time.Now)}
+	f := &Path{answer: answer, admit: admit, log: log, cache: newAnswerCache(), refusal: newSourceLimiter(RefusalRate, RefusalBurst, time.Now),
+		txs: newServerTxs()}
 	for _, o := range opts {
 		o(f)
 	}
@@ -156,12 +162,16 @@ var (
 	prefixOptions  = []byte("OPTIONS ")
 	prefixInvite   = []byte("INVITE ")
 	prefixAck      = []byte("ACK ")
+	prefixCancel   = []byte("CANCEL ")
+	prefixBye      = []byte("BYE ")
 )
 
 // Filter is sipgo's TransportReadFilter: it answers UDP REGISTER and
 // OPTIONS itself, refuses unauthenticated INVITEs statelessly and absorbs
-// the ACKs of those refusals (returning nil so sipgo skips the datagram),
-// and passes everything else on.
+// the ACKs of those refusals, runs the server transactions of the INVITEs
+// it admits, with their CANCELs and ACKs, and of BYEs, and passes on the
+// ACKs of 2xx responses when Serve was called (returning nil so sipgo skips the datagram), and
+// passes everything else on.
 func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) {
 	if info.Transport != "UDP" {
 		return data, nil
@@ -171,8 +181,12 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 		switch {
 		case f.admit != nil && bytes.HasPrefix(data, prefixInvite):
 			return f.filterInvite(info, data)
-		case bytes.HasPrefix(data, prefixAck) && bytes.Contains(data, statelessTagMark):
+		case bytes.HasPrefix(data, prefixAck) && (f.serve != nil || bytes.Contains(data, statelessTagMark)):
 			return f.filterAck(info, data)
+		case f.serve != nil && bytes.HasPrefix(data, prefixCancel):
+			return f.filterCancel(info, data)
+		case f.serve != nil && bytes.HasPrefix(data, prefixBye):
+			return f.filterBye(info, data)
 		case !looksLikeSIP(data):
 			f.drops[kindNotSIP].Add(1) // garbage or a keep-alive: nothing to answer
 			return nil, nil

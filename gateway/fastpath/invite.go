@@ -100,13 +100,30 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 		}
 		return nil, nil
 	}
-	if to := req.To(); to != nil && to.Params.Has("tag") {
-		return data, nil // re-INVITE: the dialog authorises it
+	src := f.sourceName(info.RemoteAddr)
+	key, keyed := f.serverTxKey(req, src, sip.INVITE)
+	if keyed {
+		if tx := f.txs.get(key); tx != nil {
+			tx.retransmission()
+			return nil, nil
+		}
 	}
-	req.SetSource(info.RemoteAddr.String())
+	req.SetSource(src)
 	req.SetTransport("UDP")
+	if to := req.To(); to != nil && to.Params.Has("tag") {
+		// re-INVITE: the dialog authorises it
+		if keyed {
+			f.serveRequest(req, key, sock, info, f.serve.Invite)
+			return nil, nil
+		}
+		return data, nil
+	}
 	res, authenticated := f.admit(req, sock.name)
 	if res == nil {
+		if keyed {
+			f.serveRequest(req, key, sock, info, f.serve.Invite)
+			return nil, nil
+		}
 		return data, nil
 	}
 	if !authenticated && !f.refusal.allow(addrOf(info.RemoteAddr)) {
@@ -125,7 +142,9 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 }
 
 // filterAck drops the ACK of a stateless refusal (its To tag is ours,
-// statelessTagPrefix); any other ACK goes on to sipgo.
+// statelessTagPrefix). When the path serves INVITEs (Serve), the ACK of
+// a non-2xx answer goes to its transaction and the ACK of a 2xx to the
+// ACK handler; any other ACK goes on to sipgo.
 func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, error) {
 	req, ok := f.parse(info, data, nil)
 	if req == nil {
@@ -140,7 +159,22 @@ func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, erro
 			return nil, nil
 		}
 	}
-	return data, nil
+	if f.serve == nil {
+		return data, nil
+	}
+	src := f.sourceName(info.RemoteAddr)
+	key, keyed := f.serverTxKey(req, src, sip.INVITE)
+	if !keyed {
+		return data, nil // an RFC 2543 client's: sipgo matches it
+	}
+	if tx := f.txs.get(key); tx != nil {
+		tx.ack(req)
+		return nil, nil
+	}
+	req.SetSource(src)
+	req.SetTransport("UDP")
+	f.handlers.Go(func() { f.serve.Ack(req) })
+	return nil, nil
 }
 
 func addrOf(a net.Addr) netip.Addr {

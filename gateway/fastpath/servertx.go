@@ -1,0 +1,445 @@
+package fastpath
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// INVITE server transactions of our own, for UDP (issue 16 item 1).
+//
+// sipgo gives every request a goroutine, a context with a 10 s timer, a
+// ServerTx with its state machine, locks and up to five timers (1xx, G,
+// H, I, L), its own parse of the datagram the path has already parsed,
+// and, for the ACK of a 2xx, which needs no transaction at all, a whole
+// server transaction too. At a thousand calls per second that was a
+// tenth of the CPU, and the transactions a good part of the live heap.
+// The path already parses every INVITE (to admit it), so it keeps the
+// transaction itself (RFC 3261 §17.2.1 with RFC 6026's Accepted state):
+//
+//   - Proceeding: a retransmitted INVITE gets the last provisional again.
+//     When the TU has sent nothing yet, it gets 100 Trying (§17.2.1 wants
+//     the 100 after 200 ms without one; the gateway's TU sends it at once
+//     for a new call, so the only case left is a slow re-INVITE, whose
+//     retransmission, 500 ms in, is what the 100 is for: no timer per
+//     call for it).
+//   - A 2xx moves it to Accepted (RFC 6026 §7.1): retransmissions of the
+//     INVITE are absorbed, the TU's retransmissions of its 2xx are sent,
+//     and it ends after Timer L (sipgo's, which the gateway shortens:
+//     txretention.go). These expiries share one timer: every Accepted
+//     transaction lives the same time, so they end in the order they
+//     entered it (a FIFO).
+//   - A final non-2xx moves it to Completed: the answer is retransmitted
+//     (Timer G, T1 doubling to T2) until its ACK, which moves it to
+//     Confirmed for Timer I (T4) and goes to Acks(); without an ACK it
+//     ends after Timer H with ErrTransactionTimeout. One timer per
+//     transaction, only on this path.
+//   - A CANCEL with the INVITE's branch from the same source gets 200; a
+//     transaction still in Proceeding answers 487 itself (as sipgo's does)
+//     and tells the TU (OnCancel). A CANCEL matching nothing goes to sipgo,
+//     whose 481 the gateway sends.
+//   - An ACK matching no transaction here is the ACK of a 2xx (a new
+//     branch, RFC 3261 §17.1.1.3): it goes to the gateway's ACK handler
+//     directly, without any transaction.
+//   - A BYE gets a non-INVITE server transaction (RFC 3261 §17.2.2):
+//     retransmissions are absorbed until the TU answers, then get the
+//     last answer again; a final answer ends it after Timer J (the same
+//     FIFO of expiries as Accepted).
+//
+// A transaction is keyed by its top Via branch (RFC 3261 magic cookie
+// required; an older client's INVITE goes to sipgo, and so does its ACK)
+// and the address the INVITE came from, which a retransmission, its
+// CANCEL and the ACK of a non-2xx share. Responses go to that address
+// (RFC 3581), as sipgo sends them.
+
+// Handlers are what the path runs the requests it keeps transactions for
+// with, each on a goroutine of its own. A request handler that returns
+// without a final response ends its transaction.
+type Handlers struct {
+	// Invite: the UDP INVITEs the path admits (Admit) and in-dialog ones.
+	Invite func(req *sip.Request, tx sip.ServerTransaction)
+	// Ack: the ACK of a 2xx, which belongs to a dialog and no transaction
+	// (RFC 3261 §17.1.1.3).
+	Ack func(req *sip.Request)
+	// Bye: UDP BYEs.
+	Bye func(req *sip.Request, tx sip.ServerTransaction)
+}
+
+// Serve makes the path keep the server transactions of UDP INVITEs and
+// BYEs and run them with h, and hand the ACKs of 2xx responses to h.Ack;
+// without it, they go to sipgo. Every handler must be set. The handlers'
+// goroutines end before Wait returns.
+func (f *Path) Serve(h Handlers) { f.serve = &h }
+
+// Wait waits for the handlers Serve started (call it once the sockets are
+// closed).
+func (f *Path) Wait() { f.handlers.Wait() }
+
+// txState is where a transaction is (RFC 3261 Figure 7 + RFC 6026).
+type txState uint8
+
+const (
+	txProceeding txState = iota
+	txAccepted
+	txCompleted
+	txConfirmed
+	txTerminated
+)
+
+// serverTxs is the path's server transactions by key.
+type serverTxs struct {
+	mu sync.Mutex
+	m  map[string]*serverTx
+	// Transactions that end after a fixed time: INVITEs in Accepted
+	// (Timer L), BYEs in Completed (Timer J).
+	accepted, completed expiries
+}
+
+func newServerTxs() *serverTxs { return &serverTxs{m: map[string]*serverTx{}} }
+
+// txKey is a transaction's key: the top Via branch, the source and, but
+// for INVITE (which its ACK and CANCEL match), the method.
+func txKey(branch, src, method string) string {
+	if method == string(sip.INVITE) {
+		return branch + "|" + src
+	}
+	return branch + "|" + src + "|" + method
+}
+
+func (t *serverTxs) get(key string) *serverTx {
+	t.mu.Lock()
+	tx := t.m[key]
+	t.mu.Unlock()
+	return tx
+}
+
+// add stores tx unless a transaction has its key (then returns false).
+func (t *serverTxs) add(tx *serverTx) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[tx.key]; ok {
+		return false
+	}
+	t.m[tx.key] = tx
+	return true
+}
+
+func (t *serverTxs) remove(tx *serverTx) {
+	t.mu.Lock()
+	if t.m[tx.key] == tx {
+		delete(t.m, tx.key)
+	}
+	t.mu.Unlock()
+}
+
+// Len is how many transactions are kept (tests, metrics).
+func (t *serverTxs) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// expiries ends transactions that all live the same time after a state
+// change: they end in the order they entered it, so a FIFO and one timer
+// for its head do instead of a timer each.
+type expiries struct {
+	mu    sync.Mutex
+	queue []expiry
+	timer *time.Timer
+}
+
+type expiry struct {
+	tx    *serverTx
+	until time.Time
+}
+
+// add queues tx to end after d.
+func (e *expiries) add(tx *serverTx, d time.Duration) {
+	until := time.Now().Add(d)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.queue = append(e.queue, expiry{tx, until})
+	if len(e.queue) == 1 {
+		e.armLocked(until)
+	}
+}
+
+func (e *expiries) armLocked(until time.Time) {
+	d := time.Until(until)
+	if e.timer == nil {
+		e.timer = time.AfterFunc(d, e.expire)
+		return
+	}
+	e.timer.Reset(d)
+}
+
+// expire ends the transactions whose time has come and arms the timer for
+// the next.
+func (e *expiries) expire() {
+	now := time.Now()
+	var due []*serverTx
+	e.mu.Lock()
+	n := 0
+	for n < len(e.queue) && !e.queue[n].until.After(now) {
+		due = append(due, e.queue[n].tx)
+		n++
+	}
+	rest := copy(e.queue, e.queue[n:])
+	clear(e.queue[rest:])
+	e.queue = e.queue[:rest]
+	if rest > 0 {
+		e.armLocked(e.queue[0].until)
+	}
+	e.mu.Unlock()
+	for _, tx := range due {
+		tx.end(nil)
+	}
+}
+
+// serverTx is one INVITE or BYE server transaction over UDP; it
+// implements sip.ServerTransaction for the gateway's handlers and sipgo's
+// dialogs.
+type serverTx struct {
+	f      *Path
+	key    string
+	req    *sip.Request
+	invite bool
+	local  net.Addr // the listener it arrived on (LocalAddr)
+	pc     net.PacketConn
+	dst    net.Addr
+
+	mu       sync.Mutex
+	state    txState
+	last     *sip.Response // Proceeding: the last provisional; Completed, Confirmed: the final
+	err      error
+	timer    *time.Timer // Completed: G and H; Confirmed: I
+	interval time.Duration
+	giveUp   time.Time // Completed: Timer H; Confirmed: Timer I
+	onCancel []sip.FnTxCancel
+	onEnd    []sip.FnTxTerminate
+	done     chan struct{}
+	acks     chan *sip.Request
+}
+
+var _ sip.ServerTransaction = (*serverTx)(nil)
+
+// LocalAddr is the address of the listener the INVITE arrived on.
+func (tx *serverTx) LocalAddr() net.Addr { return tx.local }
+
+// send writes res to the transaction's source.
+func (tx *serverTx) send(res *sip.Response) {
+	buf := tx.f.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	res.StringWrite(buf)
+	tx.f.write(tx.pc, buf.Bytes(), tx.dst)
+	tx.f.bufs.Put(buf)
+}
+
+// Respond sends res: see the package's state rules. It sends under the
+// lock, so that answers leave in the order of their state changes.
+func (tx *serverTx) Respond(res *sip.Response) error {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	switch {
+	case tx.state == txProceeding && res.IsProvisional():
+		tx.last = res
+	case tx.state == txProceeding && !tx.invite:
+		tx.state, tx.last = txCompleted, res
+		tx.f.txs.completed.add(tx, sip.Timer_J)
+	case tx.state == txProceeding && res.IsSuccess():
+		tx.state, tx.last = txAccepted, nil
+		tx.f.txs.accepted.add(tx, sip.Timer_L)
+	case tx.state == txProceeding:
+		tx.completeLocked(res)
+	case tx.state == txAccepted && res.IsSuccess():
+		// the TU retransmits its 2xx (RFC 6026 §8.7)
+	default:
+		err := tx.err
+		if err == nil {
+			err = sip.ErrTransactionTerminated
+		}
+		return fmt.Errorf("response %d to %s in transaction state %d: %w", res.StatusCode, tx.req.Method, tx.state, err)
+	}
+	tx.send(res)
+	return nil
+}
+
+// completeLocked moves to Completed with final answer res (not yet sent)
+// and starts Timers G and H.
+func (tx *serverTx) completeLocked(res *sip.Response) {
+	tx.state, tx.last = txCompleted, res
+	tx.interval = sip.Timer_G
+	tx.giveUp = time.Now().Add(sip.Timer_H)
+	tx.timer = time.AfterFunc(tx.interval, tx.onTimer)
+}
+
+// onTimer is Timer G (retransmit the final answer), H (no ACK: give up)
+// and I (Confirmed is over).
+func (tx *serverTx) onTimer() {
+	tx.mu.Lock()
+	switch tx.state {
+	case txCompleted:
+		if !time.Now().Before(tx.giveUp) {
+			tx.mu.Unlock()
+			tx.end(sip.ErrTransactionTimeout)
+			return
+		}
+		tx.interval = min(2*tx.interval, sip.T2)
+		tx.timer.Reset(min(tx.interval, time.Until(tx.giveUp)))
+		res := tx.last
+		tx.mu.Unlock()
+		tx.send(res)
+	case txConfirmed:
+		if left := time.Until(tx.giveUp); left > 0 {
+			tx.timer.Reset(left) // G fired as the ACK came
+			tx.mu.Unlock()
+			return
+		}
+		tx.mu.Unlock()
+		tx.end(nil)
+	default:
+		tx.mu.Unlock()
+	}
+}
+
+// retransmission handles the request again.
+func (tx *serverTx) retransmission() {
+	tx.mu.Lock()
+	res := tx.last
+	switch tx.state {
+	case txProceeding:
+		if res == nil && tx.invite {
+			res = sip.NewResponseFromRequest(tx.req, sip.StatusTrying, "Trying", nil)
+			tx.last = res
+		}
+	case txCompleted:
+	default:
+		res = nil // Accepted, Confirmed: absorbed (a BYE's Trying too)
+	}
+	tx.mu.Unlock()
+	if res != nil {
+		tx.send(res)
+	}
+}
+
+// ack handles the ACK of the final non-2xx answer.
+func (tx *serverTx) ack(req *sip.Request) {
+	tx.mu.Lock()
+	if tx.state != txCompleted || !tx.invite {
+		tx.mu.Unlock()
+		return // a retransmitted ACK, or a stray one
+	}
+	tx.state = txConfirmed
+	tx.giveUp = time.Now().Add(sip.Timer_I)
+	tx.timer.Reset(sip.Timer_I)
+	tx.mu.Unlock()
+	select {
+	case tx.acks <- req:
+	default:
+	}
+}
+
+// cancel handles a CANCEL of the INVITE: 200 to it, and 487 to the INVITE
+// while it has no final answer.
+func (tx *serverTx) cancel(req *sip.Request) {
+	tx.send(sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil))
+	tx.mu.Lock()
+	if tx.state != txProceeding || !tx.invite {
+		tx.mu.Unlock()
+		return
+	}
+	res := sip.NewResponseFromRequest(tx.req, sip.StatusRequestTerminated, "Request Terminated", nil)
+	if tx.last != nil {
+		// The tag of the provisionals sent (the early dialog's), not a new one.
+		if to, lastTo := res.To(), tx.last.To(); to != nil && lastTo != nil {
+			if tag, ok := lastTo.Params.Get("tag"); ok {
+				to.Params.Add("tag", tag)
+			}
+		}
+	}
+	tx.err = sip.ErrTransactionCanceled
+	tx.completeLocked(res)
+	tx.send(res)
+	fns := tx.onCancel
+	tx.mu.Unlock()
+	for _, fn := range fns {
+		fn(req)
+	}
+}
+
+// end terminates the transaction with err (nil: normally) once.
+func (tx *serverTx) end(err error) {
+	tx.mu.Lock()
+	if tx.state == txTerminated {
+		tx.mu.Unlock()
+		return
+	}
+	tx.state, tx.last = txTerminated, nil
+	if tx.err == nil {
+		tx.err = err
+	}
+	if tx.timer != nil {
+		tx.timer.Stop()
+	}
+	fns := tx.onEnd
+	tx.onEnd, tx.onCancel = nil, nil
+	err = tx.err
+	tx.mu.Unlock()
+	tx.f.txs.remove(tx)
+	close(tx.done)
+	for _, fn := range fns {
+		fn(tx.key, err)
+	}
+}
+
+// Terminate ends the transaction now (sip.Transaction).
+func (tx *serverTx) Terminate() { tx.end(sip.ErrTransactionTerminated) }
+
+// handled is called when the handler returns: a transaction without a
+// final answer is over (sipgo's TerminateGracefully).
+func (tx *serverTx) handled() {
+	tx.mu.Lock()
+	open := tx.state == txProceeding
+	tx.mu.Unlock()
+	if open {
+		tx.Terminate()
+	}
+}
+
+// OnTerminate registers f to run when the transaction ends; false when it
+// has ended already.
+func (tx *serverTx) OnTerminate(f sip.FnTxTerminate) bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.state == txTerminated {
+		return false
+	}
+	tx.onEnd = append(tx.onEnd, f)
+	return true
+}
+
+// OnCancel registers f to run when a CANCEL arrives; false when the
+// transaction has ended.
+func (tx *serverTx) OnCancel(f sip.FnTxCancel) bool {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.state == txTerminated {
+		return false
+	}
+	tx.onCancel = append(tx.onCancel, f)
+	return true
+}
+
+func (tx *serverTx) Done() <-chan struct{} { return tx.done }
+
+func (tx *serverTx) Err() error {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	return tx.err
+}
+
+func (tx *serverTx) Acks() <-chan *sip.Request { return tx.acks }
