@@ -77,8 +77,8 @@ func (f *Path) serverTxKey(req *sip.Request, src string, method sip.RequestMetho
 // handler.
 func (f *Path) serveRequest(req *sip.Request, key string, sock udpSocket, info sip.TransportReadProps,
 	handler func(*sip.Request, sip.ServerTransaction)) {
-	tx := &serverTx{f: f, key: key, req: req, invite: req.IsInvite(), local: info.LocalAddr, pc: sock.pc, dst: info.RemoteAddr,
-		done: make(chan struct{}), acks: make(chan *sip.Request, 1)}
+	tx := &serverTx{f: f, key: key, req: req, method: req.Method, invite: req.IsInvite(), local: info.LocalAddr, pc: sock.pc,
+		dst: info.RemoteAddr}
 	if !f.txs.add(tx) {
 		return // cannot happen: the read goroutine looked it up
 	}

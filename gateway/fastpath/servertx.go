@@ -206,37 +206,52 @@ func (e *expiries) expire() {
 type serverTx struct {
 	f      *Path
 	key    string
-	req    *sip.Request
+	method sip.RequestMethod
 	invite bool
 	local  net.Addr // the listener it arrived on (LocalAddr)
 	pc     net.PacketConn
 	dst    net.Addr
 
-	mu       sync.Mutex
-	state    txState
-	last     *sip.Response // Proceeding: the last provisional; Completed, Confirmed: the final
+	mu    sync.Mutex
+	state txState
+	// req is the request while an answer may still be made from it
+	// (Proceeding, and an INVITE's Completed); a finished transaction
+	// keeps only what it resends: an INVITE in Accepted nothing, a BYE
+	// its final answer's bytes (final).
+	req      *sip.Request
+	last     *sip.Response // Proceeding: the last provisional; an INVITE's Completed, Confirmed: the final
+	final    []byte
 	err      error
 	timer    *time.Timer // Completed: G and H; Confirmed: I
 	interval time.Duration
 	giveUp   time.Time // Completed: Timer H; Confirmed: Timer I
 	onCancel []sip.FnTxCancel
 	onEnd    []sip.FnTxTerminate
-	done     chan struct{}
-	acks     chan *sip.Request
+	done     chan struct{}     // made by Done or end, whichever comes first
+	acks     chan *sip.Request // made by Acks or ack, whichever comes first
 }
+
+// closedDone is the Done of a transaction that ended before anyone asked.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 var _ sip.ServerTransaction = (*serverTx)(nil)
 
 // LocalAddr is the address of the listener the INVITE arrived on.
 func (tx *serverTx) LocalAddr() net.Addr { return tx.local }
 
-// send writes res to the transaction's source.
-func (tx *serverTx) send(res *sip.Response) {
+// send writes res to the transaction's source; keep returns a copy of
+// the bytes sent.
+func (tx *serverTx) send(res *sip.Response, keep bool) []byte {
 	buf := tx.f.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	res.StringWrite(buf)
 	tx.f.write(tx.pc, buf.Bytes(), tx.dst)
+	var kept []byte
+	if keep {
+		kept = bytes.Clone(buf.Bytes())
+	}
 	tx.f.bufs.Put(buf)
+	return kept
 }
 
 // Respond sends res: see the package's state rules. It sends under the
@@ -248,10 +263,12 @@ func (tx *serverTx) Respond(res *sip.Response) error {
 	case tx.state == txProceeding && res.IsProvisional():
 		tx.last = res
 	case tx.state == txProceeding && !tx.invite:
-		tx.state, tx.last = txCompleted, res
+		tx.state, tx.last, tx.req = txCompleted, nil, nil
+		tx.final = tx.send(res, true)
 		tx.f.txs.completed.add(tx, sip.Timer_J)
+		return nil
 	case tx.state == txProceeding && res.IsSuccess():
-		tx.state, tx.last = txAccepted, nil
+		tx.state, tx.last, tx.req = txAccepted, nil, nil
 		tx.f.txs.accepted.add(tx, sip.Timer_L)
 	case tx.state == txProceeding:
 		tx.completeLocked(res)
@@ -262,9 +279,9 @@ func (tx *serverTx) Respond(res *sip.Response) error {
 		if err == nil {
 			err = sip.ErrTransactionTerminated
 		}
-		return fmt.Errorf("response %d to %s in transaction state %d: %w", res.StatusCode, tx.req.Method, tx.state, err)
+		return fmt.Errorf("response %d to %s in transaction state %d: %w", res.StatusCode, tx.method, tx.state, err)
 	}
-	tx.send(res)
+	tx.send(res, false)
 	return nil
 }
 
@@ -292,7 +309,7 @@ func (tx *serverTx) onTimer() {
 		tx.timer.Reset(min(tx.interval, time.Until(tx.giveUp)))
 		res := tx.last
 		tx.mu.Unlock()
-		tx.send(res)
+		tx.send(res, false)
 	case txConfirmed:
 		if left := time.Until(tx.giveUp); left > 0 {
 			tx.timer.Reset(left) // G fired as the ACK came
@@ -309,7 +326,7 @@ func (tx *serverTx) onTimer() {
 // retransmission handles the request again.
 func (tx *serverTx) retransmission() {
 	tx.mu.Lock()
-	res := tx.last
+	res, final := tx.last, tx.final
 	switch tx.state {
 	case txProceeding:
 		if res == nil && tx.invite {
@@ -321,8 +338,11 @@ func (tx *serverTx) retransmission() {
 		res = nil // Accepted, Confirmed: absorbed (a BYE's Trying too)
 	}
 	tx.mu.Unlock()
-	if res != nil {
-		tx.send(res)
+	switch {
+	case final != nil:
+		tx.f.write(tx.pc, final, tx.dst)
+	case res != nil:
+		tx.send(res, false)
 	}
 }
 
@@ -336,17 +356,17 @@ func (tx *serverTx) ack(req *sip.Request) {
 	tx.state = txConfirmed
 	tx.giveUp = time.Now().Add(sip.Timer_I)
 	tx.timer.Reset(sip.Timer_I)
-	tx.mu.Unlock()
-	select {
-	case tx.acks <- req:
-	default:
+	if tx.acks == nil {
+		tx.acks = make(chan *sip.Request, 1)
 	}
+	tx.acks <- req // the first ACK: the channel is empty
+	tx.mu.Unlock()
 }
 
 // cancel handles a CANCEL of the INVITE: 200 to it, and 487 to the INVITE
 // while it has no final answer.
 func (tx *serverTx) cancel(req *sip.Request) {
-	tx.send(sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil))
+	tx.send(sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil), false)
 	tx.mu.Lock()
 	if tx.state != txProceeding || !tx.invite {
 		tx.mu.Unlock()
@@ -363,7 +383,7 @@ func (tx *serverTx) cancel(req *sip.Request) {
 	}
 	tx.err = sip.ErrTransactionCanceled
 	tx.completeLocked(res)
-	tx.send(res)
+	tx.send(res, false)
 	fns := tx.onCancel
 	tx.mu.Unlock()
 	for _, fn := range fns {
@@ -378,9 +398,14 @@ func (tx *serverTx) end(err error) {
 		tx.mu.Unlock()
 		return
 	}
-	tx.state, tx.last = txTerminated, nil
+	tx.state, tx.last, tx.req, tx.final = txTerminated, nil, nil, nil
 	if tx.err == nil {
 		tx.err = err
+	}
+	if tx.done == nil {
+		tx.done = closedDone
+	} else {
+		close(tx.done)
 	}
 	if tx.timer != nil {
 		tx.timer.Stop()
@@ -390,7 +415,6 @@ func (tx *serverTx) end(err error) {
 	err = tx.err
 	tx.mu.Unlock()
 	tx.f.txs.remove(tx)
-	close(tx.done)
 	for _, fn := range fns {
 		fn(tx.key, err)
 	}
@@ -434,7 +458,14 @@ func (tx *serverTx) OnCancel(f sip.FnTxCancel) bool {
 	return true
 }
 
-func (tx *serverTx) Done() <-chan struct{} { return tx.done }
+func (tx *serverTx) Done() <-chan struct{} {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.done == nil {
+		tx.done = make(chan struct{})
+	}
+	return tx.done
+}
 
 func (tx *serverTx) Err() error {
 	tx.mu.Lock()
@@ -442,4 +473,11 @@ func (tx *serverTx) Err() error {
 	return tx.err
 }
 
-func (tx *serverTx) Acks() <-chan *sip.Request { return tx.acks }
+func (tx *serverTx) Acks() <-chan *sip.Request {
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	if tx.acks == nil {
+		tx.acks = make(chan *sip.Request, 1)
+	}
+	return tx.acks
+}
