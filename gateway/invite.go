@@ -87,17 +87,18 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 }
 
 // admitInvite is the fast path's Admit (gateway/fastpath): it decides a
-// new UDP INVITE before sipgo makes a transaction of it. A trusted trunk's
+// new UDP INVITE before a transaction is made of it. A trusted trunk's
 // INVITE, or one whose credentials verify, goes on to onInvite; any other
 // gets the registrar's 407 (no or stale credentials), 403 or 400, sent
 // statelessly by the fast path, and leaves nothing behind. Credentials are
-// verified here only, once per transaction: the retransmission of an
-// admitted INVITE is admitted again without a second check (sipgo's
-// transaction absorbs it) until onInvite has taken the admission. While
-// the overload gate sheds (overload.go), an INVITE that would be admitted
-// gets 503 instead; the second result is true for that answer only: its
-// source passed the trust or credential check, so the fast path does not
-// limit it per source like the refusals of unauthenticated requests.
+// verified here only, once per transaction: a retransmission of an
+// admitted INVITE goes to its transaction without asking here, and one
+// that outlived it is admitted again without a second check (onInvite
+// then absorbs it: txretention.go). While the overload gate sheds
+// (overload.go), an INVITE that would be admitted gets 503 instead; the
+// second result is true for that answer only: its source passed the trust
+// or credential check, so the fast path does not limit it per source like
+// the refusals of unauthenticated requests.
 func (s *Server) admitInvite(req *sip.Request, _ string) (*sip.Response, bool) {
 	if res := checkRequest(req); res != nil {
 		// Malformed or unsupported (RFC 3261 §8.2): refused statelessly
@@ -107,7 +108,7 @@ func (s *Server) admitInvite(req *sip.Request, _ string) (*sip.Response, bool) {
 	}
 	key := admittedKey(req)
 	if s.admitted.has(key) {
-		return nil, false // a retransmission: sipgo's transaction absorbs it
+		return nil, false // a retransmission (onInvite absorbs it)
 	}
 	if !s.fromPSTN(req) && !s.fromHQ(req) && !s.fromPool(req) {
 		if _, res := s.reg.AuthorizeCall(req); res != nil {

@@ -11,8 +11,9 @@ import (
 // Overload control for new calls (issue: "past the knee the B2BUA must
 // degrade gracefully: answer 503 early, keep the calls it admitted").
 //
-// What overload looks like here: every admitted INVITE becomes a sipgo
-// transaction and a handler goroutine, and a call costs far more CPU than
+// What overload looks like here: every admitted INVITE becomes a server
+// transaction (the fast path's over UDP, sipgo's over TCP) and a handler
+// goroutine, and a call costs far more CPU than
 // reading and refusing a datagram. When calls arrive faster than the CPU
 // completes them, the handler goroutines queue behind each other, 100
 // Trying goes out late, callers retransmit (T1 = 500 ms), and the
@@ -22,8 +23,8 @@ import (
 //
 // The signal is the queueing delay of admitted INVITEs: the time from the
 // fast path's decision (the socket's read goroutine) to the INVITE
-// handler's start, after sipgo made its transaction and the scheduler ran
-// the goroutine. It is near zero while the CPU keeps up, whatever the
+// handler's start, once the transaction is made and the scheduler ran the
+// goroutine. It is near zero while the CPU keeps up, whatever the
 // rate, and grows only when work queues. The rule is CoDel's (RFC 8289)
 // applied to call setups: when the smallest delay seen during an interval
 // (overloadInterval) is above the target (overloadTarget), the queue did

@@ -25,7 +25,7 @@ import (
 //   - Timer L: a retransmission of an initial UDP INVITE after its
 //     transaction is gone is absorbed by the admitted-INVITE set
 //     (invite.go, 32 s, 16 bytes a call): onInvite ends the new
-//     transaction sipgo made for it without a word, so it never becomes a
+//     transaction made for it without a word, so it never becomes a
 //     second call. A caller retransmits its INVITE only until it has a
 //     provisional answer (the box sends 100 Trying at once), so this is
 //     the lost-100 case.
@@ -54,6 +54,9 @@ import (
 // comes and are not on the path of a call that is answered.
 const retainFinished = 4 * 500 * time.Millisecond
 
+// The fast path's UDP INVITE and BYE server transactions
+// (fastpath/servertx.go) read Timer L and Timer J from the same variables.
+//
 // sipgo reads these package variables when a transaction reaches the state;
 // set once, before any transaction exists (package initialisation).
 func init() {

@@ -10,7 +10,8 @@ import (
 	"github.com/emiago/sipgo/sip"
 )
 
-// INVITE server transactions of our own, for UDP (issue 16 item 1).
+// Server transactions of our own for UDP INVITEs and BYEs (issue 16
+// item 1).
 //
 // sipgo gives every request a goroutine, a context with a 10 s timer, a
 // ServerTx with its state machine, locks and up to five timers (1xx, G,
