@@ -260,6 +260,17 @@ func (f *Path) parse(info sip.TransportReadProps, data []byte, raw *rawHeaders) 
 	return req, true
 }
 
+// parseOr parses a datagram of the INVITE and transaction paths; without
+// a request it returns what the filter returns instead: the datagram for
+// sipgo (see parse), or nil (dropped).
+func (f *Path) parseOr(info sip.TransportReadProps, data []byte) (*sip.Request, []byte) {
+	req, ok := f.parse(info, data, nil)
+	if req == nil && ok {
+		return nil, data
+	}
+	return req, nil
+}
+
 // write sends an answer to where the request came from (RFC 3581: the
 // source address, which is also right for phones behind NAT).
 func (f *Path) write(pc net.PacketConn, b []byte, to net.Addr) {

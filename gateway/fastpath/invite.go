@@ -93,12 +93,9 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 		return data, nil
 	}
 	pc := sock.pc
-	req, ok := f.parse(info, data, nil)
+	req, pass := f.parseOr(info, data)
 	if req == nil {
-		if ok {
-			return data, nil
-		}
-		return nil, nil
+		return pass, nil
 	}
 	src := f.sourceName(info.RemoteAddr)
 	key, keyed := f.serverTxKey(req, src, sip.INVITE)
@@ -146,12 +143,9 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 // a non-2xx answer goes to its transaction and the ACK of a 2xx to the
 // ACK handler; any other ACK goes on to sipgo.
 func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	req, ok := f.parse(info, data, nil)
+	req, pass := f.parseOr(info, data)
 	if req == nil {
-		if ok {
-			return data, nil
-		}
-		return nil, nil
+		return pass, nil
 	}
 	if to := req.To(); to != nil {
 		if tag, _ := to.Params.Get("tag"); len(tag) > len(statelessTagPrefix) && tag[:len(statelessTagPrefix)] == statelessTagPrefix {

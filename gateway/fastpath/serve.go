@@ -10,12 +10,9 @@ import (
 // filterCancel answers the CANCEL of an INVITE whose transaction the path
 // keeps; any other CANCEL goes on to sipgo (whose 481 the gateway sends).
 func (f *Path) filterCancel(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	req, ok := f.parse(info, data, nil)
+	req, pass := f.parseOr(info, data)
 	if req == nil {
-		if ok {
-			return data, nil
-		}
-		return nil, nil
+		return pass, nil
 	}
 	key, keyed := f.serverTxKey(req, f.sourceName(info.RemoteAddr), sip.INVITE)
 	if !keyed {
@@ -36,12 +33,9 @@ func (f *Path) filterBye(info sip.TransportReadProps, data []byte) ([]byte, erro
 	if !ok {
 		return data, nil
 	}
-	req, ok := f.parse(info, data, nil)
+	req, pass := f.parseOr(info, data)
 	if req == nil {
-		if ok {
-			return data, nil
-		}
-		return nil, nil
+		return pass, nil
 	}
 	src := f.sourceName(info.RemoteAddr)
 	key, keyed := f.serverTxKey(req, src, sip.BYE)
