@@ -403,10 +403,9 @@ func (tx *serverTx) end(err error) {
 	if tx.err == nil {
 		tx.err = err
 	}
-	if tx.done == nil {
+	done := tx.done
+	if done == nil {
 		tx.done = closedDone
-	} else {
-		close(tx.done)
 	}
 	if tx.timer != nil {
 		tx.timer.Stop()
@@ -415,7 +414,10 @@ func (tx *serverTx) end(err error) {
 	tx.onEnd, tx.onCancel = nil, nil
 	err = tx.err
 	tx.mu.Unlock()
-	tx.f.txs.remove(tx)
+	tx.f.txs.remove(tx) // before Done: whoever waits on it finds the table without it
+	if done != nil {
+		close(done)
+	}
 	for _, fn := range fns {
 		fn(tx.key, err)
 	}
