@@ -1,5 +1,7 @@
 // Package fastpath answers UDP REGISTER and OPTIONS statelessly, on the
-// socket's read goroutine, before sipgo's transaction layer sees them.
+// socket's read goroutine, before sipgo's transaction layer sees them, and
+// keeps the server transactions of UDP INVITEs and BYEs itself
+// (servertx.go).
 //
 // Why: sipgo keeps every non-INVITE server transaction for Timer J (32 s
 // over UDP) with its request, response, timers and goroutine. At a few

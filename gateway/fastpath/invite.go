@@ -28,17 +28,18 @@ import (
 // the refusal, which marks it as stateless: it is dropped here.
 
 // Admit decides an out-of-dialog INVITE that arrived on the UDP socket
-// named local, on the socket's read goroutine. A nil response lets it go
-// on to sipgo's transaction layer as it is (a trusted trunk, or
-// credentials that verify); a response is the refusal to send statelessly
+// named local, on the socket's read goroutine. A nil response admits it
+// (a trusted trunk, or credentials that verify): it gets the path's
+// transaction and handler (Serve), or goes on to sipgo's transaction
+// layer as it is; a response is the refusal to send statelessly
 // (407, 403, 400, or 503 when the box sheds calls). authenticated says
 // the request's source passed the trust or credential check (the 503 of
 // an overloaded box): its refusal is sent whatever the source's refusal
 // rate, which exists to protect the claimed sources of forged requests.
-// The request's source and transport are set. Admit is called for every
-// retransmission too: it must admit the retransmission of an INVITE it
-// admitted (credentials are verified once; a nonce count is not accepted
-// twice).
+// The request's source and transport are set. Admit may be called for a
+// retransmission too (without Serve, or once the transaction is gone): it
+// must admit the retransmission of an INVITE it admitted (credentials are
+// verified once; a nonce count is not accepted twice).
 type Admit func(req *sip.Request, local string) (res *sip.Response, authenticated bool)
 
 // RefusalRate and RefusalBurst bound the stateless refusals sent to one
