@@ -13,8 +13,8 @@ import (
 //
 // What overload looks like here: every admitted INVITE becomes a server
 // transaction (the fast path's over UDP, sipgo's over TCP) and a handler
-// goroutine, and a call costs far more CPU than
-// reading and refusing a datagram. When calls arrive faster than the CPU
+// goroutine, and a call costs far more CPU than reading and refusing a
+// datagram. When calls arrive faster than the CPU
 // completes them, the handler goroutines queue behind each other, 100
 // Trying goes out late, callers retransmit (T1 = 500 ms), and the
 // retransmissions cost CPU too: the box collapses (half the calls failing

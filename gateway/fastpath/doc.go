@@ -52,6 +52,7 @@
 // CANCELs and ACKs are matched to them; the ACK of a 2xx goes to the
 // gateway's handler without any transaction. TCP requests, other
 // in-dialog requests and every other method still go through sipgo's
-// transaction layer: the fast path returns them untouched. It drops, and counts by kind (Drops), datagrams that are not
-// SIP or do not parse, refusals over the rate, and stateless ACKs.
+// transaction layer: the fast path returns them untouched. It drops, and
+// counts by kind (Drops), datagrams that are not SIP or do not parse,
+// refusals over the rate, and stateless ACKs.
 package fastpath

@@ -168,10 +168,10 @@ var (
 
 // Filter is sipgo's TransportReadFilter: it answers UDP REGISTER and
 // OPTIONS itself, refuses unauthenticated INVITEs statelessly and absorbs
-// the ACKs of those refusals, runs the server transactions of the INVITEs
-// it admits, with their CANCELs and ACKs, and of BYEs, and passes on the
-// ACKs of 2xx responses when Serve was called (returning nil so sipgo skips the datagram), and
-// passes everything else on.
+// the ACKs of those refusals, and, when Serve was called, runs the server
+// transactions of the INVITEs it admits (with their CANCELs and ACKs) and
+// of BYEs and hands on the ACKs of 2xx responses (returning nil so sipgo
+// skips the datagram); it passes everything else on.
 func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) {
 	if info.Transport != "UDP" {
 		return data, nil
@@ -269,6 +269,33 @@ func (f *Path) parseOr(info sip.TransportReadProps, data []byte) (*sip.Request, 
 		return nil, data
 	}
 	return req, nil
+}
+
+// requestOn parses a datagram that arrived on one of the published
+// sockets, which it returns too; without a request it returns what the
+// filter returns instead (parseOr; the datagram when the socket is not
+// published).
+func (f *Path) requestOn(info sip.TransportReadProps, data []byte) (udpSocket, *sip.Request, []byte) {
+	sock, ok := (*f.sockets.Load())[info.LocalAddr]
+	if !ok {
+		return sock, nil, data
+	}
+	req, pass := f.parseOr(info, data)
+	return sock, req, pass
+}
+
+// writeResponse serializes res and sends it to to; keep returns a copy of
+// the bytes sent.
+func (f *Path) writeResponse(pc net.PacketConn, res *sip.Response, to net.Addr, keep bool) []byte {
+	buf := f.bufs.Get().(*bytes.Buffer)
+	defer f.bufs.Put(buf)
+	buf.Reset()
+	res.StringWrite(buf)
+	f.write(pc, buf.Bytes(), to)
+	if keep {
+		return bytes.Clone(buf.Bytes())
+	}
+	return nil
 }
 
 // write sends an answer to where the request came from (RFC 3581: the

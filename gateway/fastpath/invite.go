@@ -1,7 +1,6 @@
 package fastpath
 
 import (
-	"bytes"
 	"encoding/hex"
 	"hash/fnv"
 	"math"
@@ -89,12 +88,7 @@ func statelessTag(req *sip.Request) string {
 
 // filterInvite admits or refuses a UDP INVITE (see Admit).
 func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	sock, ok := (*f.sockets.Load())[info.LocalAddr]
-	if !ok {
-		return data, nil
-	}
-	pc := sock.pc
-	req, pass := f.parseOr(info, data)
+	sock, req, pass := f.requestOn(info, data)
 	if req == nil {
 		return pass, nil
 	}
@@ -108,35 +102,31 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 	}
 	req.SetSource(src)
 	req.SetTransport("UDP")
-	if to := req.To(); to != nil && to.Params.Has("tag") {
-		// re-INVITE: the dialog authorises it
-		if keyed {
-			f.serveRequest(req, key, sock, info, f.serve.Invite)
+	// A re-INVITE is not admitted here: its dialog authorises it.
+	if to := req.To(); to == nil || !to.Params.Has("tag") {
+		if res, authenticated := f.admit(req, sock.name); res != nil {
+			f.refuse(sock.pc, info, req, res, authenticated)
 			return nil, nil
 		}
+	}
+	if !keyed {
 		return data, nil
 	}
-	res, authenticated := f.admit(req, sock.name)
-	if res == nil {
-		if keyed {
-			f.serveRequest(req, key, sock, info, f.serve.Invite)
-			return nil, nil
-		}
-		return data, nil
-	}
+	f.serveRequest(req, key, sock, info, f.serve.Invite)
+	return nil, nil
+}
+
+// refuse sends the stateless refusal res of req, within the source's
+// refusal rate unless its source is authenticated.
+func (f *Path) refuse(pc net.PacketConn, info sip.TransportReadProps, req *sip.Request, res *sip.Response, authenticated bool) {
 	if !authenticated && !f.refusal.allow(addrOf(info.RemoteAddr)) {
 		f.drops[kindRateLimited].Add(1)
-		return nil, nil
+		return
 	}
 	if to := res.To(); to != nil {
 		to.Params.Add("tag", statelessTag(req))
 	}
-	buf := f.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	res.StringWrite(buf)
-	f.write(pc, buf.Bytes(), info.RemoteAddr)
-	f.bufs.Put(buf)
-	return nil, nil
+	f.writeResponse(pc, res, info.RemoteAddr, false)
 }
 
 // filterAck drops the ACK of a stateless refusal (its To tag is ours,

@@ -29,11 +29,7 @@ func (f *Path) filterCancel(info sip.TransportReadProps, data []byte) ([]byte, e
 // filterBye runs a BYE's transaction: a new one goes to the handler, a
 // retransmission to its transaction.
 func (f *Path) filterBye(info sip.TransportReadProps, data []byte) ([]byte, error) {
-	sock, ok := (*f.sockets.Load())[info.LocalAddr]
-	if !ok {
-		return data, nil
-	}
-	req, pass := f.parseOr(info, data)
+	sock, req, pass := f.requestOn(info, data)
 	if req == nil {
 		return pass, nil
 	}
@@ -71,7 +67,7 @@ func (f *Path) serverTxKey(req *sip.Request, src string, method sip.RequestMetho
 // handler.
 func (f *Path) serveRequest(req *sip.Request, key string, sock udpSocket, info sip.TransportReadProps,
 	handler func(*sip.Request, sip.ServerTransaction)) {
-	tx := &serverTx{f: f, key: key, req: req, method: req.Method, invite: req.IsInvite(), local: info.LocalAddr, pc: sock.pc,
+	tx := &serverTx{f: f, key: key, req: req, method: req.Method, local: info.LocalAddr, pc: sock.pc,
 		dst: info.RemoteAddr}
 	if !f.txs.add(tx) {
 		return // cannot happen: the read goroutine looked it up

@@ -1,7 +1,6 @@
 package fastpath
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"sync"
@@ -138,7 +137,7 @@ func (t *serverTxs) remove(tx *serverTx) {
 	t.mu.Unlock()
 }
 
-// Len is how many transactions are kept (tests, metrics).
+// len is how many transactions are kept (tests).
 func (t *serverTxs) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -209,7 +208,6 @@ type serverTx struct {
 	f      *Path
 	key    string
 	method sip.RequestMethod
-	invite bool
 	local  net.Addr // the listener it arrived on (LocalAddr)
 	pc     net.PacketConn
 	dst    net.Addr
@@ -238,22 +236,16 @@ var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 var _ sip.ServerTransaction = (*serverTx)(nil)
 
+// invite: an INVITE transaction (else a BYE's).
+func (tx *serverTx) invite() bool { return tx.method == sip.INVITE }
+
 // LocalAddr is the address of the listener the INVITE arrived on.
 func (tx *serverTx) LocalAddr() net.Addr { return tx.local }
 
 // send writes res to the transaction's source; keep returns a copy of
 // the bytes sent.
 func (tx *serverTx) send(res *sip.Response, keep bool) []byte {
-	buf := tx.f.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	res.StringWrite(buf)
-	tx.f.write(tx.pc, buf.Bytes(), tx.dst)
-	var kept []byte
-	if keep {
-		kept = bytes.Clone(buf.Bytes())
-	}
-	tx.f.bufs.Put(buf)
-	return kept
+	return tx.f.writeResponse(tx.pc, res, tx.dst, keep)
 }
 
 // Respond sends res: see the package's state rules. It sends under the
@@ -264,7 +256,7 @@ func (tx *serverTx) Respond(res *sip.Response) error {
 	switch {
 	case tx.state == txProceeding && res.IsProvisional():
 		tx.last = res
-	case tx.state == txProceeding && !tx.invite:
+	case tx.state == txProceeding && !tx.invite():
 		tx.state, tx.last, tx.req = txCompleted, nil, nil
 		tx.final = tx.send(res, true)
 		tx.f.txs.completed.add(tx, sip.Timer_J)
@@ -331,7 +323,7 @@ func (tx *serverTx) retransmission() {
 	res, final := tx.last, tx.final
 	switch tx.state {
 	case txProceeding:
-		if res == nil && tx.invite {
+		if res == nil && tx.invite() {
 			res = sip.NewResponseFromRequest(tx.req, sip.StatusTrying, "Trying", nil)
 			tx.last = res
 		}
@@ -351,7 +343,7 @@ func (tx *serverTx) retransmission() {
 // ack handles the ACK of the final non-2xx answer.
 func (tx *serverTx) ack(req *sip.Request) {
 	tx.mu.Lock()
-	if tx.state != txCompleted || !tx.invite {
+	if tx.state != txCompleted || !tx.invite() {
 		tx.mu.Unlock()
 		return // a retransmitted ACK, or a stray one
 	}
@@ -370,7 +362,7 @@ func (tx *serverTx) ack(req *sip.Request) {
 func (tx *serverTx) cancel(req *sip.Request) {
 	tx.send(sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil), false)
 	tx.mu.Lock()
-	if tx.state != txProceeding || !tx.invite {
+	if tx.state != txProceeding || !tx.invite() {
 		tx.mu.Unlock()
 		return
 	}
