@@ -66,7 +66,7 @@ func run() int {
 	// SIP transactions kept for retransmissions dominate it under load);
 	// measured in bench/RESULTS.md. GOGC in the environment still wins.
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(200)
+		debug.SetGCPercent(gcQuietPercent) // gcpace.go raises it while busy
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		if l := defaultMemLimit(); l > 0 {
@@ -86,6 +86,9 @@ func run() int {
 	trimCtx, stopTrim := context.WithCancel(ctx)
 	var trim sync.WaitGroup
 	trim.Go(func() { trimMemory(trimCtx) })
+	if pacesGC() {
+		trim.Go(func() { paceGC(trimCtx) })
+	}
 	err = appliance.Run(ctx, opts)
 	stopTrim()
 	trim.Wait()

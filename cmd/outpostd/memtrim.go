@@ -56,11 +56,7 @@ func (m *memTrimmer) window(allocated uint64) bool {
 
 // trimMemory runs the trimmer until ctx ends.
 func trimMemory(ctx context.Context) {
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	allocs := func() uint64 {
-		metrics.Read(sample)
-		return sample[0].Value.Uint64()
-	}
+	allocs := heapAllocs()
 	m := memTrimmer{quiet: -1}
 	t := time.NewTicker(trimWindow)
 	defer t.Stop()
@@ -76,5 +72,15 @@ func trimMemory(ctx context.Context) {
 			}
 			last = now
 		}
+	}
+}
+
+// heapAllocs returns a reader of the bytes allocated on the heap since the
+// process started.
+func heapAllocs() func() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	return func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
 	}
 }

@@ -619,7 +619,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 	d, ok := route(number)
 
 	c := newCall(b, set)
-	c.a, c.aTx, c.aReq, c.d, c.arrived, c.laddr, c.contact, c.key = a, tx, req, d, arrived, laddr, contact, a.ID
+	c.a, c.aTx, c.aReq, c.d, c.arrived, c.laddr, c.contact, c.key = a, tx, a.InviteRequest, d, arrived, laddr, contact, a.ID
 	c.trusted = trusted
 	if hasOption(req, "100rel", "Require") {
 		c.rel = newUASReliable() // RFC 3262 §3: the caller requires reliable provisionals

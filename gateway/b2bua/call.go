@@ -25,7 +25,9 @@ type call struct {
 	// trusted: the caller is a local user (see party.trusted)
 	trusted bool
 
-	// The A leg's INVITE; nil for bridges made by a transfer.
+	// The A leg's INVITE; nil for bridges made by a transfer. aReq is the
+	// dialog's copy (a.InviteRequest, with our To tag), not the request as
+	// parsed: a call up holds one copy of its INVITE, not two.
 	a       *sipgo.DialogServerSession
 	aTx     sip.ServerTransaction
 	aReq    *sip.Request
@@ -53,6 +55,7 @@ type call struct {
 	acking    []*exchange // exchanges that only wait for their ACK
 	xfer      *party      // the transferor while a transfer of this call runs
 	cdr       CDR
+	keepTimer *time.Timer // the keep-alive (startKeepalive)
 
 	life context.Context    // ends with the call
 	kill context.CancelFunc // ends life
@@ -480,8 +483,7 @@ func (c *call) answer(l *leg) bool {
 		pb.startSession()
 	}
 	if !ended && c.set.cfg.KeepAlive > 0 {
-		c.b.inflight.Add(1)
-		go c.keepalive()
+		c.startKeepalive()
 	}
 	return true
 }
@@ -560,6 +562,9 @@ func (c *call) end(disp Disposition, by string) {
 	}
 	c.ended = true
 	c.kill()
+	if c.keepTimer != nil && c.keepTimer.Stop() {
+		c.b.inflight.Add(-1) // stopped before it fired: done (see startKeepalive)
+	}
 	parties := c.parties
 	anchor := c.anchor
 	c.anchor = nil
@@ -618,51 +623,73 @@ func (c *call) media() Anchor {
 	return c.anchor
 }
 
-// keepalive probes both parties with in-dialog OPTIONS every
-// Config.KeepAlive; 408, 481 or no response ends the call as dead. It
-// runs beside the RFC 4028 session timers (sessiontimer.go): an
-// in-dialog OPTIONS (RFC 3261 §11) works with any UA, timer or not.
+// startKeepalive arms the call's keep-alive: in-dialog OPTIONS to both
+// parties every Config.KeepAlive; 408, 481 or no response ends the call as
+// dead. It runs beside the RFC 4028 session timers (sessiontimer.go): an
+// in-dialog OPTIONS (RFC 3261 §11) works with any UA, timer or not. A
+// timer, not a goroutine a call (see startSession). It counts in inflight
+// until it has stopped for good: stopped pending by end, or seeing the
+// call ended when it fires.
+func (c *call) startKeepalive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended || c.keepTimer != nil {
+		return
+	}
+	c.b.inflight.Add(1)
+	c.keepTimer = time.AfterFunc(c.set.cfg.KeepAlive, c.keepalive)
+}
+
+// keepalive is one round of probes, then the next round is armed.
 func (c *call) keepalive() {
-	defer c.b.inflight.Add(-1)
-	iv := c.set.cfg.KeepAlive
-	timeout := min(iv, 64*sip.T1)
-	t := time.NewTicker(iv)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.life.Done():
-			return
-		case <-t.C:
-		}
+	if c.probe() {
 		c.mu.Lock()
-		parties := c.parties
-		c.mu.Unlock()
-		dead := make(chan string, len(parties))
-		var wg sync.WaitGroup
-		for _, p := range parties {
-			if p == nil || !p.in(c) {
-				continue
-			}
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(c.life, timeout)
-				defer cancel()
-				res, err := p.do(ctx, p.newRequest(sip.OPTIONS))
-				switch {
-				case c.life.Err() != nil:
-				case err != nil:
-					dead <- p.name + ": no response"
-				case res.StatusCode == 408 || res.StatusCode == 481:
-					dead <- p.name + ": " + res.StartLine()
-				}
-			})
-		}
-		wg.Wait()
-		select {
-		case why := <-dead:
-			c.b.log.Info("b2bua: dead call ended", "call", c.info.ID, "why", why)
-			c.end(Dead, BySystem)
+		if !c.ended {
+			c.keepTimer.Reset(c.set.cfg.KeepAlive)
+			c.mu.Unlock()
 			return
-		default:
 		}
+		c.mu.Unlock()
+	}
+	c.b.inflight.Add(-1)
+}
+
+// probe sends one OPTIONS to each party still in the call and reports
+// whether the call goes on (it ends the call as dead when a party is).
+func (c *call) probe() bool {
+	if c.life.Err() != nil {
+		return false
+	}
+	timeout := min(c.set.cfg.KeepAlive, 64*sip.T1)
+	c.mu.Lock()
+	parties := c.parties
+	c.mu.Unlock()
+	dead := make(chan string, len(parties))
+	var wg sync.WaitGroup
+	for _, p := range parties {
+		if p == nil || !p.in(c) {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(c.life, timeout)
+			defer cancel()
+			res, err := p.do(ctx, p.newRequest(sip.OPTIONS))
+			switch {
+			case c.life.Err() != nil:
+			case err != nil:
+				dead <- p.name + ": no response"
+			case res.StatusCode == 408 || res.StatusCode == 481:
+				dead <- p.name + ": " + res.StartLine()
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case why := <-dead:
+		c.b.log.Info("b2bua: dead call ended", "call", c.info.ID, "why", why)
+		c.end(Dead, BySystem)
+		return false
+	default:
+		return c.life.Err() == nil
 	}
 }

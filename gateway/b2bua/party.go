@@ -73,10 +73,7 @@ type party struct {
 	lastAck    *sip.Request      // our last ACK to a re-INVITE 2xx, re-sent on its retransmissions
 	se         sessionState      // RFC 4028 session timer (sessiontimer.go)
 
-	// life ends when the party is gone (BYE sent or received): it stops
-	// the party's session timer.
-	life context.Context
-	kill context.CancelFunc
+	seTimer *time.Timer // the session timer (sessiontimer.go); stopped when the party goes
 
 	// onBye, for a dialog outside any bridge (a media connection on a
 	// remote MSR, msranchor.go), is called when the other side ends it.
@@ -242,8 +239,8 @@ func (p *party) bye() {
 		return
 	}
 	p.gone = true
+	p.stopSessionLocked()
 	p.mu.Unlock()
-	p.kill()
 	select {
 	case <-p.confirmed:
 	case <-time.After(64 * sip.T1):
@@ -390,7 +387,6 @@ func retransmit(send func() error, done, stop <-chan struct{}) bool {
 func newCallerParty(b *B2BUA, req *sip.Request, a *sipgo.DialogServerSession, arrived *sip.Addr, contact sip.Uri) *party {
 	p := &party{b: b, transport: req.Transport(), laddr: arrived, contact: contact, dest: req.Source(), srv: a,
 		confirmed: make(chan struct{})}
-	p.life, p.kill = context.WithCancel(context.Background())
 	if h := req.CallID(); h != nil {
 		p.callID = h.Value()
 	}
@@ -427,7 +423,6 @@ func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
 	req, res := s.InviteRequest, s.InviteResponse
 	p := &party{b: b, transport: l.t.transport, laddr: laddr, contact: contact, dest: res.Source(), cli: s, name: l.t.name(),
 		confirmed: make(chan struct{})}
-	p.life, p.kill = context.WithCancel(context.Background())
 	p.callID = req.CallID().Value()
 	p.local = *req.From()
 	p.local.Params = req.From().Params.Clone()

@@ -44,7 +44,8 @@ type sessionState struct {
 	weRefresh bool      // the box refreshes; otherwise the party does and the box watches
 	update    bool      // the party accepts UPDATE: refreshes go without SDP
 	last      time.Time // last refresh (either way)
-	running   bool      // the party's timer goroutine was started
+	retryAt   time.Time // a refresh that could not run is tried again then
+	running   bool      // the party's timer was armed (seTimer)
 }
 
 // sessionExpires reads a Session-Expires header ("x" compact): its
@@ -231,8 +232,8 @@ func (p *party) answerSessionHeaders(req *sip.Request) []sip.Header {
 	return hs
 }
 
-// setSession gives the party its session timer and starts the timer's
-// goroutine when it has none yet.
+// setSession gives the party its session timer and arms it when it is
+// not yet.
 func (p *party) setSession(st sessionState) {
 	p.mu.Lock()
 	st.running = p.se.running
@@ -241,19 +242,45 @@ func (p *party) setSession(st sessionState) {
 	p.startSession()
 }
 
-// startSession starts the party's session timer goroutine once, when the
-// dialog has a timer (the call is up: its 2xx was ACKed).
+// startSession arms the party's session timer once, when the dialog has
+// a timer (the call is up: its 2xx was ACKed). A timer rather than a
+// goroutine a party: at 1,000 calls up, 2,000 goroutines parked for half
+// an hour were two thirds of the box's goroutines, their stacks a fifth
+// of its memory under load, and the collector scanned them all each cycle
+// (bench/RESULTS.md, issue 16 item 1). The timer counts in inflight from
+// here until it has stopped for good (see sessionTimerDone).
 func (p *party) startSession() {
 	p.mu.Lock()
-	start := !p.se.running && p.se.interval > 0 && !p.gone
-	if start {
-		p.se.running = true
-		p.se.last = time.Now()
+	defer p.mu.Unlock()
+	if p.se.running || p.se.interval == 0 || p.gone {
+		return
 	}
-	p.mu.Unlock()
-	if start {
-		p.b.inflight.Add(1)
-		go p.runSessionTimer()
+	p.se.running = true
+	p.se.last = time.Now()
+	p.b.inflight.Add(1)
+	p.seTimer = time.AfterFunc(time.Until(p.se.due()), p.onSessionTimer)
+}
+
+// due is when the timer must act: the refresh at half the interval when
+// the box refreshes (or the retry after a refresh that could not run),
+// else the expiry check a little before the interval ends.
+func (st sessionState) due() time.Time {
+	iv := sessionSeconds(st.interval)
+	if st.weRefresh {
+		if due := st.last.Add(iv / 2); due.After(st.retryAt) {
+			return due
+		}
+		return st.retryAt
+	}
+	return st.last.Add(iv - min(sessionSeconds(32), iv/3))
+}
+
+// stopSessionLocked stops the party's session timer as the party goes
+// (p.mu held, p.gone set): a timer stopped before it fired is done here;
+// one firing now sees the party gone and is done there.
+func (p *party) stopSessionLocked() {
+	if p.seTimer != nil && p.seTimer.Stop() {
+		p.b.inflight.Add(-1)
 	}
 }
 
@@ -285,62 +312,56 @@ func (p *party) refreshedOut(res *sip.Response) {
 	}
 }
 
-// runSessionTimer refreshes the party's session at half the interval when
-// the box is the refresher, and otherwise ends its call when the party's
-// refresh does not come before the session expires (RFC 4028 §10: BYE
-// slightly before, by the smaller of 32 s and a third of the interval).
-// It ends when the party is gone.
-func (p *party) runSessionTimer() {
-	defer p.b.inflight.Add(-1)
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	var retryAt time.Time // after a refresh that could not run
+// onSessionTimer is the session timer firing (RFC 4028 §10): it
+// refreshes the session when the box is the refresher, ends the call when
+// the party let it expire, and re-arms itself for the next due time.
+func (p *party) onSessionTimer() {
 	for {
 		p.mu.Lock()
 		st, gone := p.se, p.gone
-		p.mu.Unlock()
 		if gone || st.interval == 0 {
+			p.mu.Unlock()
+			p.b.inflight.Add(-1)
 			return
 		}
-		iv := sessionSeconds(st.interval)
-		expiry := st.last.Add(iv - min(sessionSeconds(32), iv/3))
-		due := expiry
-		if st.weRefresh {
-			due = st.last.Add(iv / 2)
-			if retryAt.After(due) {
-				due = retryAt
-			}
+		if d := time.Until(st.due()); d > 0 {
+			p.seTimer.Reset(d)
+			p.mu.Unlock()
+			return
 		}
-		if d := time.Until(due); d > 0 {
-			t.Reset(d)
-			select {
-			case <-p.life.Done():
-				return
-			case <-t.C:
-			}
-			continue
-		}
+		p.mu.Unlock()
 		c, _ := p.bridge()
 		if c == nil {
+			p.b.inflight.Add(-1)
 			return
 		}
-		if st.weRefresh && time.Now().Before(st.last.Add(iv)) {
+		if st.weRefresh && time.Now().Before(st.last.Add(sessionSeconds(st.interval))) {
 			switch p.refreshSession(c) {
 			case refreshDone:
-				retryAt = time.Time{}
+				p.setRetry(time.Time{})
 			case refreshLater:
-				retryAt = time.Now().Add(sessionSeconds(2))
+				p.setRetry(time.Now().Add(sessionSeconds(2)))
 			case refreshDead:
 				p.b.log.Info("b2bua: session refresh failed: call ended", "call", c.info.ID, "party", p.name)
 				c.end(Dead, BySystem)
+				p.b.inflight.Add(-1)
 				return
 			}
 			continue
 		}
 		p.b.log.Info("b2bua: session expired: call ended", "call", c.info.ID, "party", p.name, "interval", st.interval)
 		c.end(Dead, BySystem)
+		p.b.inflight.Add(-1)
 		return
 	}
+}
+
+// setRetry sets when a refresh that could not run is tried again (zero:
+// after a refresh, at the usual time).
+func (p *party) setRetry(at time.Time) {
+	p.mu.Lock()
+	p.se.retryAt = at
+	p.mu.Unlock()
 }
 
 type refreshOutcome int

@@ -135,8 +135,8 @@ func (p *party) isGone() bool {
 func (p *party) leave() {
 	p.mu.Lock()
 	p.gone = true
+	p.stopSessionLocked()
 	p.mu.Unlock()
-	p.kill()
 	p.b.forget(p)
 }
 
@@ -302,8 +302,7 @@ func (c *call) up() {
 		}
 	}
 	if !ended && c.set.cfg.KeepAlive > 0 {
-		c.b.inflight.Add(1)
-		go c.keepalive()
+		c.startKeepalive()
 	}
 }
 
