@@ -235,9 +235,11 @@
 // Ownership: OnInvite's goroutine (a sipgo handler) owns the call until
 // the A leg has its final response; B legs still owing their last event
 // (a CANCEL waiting for its 487) are drained by a goroutine of their own.
-// An answered call then lives in the B2BUA's maps, with one keep-alive
-// goroutine, and is ended by whichever handler or timer ends it (end runs
-// once). Every goroutine is counted in inflight and ends with its call.
+// An answered call then lives in the B2BUA's maps with no goroutine of
+// its own: its keep-alive and its parties' session timers are timers
+// (time.AfterFunc) whose function runs only when due, and it is ended by
+// whichever handler or timer ends it (end runs once). Every goroutine and
+// armed timer is counted in inflight and ends with its call.
 //
 // Socket choice: B-leg UDP requests to a registered phone are pinned
 // (sip.Request.Laddr) to the listener its REGISTER arrived on
