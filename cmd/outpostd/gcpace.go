@@ -58,22 +58,11 @@ func pacesGC() bool {
 
 // paceGC runs the pacer until ctx ends, and leaves GOGC at its quiet value.
 func paceGC(ctx context.Context) {
-	allocs := heapAllocs()
-	var p gcPacer
-	t := time.NewTicker(gcPaceWindow)
-	defer t.Stop()
 	defer debug.SetGCPercent(gcQuietPercent)
-	last := allocs()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			now := allocs()
-			if percent, changed := p.window(now - last); changed {
-				debug.SetGCPercent(percent)
-			}
-			last = now
+	var p gcPacer
+	perWindow(ctx, gcPaceWindow, func(allocated uint64) {
+		if percent, changed := p.window(allocated); changed {
+			debug.SetGCPercent(percent)
 		}
-	}
+	})
 }

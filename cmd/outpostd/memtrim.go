@@ -56,9 +56,23 @@ func (m *memTrimmer) window(allocated uint64) bool {
 
 // trimMemory runs the trimmer until ctx ends.
 func trimMemory(ctx context.Context) {
-	allocs := heapAllocs()
 	m := memTrimmer{quiet: -1}
-	t := time.NewTicker(trimWindow)
+	perWindow(ctx, trimWindow, func(allocated uint64) {
+		if m.window(allocated) {
+			debug.FreeOSMemory()
+		}
+	})
+}
+
+// perWindow calls f with the bytes allocated on the heap during each
+// window of d, until ctx ends.
+func perWindow(ctx context.Context, d time.Duration, f func(allocated uint64)) {
+	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	allocs := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	t := time.NewTicker(d)
 	defer t.Stop()
 	last := allocs()
 	for {
@@ -67,20 +81,8 @@ func trimMemory(ctx context.Context) {
 			return
 		case <-t.C:
 			now := allocs()
-			if m.window(now - last) {
-				debug.FreeOSMemory()
-			}
+			f(now - last)
 			last = now
 		}
-	}
-}
-
-// heapAllocs returns a reader of the bytes allocated on the heap since the
-// process started.
-func heapAllocs() func() uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	return func() uint64 {
-		metrics.Read(sample)
-		return sample[0].Value.Uint64()
 	}
 }
