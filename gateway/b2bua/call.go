@@ -690,6 +690,6 @@ func (c *call) probe() bool {
 		c.end(Dead, BySystem)
 		return false
 	default:
-		return c.life.Err() == nil
+		return true // keepalive re-arms unless the call ended meanwhile
 	}
 }

@@ -45,7 +45,6 @@ type sessionState struct {
 	update    bool      // the party accepts UPDATE: refreshes go without SDP
 	last      time.Time // last refresh (either way)
 	retryAt   time.Time // a refresh that could not run is tried again then
-	running   bool      // the party's timer was armed (seTimer)
 }
 
 // sessionExpires reads a Session-Expires header ("x" compact): its
@@ -236,7 +235,6 @@ func (p *party) answerSessionHeaders(req *sip.Request) []sip.Header {
 // not yet.
 func (p *party) setSession(st sessionState) {
 	p.mu.Lock()
-	st.running = p.se.running
 	p.se = st
 	p.mu.Unlock()
 	p.startSession()
@@ -252,10 +250,9 @@ func (p *party) setSession(st sessionState) {
 func (p *party) startSession() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.se.running || p.se.interval == 0 || p.gone {
+	if p.seTimer != nil || p.se.interval == 0 || p.gone {
 		return
 	}
-	p.se.running = true
 	p.se.last = time.Now()
 	p.b.inflight.Add(1)
 	p.seTimer = time.AfterFunc(time.Until(p.se.due()), p.onSessionTimer)
@@ -312,28 +309,34 @@ func (p *party) refreshedOut(res *sip.Response) {
 	}
 }
 
-// onSessionTimer is the session timer firing (RFC 4028 §10): it
-// refreshes the session when the box is the refresher, ends the call when
-// the party let it expire, and re-arms itself for the next due time.
+// onSessionTimer is the session timer firing (RFC 4028 §10); once it is
+// not armed again, it is done (inflight).
 func (p *party) onSessionTimer() {
+	if !p.sessionTick() {
+		p.b.inflight.Add(-1)
+	}
+}
+
+// sessionTick refreshes the session when the box is the refresher and it
+// is due, ends the call when the party let it expire, and otherwise
+// re-arms the timer for the next due time, which it reports.
+func (p *party) sessionTick() (armed bool) {
 	for {
 		p.mu.Lock()
 		st, gone := p.se, p.gone
 		if gone || st.interval == 0 {
 			p.mu.Unlock()
-			p.b.inflight.Add(-1)
-			return
+			return false
 		}
 		if d := time.Until(st.due()); d > 0 {
 			p.seTimer.Reset(d)
 			p.mu.Unlock()
-			return
+			return true
 		}
 		p.mu.Unlock()
 		c, _ := p.bridge()
 		if c == nil {
-			p.b.inflight.Add(-1)
-			return
+			return false
 		}
 		if st.weRefresh && time.Now().Before(st.last.Add(sessionSeconds(st.interval))) {
 			switch p.refreshSession(c) {
@@ -344,15 +347,13 @@ func (p *party) onSessionTimer() {
 			case refreshDead:
 				p.b.log.Info("b2bua: session refresh failed: call ended", "call", c.info.ID, "party", p.name)
 				c.end(Dead, BySystem)
-				p.b.inflight.Add(-1)
-				return
+				return false
 			}
 			continue
 		}
 		p.b.log.Info("b2bua: session expired: call ended", "call", c.info.ID, "party", p.name, "interval", st.interval)
 		c.end(Dead, BySystem)
-		p.b.inflight.Add(-1)
-		return
+		return false
 	}
 }
 
