@@ -226,6 +226,7 @@ type B2BUA struct {
 	loops   map[string]*call  // loop tokens of active calls
 	merged  map[string]*call  // mergeKey of initial INVITEs being set up
 	drain   drain             // see drain.go
+	ending  int               // calls unlisted whose end (BYEs, CDR) still runs
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.
@@ -366,7 +367,10 @@ func (b *B2BUA) addCall(c *call) {
 	b.mu.Unlock()
 }
 
-// removeCall forgets a call; its parties are forgotten as they leave.
+// removeCall forgets a call; its parties are forgotten as they leave. A
+// drain waits on for it until endDone: the call is over for the box once
+// its BYEs are answered and its CDR is out, not when it leaves the list
+// (a box that stopped there would cut the last 200 to BYE, or the BYE).
 func (b *B2BUA) removeCall(c *call) {
 	b.mu.Lock()
 	if b.calls[c.key] == c {
@@ -375,7 +379,6 @@ func (b *B2BUA) removeCall(c *call) {
 	if b.loops[c.token] == c {
 		delete(b.loops, c.token)
 	}
-	b.closeIdleLocked()
 	b.mu.Unlock()
 }
 

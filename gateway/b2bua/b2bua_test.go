@@ -290,6 +290,8 @@ type phone struct {
 	resend2xx chan struct{}
 	// optionsCode answers in-dialog OPTIONS; 0 = no answer at all.
 	optionsCode atomic.Int32
+	// beforeBye, when set (under mu), runs before a BYE is answered.
+	beforeBye func(*sip.Request)
 	busy        atomic.Int64 // INVITE handlers running (serve waits for 0)
 	// o= of answerMirror's answers (under mu): the phone's own session
 	sdpUser string
@@ -383,6 +385,12 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		_ = p.dsc.ReadAck(req, tx)
 	})
 	srv.OnBye(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.mu.Lock()
+		before := p.beforeBye
+		p.mu.Unlock()
+		if before != nil {
+			before(req)
+		}
 		if err := p.dsc.ReadBye(req, tx); err == nil {
 			p.byes <- req
 			return

@@ -578,6 +578,8 @@ func (c *call) end(disp Disposition, by string) {
 	c.cdr.End = time.Now()
 	cdr := c.cdr
 	c.mu.Unlock()
+	c.b.endStarts()
+	defer c.b.endDone()
 	c.b.removeCall(c)
 	if anchor != nil {
 		anchor.Close()

@@ -59,7 +59,7 @@ func (b *B2BUA) WaitIdle(ctx context.Context) error {
 
 // closeIdleLocked signals WaitIdle once no call is left. Caller holds mu.
 func (b *B2BUA) closeIdleLocked() {
-	if b.drain.idle == nil || len(b.calls) > 0 {
+	if b.drain.idle == nil || len(b.calls) > 0 || b.ending > 0 {
 		return
 	}
 	select {
@@ -67,6 +67,20 @@ func (b *B2BUA) closeIdleLocked() {
 	default:
 		close(b.drain.idle)
 	}
+}
+
+// endStarts and endDone bracket a call's end (see removeCall).
+func (b *B2BUA) endStarts() {
+	b.mu.Lock()
+	b.ending++
+	b.mu.Unlock()
+}
+
+func (b *B2BUA) endDone() {
+	b.mu.Lock()
+	b.ending--
+	b.closeIdleLocked()
+	b.mu.Unlock()
 }
 
 // refuseWhileDraining answers a new INVITE 503 while draining; it reports

@@ -2,6 +2,7 @@ package b2bua
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,4 +77,63 @@ func TestDrain(t *testing.T) {
 	}
 	recv(t, b.byes, "BYE at B")
 	e.noCalls()
+}
+
+// TestDrainWaitsForTheEnd: a drained box stops once WaitIdle returns, so it
+// must not return while the last call is still ending: the caller's BYE
+// has had its 200 and the callee's BYE its answer before the box is idle.
+func TestDrainWaitsForTheEnd(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	b := newPhone(t, "1002", answerNow)
+	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	held, hold := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release) // a failed test must not leave B's handler blocked
+	b.mu.Lock()
+	b.beforeBye = func(*sip.Request) {
+		close(held)
+		<-hold
+	}
+	b.mu.Unlock()
+
+	oc := a.dial(ctx, e.box, "1002", nil)
+	if oc.err != nil {
+		t.Fatalf("call: %v", oc.err)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b.answered, "B dialog confirmed")
+	e.b.Drain(true, time.Now().Add(30*time.Second))
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatalf("bye: %v", err)
+	}
+	recv(t, held, "BYE at B, held")
+	if len(e.b.Calls()) != 0 {
+		t.Errorf("the call is still listed after its caller's BYE: %+v", e.b.Calls())
+	}
+	if e.b.idle() {
+		t.Fatal("idle while the callee's BYE is unanswered")
+	}
+	release()
+	recv(t, b.byes, "BYE at B")
+	if err := e.b.WaitIdle(ctx); err != nil {
+		t.Fatalf("WaitIdle: %v", err)
+	}
+	e.noCalls()
+}
+
+// idle reports whether WaitIdle would return now.
+func (b *B2BUA) idle() bool {
+	b.mu.Lock()
+	ch := b.drain.idle
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
