@@ -292,7 +292,7 @@ type phone struct {
 	optionsCode atomic.Int32
 	// beforeBye, when set (under mu), runs before a BYE is answered.
 	beforeBye func(*sip.Request)
-	busy        atomic.Int64 // INVITE handlers running (serve waits for 0)
+	busy      atomic.Int64 // INVITE handlers running (serve waits for 0)
 	// o= of answerMirror's answers (under mu): the phone's own session
 	sdpUser string
 	sdpSess int
