@@ -535,7 +535,7 @@ func (b *B2BUA) Looped(req *sip.Request) bool {
 		}
 	}
 	if k := mergeKey(req); k != "" {
-		if c := b.merged[k]; c != nil && branchOf(c.aReq) != branchOf(req) {
+		if c := b.merged[k]; c != nil && c.branch != branchOf(req) {
 			return true
 		}
 	}
@@ -623,7 +623,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 
 	c := newCall(b, set)
 	c.a, c.aTx, c.aReq, c.d, c.arrived, c.laddr, c.contact, c.key = a, tx, a.InviteRequest, d, arrived, laddr, contact, a.ID
-	c.trusted = trusted
+	c.trusted, c.initial, c.branch = trusted, true, branchOf(req)
 	if hasOption(req, "100rel", "Require") {
 		c.rel = newUASReliable() // RFC 3262 §3: the caller requires reliable provisionals
 	}
@@ -776,7 +776,7 @@ func (b *B2BUA) OnBye(req *sip.Request, tx sip.ServerTransaction) {
 			b.mu.Lock()
 			c := b.calls[id]
 			b.mu.Unlock()
-			if c != nil && c.a != nil {
+			if c != nil && c.initial {
 				c.abort(errCallerBye)
 				respond(tx, req, 200, "OK")
 				return

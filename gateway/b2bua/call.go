@@ -27,7 +27,13 @@ type call struct {
 
 	// The A leg's INVITE; nil for bridges made by a transfer. aReq is the
 	// dialog's copy (a.InviteRequest, with our To tag), not the request as
-	// parsed: a call up holds one copy of its INVITE, not two.
+	// parsed: a call up holds one copy of its INVITE, not two. These and
+	// the other fields of the setup (offer, early) are written before the
+	// call runs, read by its setup, and dropped by setupDone once the call
+	// is up (under mu then): an answered call keeps its parties' dialog
+	// state, not the messages that made it.
+	initial bool   // an initial call (A's INVITE), not a transfer's bridge
+	branch  string // Via branch of A's INVITE (Looped)
 	a       *sipgo.DialogServerSession
 	aTx     sip.ServerTransaction
 	aReq    *sip.Request
@@ -56,6 +62,9 @@ type call struct {
 	xfer      *party      // the transferor while a transfer of this call runs
 	cdr       CDR
 	keepTimer *time.Timer // the keep-alive (startKeepalive)
+	// setupUsers counts who still needs the setup state of an answered
+	// call: answer (until A's ACK) and onAck (until B is ACKed).
+	setupUsers int
 
 	life context.Context    // ends with the call
 	kill context.CancelFunc // ends life
@@ -447,6 +456,7 @@ func (c *call) answer(l *leg) bool {
 	pb.attach(c, LegB)
 	c.mu.Lock()
 	c.parties = [2]*party{pa, pb}
+	c.setupUsers = 2
 	c.cdr.Answer = time.Now()
 	c.cdr.Status = res.StatusCode
 	c.cdr.Peer = l.t.name()
@@ -474,6 +484,7 @@ func (c *call) answer(l *leg) bool {
 		c.end(Failed, BySystem)
 		return false
 	}
+	c.setupDone()
 	c.mu.Lock()
 	c.confirmed = true
 	ended := c.ended
@@ -488,11 +499,37 @@ func (c *call) answer(l *leg) bool {
 	return true
 }
 
+// setupDone is called by each of the answered call's setupUsers when it
+// is done with the setup; the last one drops the setup state: A's INVITE,
+// our 2xx and A's transaction (the DialogServerSession), B's INVITE, its
+// 2xx and the client transaction (the DialogClientSession), the offer and
+// the targets. Half of a call's memory, which the overload gate's memory
+// criterion and the collector pay for as long as the call is up.
+func (c *call) setupDone() {
+	c.mu.Lock()
+	c.setupUsers--
+	drop := c.setupUsers == 0
+	if drop {
+		c.a, c.aTx, c.aReq, c.offer, c.early = nil, nil, nil, nil, nil
+	}
+	parties := c.parties
+	c.mu.Unlock()
+	if !drop {
+		return
+	}
+	for _, p := range parties {
+		if p != nil {
+			p.dropSession()
+		}
+	}
+}
+
 // ackCallee sends the ACK for the callee's 2xx once, with the A leg's
 // late answer when there is one. The first ACK to that 2xx must belong to
 // the INVITE transaction (sipgo re-sends it when the 2xx is retransmitted).
 func (c *call) ackCallee(pb *party, body []byte) {
-	if pb.confirm() {
+	_, cli := pb.session()
+	if pb.confirm() || cli == nil {
 		return
 	}
 	ack := sip.NewRequest(sip.ACK, pb.remoteTarget())
@@ -516,7 +553,7 @@ func (c *call) ackCallee(pb *party, body []byte) {
 	setLaddr(ack, pb.transport, pb.laddr)
 	ctx, cancel := withTimeout(byeTimeout)
 	defer cancel()
-	if err := pb.cli.WriteAck(ctx, ack); err != nil {
+	if err := cli.WriteAck(ctx, ack); err != nil {
 		c.b.log.Warn("b2bua: ack to callee", "call", c.info.ID, "err", err)
 	}
 }
@@ -529,20 +566,21 @@ func (c *call) onAck(p *party, req *sip.Request, tx sip.ServerTransaction) {
 	if cs == nil {
 		return
 	}
-	if p.srv != nil && !p.isConfirmed() && cs.SeqNo == p.inviteCSeq {
-		if err := p.srv.ReadAck(req, tx); err != nil {
+	if srv, _ := p.session(); srv != nil && !p.isConfirmed() && cs.SeqNo == p.inviteCSeq {
+		if err := srv.ReadAck(req, tx); err != nil {
 			c.b.log.Debug("b2bua: ack", "call", c.info.ID, "err", err)
 			return
 		}
 		p.confirm()
 		p.noteIn(req.Body(), contentTypeOf(req))
 		c.mu.Lock()
-		initial := c.a != nil && c.parties[LegA] == p
+		initial := c.initial && c.parties[LegA] == p
 		pb := c.parties[LegB]
 		c.confirmed = true // before the callee's ACK: it may send a request at once
 		c.mu.Unlock()
 		if initial && pb != nil {
 			c.ackCallee(pb, req.Body())
+			c.setupDone()
 		}
 		return
 	}
@@ -589,7 +627,7 @@ func (c *call) end(disp Disposition, by string) {
 		if p == nil || !p.in(c) {
 			continue
 		}
-		if p.cli != nil && !p.isConfirmed() {
+		if _, cli := p.session(); cli != nil && !p.isConfirmed() {
 			c.ackCallee(p, nil) // its 2xx still waits for the caller's ACK: ACK it so that it can be ended
 		}
 		wg.Go(p.bye)

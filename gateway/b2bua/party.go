@@ -100,6 +100,20 @@ func (p *party) legOf() Leg {
 	return p.leg
 }
 
+// session is the sipgo dialog session the party's dialog was made with
+// (nil once the call is up: see call.setupDone).
+func (p *party) session() (*sipgo.DialogServerSession, *sipgo.DialogClientSession) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.srv, p.cli
+}
+
+func (p *party) dropSession() {
+	p.mu.Lock()
+	p.srv, p.cli = nil, nil
+	p.mu.Unlock()
+}
+
 // confirm marks the dialog confirmed; it reports whether it already was.
 func (p *party) confirm() (already bool) {
 	already = true

@@ -199,7 +199,8 @@ func (c *call) sendReliable(code int, reason string, body []byte, hdrs []sip.Hea
 		return false
 	}
 	hdrs = append(hdrs, sip.NewHeader("Require", "100rel"), sip.NewHeader("RSeq", strconv.FormatUint(uint64(rseq), 10)))
-	if err := c.a.Respond(code, reason, body, hdrs...); err != nil {
+	a := c.a
+	if err := a.Respond(code, reason, body, hdrs...); err != nil {
 		c.b.log.Debug("b2bua: reliable provisional", "call", c.info.ID, "err", err)
 		return false
 	}
@@ -207,7 +208,7 @@ func (c *call) sendReliable(code int, reason string, body []byte, hdrs []sip.Hea
 	go func() {
 		defer u.wg.Done()
 		// A failed retransmission is not the end: the next may go out.
-		resend := func() error { _ = c.a.Respond(code, reason, body, hdrs...); return nil }
+		resend := func() error { _ = a.Respond(code, reason, body, hdrs...); return nil }
 		if retransmit(resend, prack, u.stop) {
 			return
 		}
@@ -269,14 +270,20 @@ func (b *B2BUA) OnPrack(req *sip.Request, tx sip.ServerTransaction) {
 		c = b.calls[id]
 		b.mu.Unlock()
 	}
+	var inv *sip.Request
+	if c != nil {
+		c.mu.Lock()
+		inv = c.aReq // nil once the call is up (setupDone)
+		c.mu.Unlock()
+	}
 	h := req.GetHeader("RAck")
-	if c == nil || c.rel == nil || c.aReq == nil || h == nil {
+	if c == nil || c.rel == nil || inv == nil || h == nil {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist")
 		return
 	}
 	rseq, cseq, method, ok := parseRAck(h.Value())
 	if ok {
-		ok = method == string(sip.INVITE) && c.aReq.CSeq() != nil && cseq == c.aReq.CSeq().SeqNo
+		ok = method == string(sip.INVITE) && inv.CSeq() != nil && cseq == inv.CSeq().SeqNo
 	}
 	var done func()
 	if ok {
