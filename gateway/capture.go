@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/trace"
@@ -67,6 +68,7 @@ func (s *Server) listenOptions(cfg Config) listen.Options {
 	o := cfg.listenOptions()
 	o.Tap = &s.capture.tap
 	o.TLS = s.tlsConf
+	o.Sojourn = func(d time.Duration) { s.overload.observeSocket(d) }
 	return o
 }
 

@@ -33,6 +33,21 @@ import (
 // stateless 503 with Retry-After from the fast path, which costs a parse
 // and a send. An interval without a sample (everything was shed, or no
 // calls came) ends shedding, so admission resumes and measures again.
+//
+// That delay starts at the read, so it misses the queue before it: the
+// socket's. Under a CPU quota the process is frozen for part of each
+// period and the socket fills; when the reader itself falls behind, the
+// INVITEs it reads have waited there already, and before the handler
+// delay grew the kernel dropped datagrams (a 4 MiB buffer full), callers
+// retransmitted, and 1,200 calls/s at a 0.5-CPU cap, the knee, failed
+// 20-90 % (bench/RESULTS.md, issue 16 item 1) instead of a few per cent
+// answered 503. So the UDP sockets report their sojourn time too: at
+// each batch read, how long its oldest datagram had waited in the socket
+// (kernel receive timestamps, gateway/listen). The same rule applies to
+// it on its own: when the smallest sojourn of an interval is over the
+// target, the socket never drained in it, and the box sheds. Kept apart
+// from the INVITE delays, whose minimum a quick socket would otherwise
+// hide (and the other way round).
 // Requests of admitted calls (ACK, BYE, re-INVITEs, retransmissions of an
 // admitted INVITE) are never shed: the calls the box took, it keeps.
 //
@@ -88,6 +103,7 @@ type overloadGate struct {
 	mu      sync.Mutex
 	start   time.Time     // of the current interval
 	min     time.Duration // smallest delay seen in it; -1 = none
+	smin    time.Duration // smallest socket sojourn seen in it; -1 = none
 	shed    bool          // the previous interval's verdict
 	heapAt  time.Time     // when heapOver was read
 	heapOvr bool          // the live heap was over heapLimit then
@@ -105,7 +121,7 @@ func newOverloadGate() *overloadGate {
 		}
 		return sample[0].Value.Uint64()
 	}
-	return &overloadGate{target: overloadTarget, interval: overloadInterval, now: time.Now, min: -1,
+	return &overloadGate{target: overloadTarget, interval: overloadInterval, now: time.Now, min: -1, smin: -1,
 		heapLimit: heapThreshold(debug.SetMemoryLimit(-1)), heapLive: live}
 }
 
@@ -129,8 +145,8 @@ func (g *overloadGate) roll(now time.Time) {
 		return
 	}
 	// A second interval that passed entirely has no sample: not shedding.
-	g.shed = elapsed < 2*g.interval && g.min > g.target
-	g.start, g.min = now, -1
+	g.shed = elapsed < 2*g.interval && (g.min > g.target || g.smin > g.target)
+	g.start, g.min, g.smin = now, -1, -1
 }
 
 // observe records the queueing delay of one admitted INVITE.
@@ -140,6 +156,17 @@ func (g *overloadGate) observe(delay time.Duration) {
 	g.roll(g.now())
 	if g.min < 0 || delay < g.min {
 		g.min = delay
+	}
+}
+
+// observeSocket records the sojourn time of a UDP socket's queue at a read
+// (listen.Options.Sojourn).
+func (g *overloadGate) observeSocket(sojourn time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.roll(g.now())
+	if g.smin < 0 || sojourn < g.smin {
+		g.smin = sojourn
 	}
 }
 

@@ -88,6 +88,38 @@ func TestOverloadGate(t *testing.T) {
 	}
 }
 
+// The socket's sojourn times follow the same rule, on their own: an
+// interval whose smallest sojourn was over the target sheds the next; one
+// quick read among slow ones does not; quick INVITE setups do not hide a
+// full socket.
+func TestOverloadGateSocket(t *testing.T) {
+	g, c, _ := testGate()
+	step := func(sojourns ...time.Duration) {
+		for _, d := range sojourns {
+			g.observeSocket(d)
+			g.observe(time.Millisecond) // handlers keep up
+			c.advance(g.interval / time.Duration(len(sojourns)+1))
+		}
+		c.set(g.start.Add(g.interval))
+	}
+	shedding := func() bool { q, m := g.shedding(); return q || m }
+	step(300*time.Millisecond, 120*time.Millisecond, 60*time.Millisecond)
+	if !shedding() {
+		t.Fatal("every sojourn over the target: not shedding")
+	}
+	step(300*time.Millisecond, 2*time.Millisecond)
+	if shedding() {
+		t.Fatal("the socket drained once: still shedding")
+	}
+	step(time.Second)
+	if !shedding() {
+		t.Fatal("full again: not shedding")
+	}
+	if q, _ := g.shedding(); !q {
+		t.Fatal("a full socket is not counted as a queue")
+	}
+}
+
 // While the live heap is over the limit, new calls are shed whatever the
 // delays; the heap is read again at most every overloadHeapEvery.
 func TestOverloadGateMemory(t *testing.T) {

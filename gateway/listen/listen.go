@@ -45,6 +45,11 @@ type Options struct {
 	// TLS is the server configuration of tls sockets (the box's
 	// certificate, TLS 1.2 or later: see ServerTLS); required to bind one.
 	TLS *tls.Config
+	// Sojourn, when set, is called by each UDP socket's reader (Linux)
+	// with how long the oldest datagram waiting in the socket had waited,
+	// once per batch it reads (the overload gate's signal: a queue in the
+	// kernel is invisible to anything after the read).
+	Sojourn func(time.Duration)
 }
 
 // ServerTLS is the TLS configuration of tls listeners: TLS 1.2 or later,
@@ -88,7 +93,7 @@ func Bind(sp Spec, o Options) (*Socket, error) {
 			rbuf = DefaultUDPReadBuffer
 		}
 		setReadBuffer(pc, rbuf)
-		pc = rawUDPConn(pc)
+		pc = rawUDPConn(pc, o.Sojourn)
 		bound := "udp:" + pc.LocalAddr().String()
 		if o.Tap != nil {
 			pc = trace.WrapPacketConn(pc, o.Tap)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -29,14 +30,24 @@ import (
 // the socket fill while the process is frozen) the queue holds many, and
 // a system call per datagram plus the runtime's poller were a tenth of a
 // registration's CPU at 4000/s (perf, bench/RESULTS.md issue 16 item 2).
+//
+// With a sojourn function (Options.Sojourn) the socket timestamps what it
+// receives (SO_TIMESTAMPNS) and each recvmmsg reports how long the first
+// datagram it took, the oldest in the queue, waited in the socket: the
+// queue's sojourn time, which nothing after the read can see. Only slot 0
+// has a control buffer (the kernel marks the others MSG_CTRUNC). The
+// kernel turns stamping on for the stack from a work queue shortly after
+// the first socket asks; datagrams read before that are stamped at the
+// read (sojourn 0).
 type rawUDP struct {
 	*net.UDPConn
 	rc  syscall.RawConn
 	in6 bool // an AF_INET6 socket (dual stack for a wildcard address): IPv4 peers are v4-mapped
 
-	rmu   sync.Mutex // one reader at a time (sipgo has one per socket)
-	batch *readBatch // made at the first read, sized to the reader's buffer
-	rfunc func(fd uintptr) bool
+	rmu     sync.Mutex // one reader at a time (sipgo has one per socket)
+	batch   *readBatch // made at the first read, sized to the reader's buffer
+	rfunc   func(fd uintptr) bool
+	sojourn func(time.Duration) // nil = no timestamps
 }
 
 // readBatch is the recvmmsg vector of a socket and what the last call
@@ -46,6 +57,7 @@ type readBatch struct {
 	iovs      [readBatchLen]unix.Iovec
 	names     [readBatchLen]syscall.RawSockaddrAny
 	bufs      [readBatchLen][]byte
+	ctl       [64]byte // slot 0's control messages (its timestamp)
 	next, got int
 	err       syscall.Errno
 }
@@ -71,8 +83,9 @@ func newReadBatch(size int) *readBatch {
 const readBatchLen = 16
 
 // rawUDPConn wraps pc when it is a *net.UDPConn whose descriptor can be
-// reached; otherwise it returns pc.
-func rawUDPConn(pc net.PacketConn) net.PacketConn {
+// reached; otherwise it returns pc. sojourn, when not nil, is told the
+// sojourn time of the socket's queue at each batch read.
+func rawUDPConn(pc net.PacketConn, sojourn func(time.Duration)) net.PacketConn {
 	u, ok := pc.(*net.UDPConn)
 	if !ok {
 		return pc
@@ -97,6 +110,14 @@ func rawUDPConn(pc net.PacketConn) net.PacketConn {
 	}
 	c.in6 = family == syscall.AF_INET6
 	c.rfunc = c.recv
+	if sojourn != nil {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+		}); err == nil && serr == nil {
+			c.sojourn = sojourn
+		}
+	}
 	return c
 }
 
@@ -104,6 +125,10 @@ func (c *rawUDP) recv(fd uintptr) bool {
 	rb := c.batch
 	for i := range rb.hdrs {
 		rb.hdrs[i].Hdr.Namelen = syscall.SizeofSockaddrAny // the kernel wrote the last source's length
+	}
+	if c.sojourn != nil {
+		rb.hdrs[0].Hdr.Control = &rb.ctl[0]
+		rb.hdrs[0].Hdr.SetControllen(len(rb.ctl))
 	}
 	n, _, e := syscall.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&rb.hdrs[0])), readBatchLen, unix.MSG_DONTWAIT, 0, 0)
 	if e == syscall.EAGAIN || e == syscall.EINTR {
@@ -133,11 +158,32 @@ func (c *rawUDP) ReadFrom(b []byte) (int, net.Addr, error) {
 		if rb.err != 0 {
 			return 0, nil, &net.OpError{Op: "read", Net: "udp", Source: c.LocalAddr(), Err: rb.err}
 		}
+		if c.sojourn != nil && rb.got > 0 {
+			if at, ok := rb.received0(); ok {
+				c.sojourn(max(time.Since(at), 0))
+			}
+		}
 	}
 	i := rb.next
 	rb.next++
 	n := copy(b, rb.bufs[i][:rb.hdrs[i].Len])
 	return n, sockaddrToUDP(&rb.names[i]), nil
+}
+
+// received0 is when the kernel received the batch's first datagram (its
+// SCM_TIMESTAMPNS), read without allocating.
+func (rb *readBatch) received0() (time.Time, bool) {
+	clen := int(rb.hdrs[0].Hdr.Controllen)
+	hlen := unix.CmsgLen(0)
+	if clen < unix.CmsgLen(int(unsafe.Sizeof(unix.Timespec{}))) || clen > len(rb.ctl) {
+		return time.Time{}, false
+	}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&rb.ctl[0]))
+	if h.Level != syscall.SOL_SOCKET || h.Type != syscall.SCM_TIMESTAMPNS {
+		return time.Time{}, false
+	}
+	ts := (*unix.Timespec)(unsafe.Pointer(&rb.ctl[hlen]))
+	return time.Unix(int64(ts.Sec), int64(ts.Nsec)), true
 }
 
 // WriteTo sends one datagram to addr (a *net.UDPAddr; anything else goes

@@ -23,7 +23,7 @@ func TestRawUDP(t *testing.T) {
 			t.Logf("%s: %v (no IPv6 here?)", tc.listen, err)
 			continue
 		}
-		c := rawUDPConn(pc)
+		c := rawUDPConn(pc, nil)
 		if _, ok := c.(*rawUDP); !ok {
 			t.Fatalf("%s: not wrapped", tc.listen)
 		}
@@ -71,7 +71,7 @@ func TestRawUDPBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := rawUDPConn(pc)
+	c := rawUDPConn(pc, nil)
 	defer c.Close()
 	var clients [3]net.PacketConn
 	for i := range clients {
@@ -106,5 +106,63 @@ func TestRawUDPBatch(t *testing.T) {
 	buf := make([]byte, 4)
 	if n, _, err := c.ReadFrom(buf); err != nil || string(buf[:n]) != "0123" {
 		t.Fatalf("short read: %q %v", buf[:n], err)
+	}
+}
+
+// With a sojourn function, each batch read reports how long its first
+// datagram waited in the socket: at least the time it was left there, at
+// most the time from before its sending to after its reading.
+func TestRawUDPSojourn(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Duration, 4)
+	c := rawUDPConn(pc, func(d time.Duration) { got <- d })
+	defer c.Close()
+	cl, err := net.Dial("udp", c.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	buf := make([]byte, 100)
+	// The kernel turns receive timestamps on for the whole stack from a
+	// work queue, some time after the first socket asks: until then it
+	// stamps a datagram when it is read. Wait for stamps that are older.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, err := cl.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := c.ReadFrom(buf); err != nil {
+			t.Fatal(err)
+		}
+		if d := <-got; d >= 20*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the kernel never stamped a datagram on arrival")
+		}
+	}
+	for _, left := range []time.Duration{0, 80 * time.Millisecond} {
+		start := time.Now()
+		if _, err := cl.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(left) // the datagram waits in the socket: what is measured
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := c.ReadFrom(buf); err != nil {
+			t.Fatal(err)
+		}
+		total := time.Since(start)
+		select {
+		case d := <-got:
+			if d < left || d > total {
+				t.Errorf("left %v in the socket (%v from send to read): sojourn %v", left, total, d)
+			}
+		default:
+			t.Fatalf("left %v: no sojourn reported", left)
+		}
 	}
 }

@@ -2,7 +2,11 @@
 
 package listen
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
-// rawUDPConn returns pc: the raw system calls are Linux only (rawudp_linux.go).
-func rawUDPConn(pc net.PacketConn) net.PacketConn { return pc }
+// rawUDPConn returns pc: the raw system calls and the socket's timestamps
+// are Linux only (rawudp_linux.go).
+func rawUDPConn(pc net.PacketConn, _ func(time.Duration)) net.PacketConn { return pc }
