@@ -239,7 +239,13 @@
 // its own: its keep-alive and its parties' session timers are timers
 // (time.AfterFunc) whose function runs only when due, and it is ended by
 // whichever handler or timer ends it (end runs once). Every goroutine and
-// armed timer is counted in inflight and ends with its call.
+// armed timer is counted in inflight and ends with its call. Once the
+// caller has ACKed and the callee has our ACK, the call drops what set it
+// up (call.setupDone: the INVITEs, 2xx and sipgo dialog sessions of both
+// legs) and keeps its parties' dialog state: 10 KiB of the 24 a call up
+// held (bench/RESULTS.md, issue 16 item 1). sipgo's transactions keep
+// their own references for their timers (2 s, gateway/txretention.go),
+// so the re-ACK of a retransmitted 2xx still works.
 //
 // Socket choice: B-leg UDP requests to a registered phone are pinned
 // (sip.Request.Laddr) to the listener its REGISTER arrived on
