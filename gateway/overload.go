@@ -151,23 +151,19 @@ func (g *overloadGate) roll(now time.Time) {
 }
 
 // observe records the queueing delay of one admitted INVITE.
-func (g *overloadGate) observe(delay time.Duration) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.roll(g.now())
-	if g.min < 0 || delay < g.min {
-		g.min = delay
-	}
-}
+func (g *overloadGate) observe(delay time.Duration) { g.sample(&g.min, delay) }
 
 // observeSocket records the sojourn time of a UDP socket's queue at a read
 // (listen.Options.Sojourn).
-func (g *overloadGate) observeSocket(sojourn time.Duration) {
+func (g *overloadGate) observeSocket(sojourn time.Duration) { g.sample(&g.smin, sojourn) }
+
+// sample lowers the interval's minimum *min to d; min is a field of g.
+func (g *overloadGate) sample(min *time.Duration, d time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.roll(g.now())
-	if g.smin < 0 || sojourn < g.smin {
-		g.smin = sojourn
+	if *min < 0 || d < *min {
+		*min = d
 	}
 }
 
