@@ -103,11 +103,16 @@ func TestOverloadGateSocket(t *testing.T) {
 		c.set(g.start.Add(g.interval))
 	}
 	shedding := func() bool { q, m := g.shedding(); return q || m }
-	step(300*time.Millisecond, 120*time.Millisecond, 60*time.Millisecond)
+	over := g.socketTarget + time.Millisecond
+	step(g.target+time.Millisecond, g.target*2) // over the INVITEs' target, under the socket's
+	if shedding() {
+		t.Fatal("sojourns under the socket's target: shedding")
+	}
+	step(time.Second, 2*over, over)
 	if !shedding() {
 		t.Fatal("every sojourn over the target: not shedding")
 	}
-	step(300*time.Millisecond, 2*time.Millisecond)
+	step(time.Second, 2*time.Millisecond)
 	if shedding() {
 		t.Fatal("the socket drained once: still shedding")
 	}

@@ -93,8 +93,8 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 		if st.HQ[0].Target != target {
 			t.Errorf("hq target %q, want %q", st.HQ[0].Target, target)
 		}
-		if log := kamLog.String(); !strings.Contains(log, "hq: OPTIONS via tls from 127.0.0.1 ruri sip:"+hqDomain) {
-			t.Fatalf("Kamailio saw no OPTIONS for sip:%s over TLS:\n%s", hqDomain, tail(log, 4096))
+		if !kamLogged("hq: OPTIONS via tls from 127.0.0.1 ruri sip:" + hqDomain) {
+			t.Fatalf("Kamailio saw no OPTIONS for sip:%s over TLS:\n%s", hqDomain, tail(kamLog.String(), 4096))
 		}
 	})
 
@@ -106,8 +106,9 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 
 	step(t, "upstream REGISTER with digest over TLS", func() {
 		d.waitFor("upstream registered", 10*time.Second, func(s api.Status) bool { return s.Upstream["registered"] == 1 })
+		registered := kamLogged("hq: REGISTER sip:user0001@bench.local via tls from 127.0.0.1 ruri sip:" + hqDomain)
 		log := kamLog.String()
-		if !strings.Contains(log, "hq: REGISTER sip:user0001@bench.local via tls from 127.0.0.1 ruri sip:"+hqDomain) {
+		if !registered {
 			t.Fatalf("Kamailio saw no authenticated REGISTER sip:%s over TLS:\n%s", hqDomain, tail(log, 4096))
 		}
 		if !strings.Contains(log, ";transport=tls") {
@@ -186,8 +187,8 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 		}
 		phone.reply(t, b, 200, "OK", "", "")
 		ua.expect(t, "200")
-		if log := kamLog.String(); !strings.Contains(log, "hq: in-dialog BYE via udp") {
-			t.Errorf("HQ's BYE did not go through Kamailio:\n%s", tail(log, 4096))
+		if !kamLogged("hq: in-dialog BYE via udp") {
+			t.Errorf("HQ's BYE did not go through Kamailio:\n%s", tail(kamLog.String(), 4096))
 		}
 	})
 
@@ -243,6 +244,17 @@ func kamailioBinary(t *testing.T) string {
 }
 
 var kamLog syncBuffer
+
+// kamLogged waits (up to 5 s) for Kamailio's log to hold s: its log
+// reaches kamLog through a pipe, after the message it logs has moved on.
+func kamLogged(s string) bool {
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(kamLog.String(), s); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
 
 // startKamailio runs Kamailio in the namespace "lab" with the test's
 // configuration (testdata/kamailio) and pems (file name → PEM: ca.pem,
