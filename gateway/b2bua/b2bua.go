@@ -368,7 +368,7 @@ func (b *B2BUA) addCall(c *call) {
 }
 
 // removeCall forgets a call; its parties are forgotten as they leave. A
-// drain waits on for it until endDone: the call is over for the box once
+// drain still counts it until endDone: the call is over for the box once
 // its BYEs are answered and its CDR is out, not when it leaves the list
 // (a box that stopped there would cut the last 200 to BYE, or the BYE).
 func (b *B2BUA) removeCall(c *call) {
