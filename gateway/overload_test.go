@@ -49,18 +49,22 @@ func testGate() (*overloadGate, *fakeClock, *atomic.Uint64) {
 	return g, c, &heap
 }
 
+// interval records samples spread over the gate's current interval and
+// moves the clock to its end.
+func interval(g *overloadGate, c *fakeClock, record func(time.Duration), samples ...time.Duration) {
+	for _, d := range samples {
+		record(d)
+		c.advance(g.interval / time.Duration(len(samples)+1))
+	}
+	c.set(g.start.Add(g.interval))
+}
+
 // The gate sheds for the interval after one whose smallest delay was over
 // the target, and only then: one quick setup among slow ones, an interval
 // without samples, or a long silence end the shedding.
 func TestOverloadGate(t *testing.T) {
 	g, c, _ := testGate()
-	step := func(delays ...time.Duration) {
-		for _, d := range delays {
-			g.observe(d)
-			c.advance(g.interval / time.Duration(len(delays)+1))
-		}
-		c.set(g.start.Add(g.interval))
-	}
+	step := func(delays ...time.Duration) { interval(g, c, g.observe, delays...) }
 	shedding := func() bool { q, m := g.shedding(); return q || m }
 	if shedding() {
 		t.Fatal("a new gate sheds")
@@ -95,12 +99,10 @@ func TestOverloadGate(t *testing.T) {
 func TestOverloadGateSocket(t *testing.T) {
 	g, c, _ := testGate()
 	step := func(sojourns ...time.Duration) {
-		for _, d := range sojourns {
+		interval(g, c, func(d time.Duration) {
 			g.observeSocket(d)
 			g.observe(time.Millisecond) // handlers keep up
-			c.advance(g.interval / time.Duration(len(sojourns)+1))
-		}
-		c.set(g.start.Add(g.interval))
+		}, sojourns...)
 	}
 	shedding := func() bool { q, m := g.shedding(); return q || m }
 	over := g.socketTarget + time.Millisecond
