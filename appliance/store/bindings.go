@@ -49,22 +49,18 @@ var batchSizes = [...]int{64, 8, 1}
 
 type batchStmts [len(batchSizes)]*sql.Stmt
 
+// insertSQL is an INSERT of rows rows of cols columns into table.
+func insertSQL(table, colNames string, cols, rows int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
+	return "INSERT INTO " + table + " (" + colNames + ") VALUES " + strings.TrimSuffix(strings.Repeat(row+",", rows), ",")
+}
+
 func upsertSQL(rows int) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO bindings (" + bindingCols + ") VALUES ")
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", bindingNumCols), ",") + ")"
-	for i := range rows {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(row)
-	}
-	b.WriteString(` ON CONFLICT (aor, contact_uri) DO UPDATE SET
+	return insertSQL("bindings", bindingCols, bindingNumCols, rows) + ` ON CONFLICT (aor, contact_uri) DO UPDATE SET
 		contact = excluded.contact, source = excluded.source, local_addr = excluded.local_addr,
 		call_id = excluded.call_id, cseq = excluded.cseq, q = excluded.q, expires = excluded.expires,
 		registered = excluded.registered, user_agent = excluded.user_agent, instance = excluded.instance,
-		reg_id = excluded.reg_id`)
-	return b.String()
+		reg_id = excluded.reg_id`
 }
 
 // deleteSQL deletes the given number of keys; SQLite searches the primary
@@ -74,24 +70,26 @@ func deleteSQL(rows int) string {
 		strings.TrimSuffix(strings.Repeat("(?,?),", rows), ",") + ")"
 }
 
-// prepareBindingStmts prepares the batch statements on the DB; transactions
+// prepareBatchStmts prepares the batch statements on the DB; transactions
 // use them through Tx.StmtContext, which reuses the statement already
 // prepared on the transaction's connection.
-func (s *Store) prepareBindingStmts(ctx context.Context) error {
+func (s *Store) prepareBatchStmts(ctx context.Context) error {
 	for i, n := range batchSizes {
-		var err error
-		if s.upsertStmts[i], err = s.db.PrepareContext(ctx, upsertSQL(n)); err != nil {
-			return fmt.Errorf("store: prepare: %w", err)
-		}
-		if s.deleteStmts[i], err = s.db.PrepareContext(ctx, deleteSQL(n)); err != nil {
-			return fmt.Errorf("store: prepare: %w", err)
+		for _, p := range []struct {
+			stmts *batchStmts
+			sql   string
+		}{{&s.upsertStmts, upsertSQL(n)}, {&s.deleteStmts, deleteSQL(n)}, {&s.cdrStmts, cdrInsertSQL(n)}} {
+			var err error
+			if p.stmts[i], err = s.db.PrepareContext(ctx, p.sql); err != nil {
+				return fmt.Errorf("store: prepare: %w", err)
+			}
 		}
 	}
 	return nil
 }
 
 func (s *Store) closeStmts() {
-	for _, st := range append(s.upsertStmts[:], s.deleteStmts[:]...) {
+	for _, st := range append(append(s.upsertStmts[:], s.deleteStmts[:]...), s.cdrStmts[:]...) {
 		if st != nil {
 			st.Close()
 		}

@@ -28,6 +28,10 @@ type CDR struct {
 
 const cdrCols = "call_id, started, answered, ended, caller, dialled, routed, route, target, mode, code, disposition, hangup, media"
 
+const cdrNumCols = 14
+
+func cdrInsertSQL(rows int) string { return insertSQL("cdr", cdrCols, cdrNumCols, rows) }
+
 // AddCDRs appends records in one transaction and then keeps only the newest
 // keep rows (keep <= 0: no pruning). Records are durable when it returns.
 func (s *Store) AddCDRs(ctx context.Context, recs []CDR, keep int) error {
@@ -35,16 +39,13 @@ func (s *Store) AddCDRs(ctx context.Context, recs []CDR, keep int) error {
 		return nil
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, "INSERT INTO cdr ("+cdrCols+") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-		if err != nil {
-			return fmt.Errorf("store: cdr: prepare: %w", err)
-		}
-		defer stmt.Close()
-		for _, r := range recs {
-			if _, err := stmt.ExecContext(ctx, r.CallID, toNanos(r.Started), toNanos(r.Answered), toNanos(r.Ended),
-				r.Caller, r.Dialled, r.Routed, r.Route, r.Target, r.Mode, r.Code, r.Disposition, r.Hangup, r.Media); err != nil {
-				return fmt.Errorf("store: cdr: insert %s: %w", r.CallID, err)
-			}
+		args := make([]any, 0, batchSizes[0]*cdrNumCols)
+		if err := execBatched(ctx, tx, &s.cdrStmts, len(recs), &args, func(args []any, i int) []any {
+			r := &recs[i]
+			return append(args, r.CallID, toNanos(r.Started), toNanos(r.Answered), toNanos(r.Ended),
+				r.Caller, r.Dialled, r.Routed, r.Route, r.Target, r.Mode, r.Code, r.Disposition, r.Hangup, r.Media)
+		}); err != nil {
+			return fmt.Errorf("store: cdr: insert: %w", err)
 		}
 		if keep > 0 {
 			// Ids grow monotonically, so "the newest keep" is an id range:

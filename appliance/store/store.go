@@ -55,8 +55,8 @@ type Store struct {
 	now func() time.Time
 
 	// upsertStmts and deleteStmts are SaveBindings' batch statements,
-	// indexed like batchSizes.
-	upsertStmts, deleteStmts batchStmts
+	// cdrStmts AddCDRs', indexed like batchSizes.
+	upsertStmts, deleteStmts, cdrStmts batchStmts
 
 	closeOnce sync.Once
 	closeErr  error
@@ -102,7 +102,7 @@ func openWith(ctx context.Context, path string, src fs.FS) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.prepareBindingStmts(ctx); err != nil {
+	if err := s.prepareBatchStmts(ctx); err != nil {
 		s.closeStmts()
 		db.Close()
 		return nil, err
