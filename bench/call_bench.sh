@@ -17,7 +17,7 @@
 #                   MEM_DUR [20] s of creation; sampled MEM_HOLD_MS+5 s after the start) in phase MEM_PHASE [uncapped]
 #                   outpostd's memory is also taken after the steps and 35 s later (sipgo transactions gone)
 #   PROF [1]        10 s CPU profile of outpostd, and its allocations by site over the same 10 s, in an extra run at
-#                   its knee rate in each phase of PROF_PHASE ["cap uncapped"]
+#                   its knee rate (PROF_RATE if set) in each phase of PROF_PHASE ["cap uncapped"]
 #   OUTPOSTD_BIN    use this outpostd (+ outpostctl beside it) instead of building one into $RUN/bin
 #   BUILD_TRIES [3] build attempts, 120 s apart (the tree may be mid-change)
 #   RUN [/tmp/outpost-callbench]  scratch (logs, SIPp files, raw results, profiles)
@@ -76,7 +76,7 @@
 set -u
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;; esac
 CMDLINE="bench/call_bench.sh${*:+ $*}"
-for v in MEDIA PHASES SERVERS CAP_RATES FREE_RATES KNEE_RUNS MEM MEM_RATE MEM_HOLD_MS MEM_DUR MEM_PHASE PROF PROF_PHASE \
+for v in MEDIA PHASES SERVERS CAP_RATES FREE_RATES KNEE_RUNS MEM MEM_RATE MEM_HOLD_MS MEM_DUR MEM_PHASE PROF PROF_PHASE PROF_RATE \
          OUTPOSTD_BIN RUN BENCH_IP BENCH_NICE PEERS_DIR GOGC GOMEMLIMIT; do   # record non-default environment
   [ -n "${!v+x}" ] && CMDLINE="$v=\"${!v}\" $CMDLINE"
 done
@@ -420,6 +420,7 @@ bench_server() { # bench_server SERVER PHASE
   if [ "$PROF" = 1 ] && [ "$SRV" = outpostd ] && [[ " $PROF_PHASE " == *" $2 "* ]]; then
     local knee; knee=$(python3 -B -c 'import sys; sys.path.insert(0, sys.argv[1]); import call_bench as c
 s, *_ = c.load(sys.argv[2]); b, f, t = c.knee_of(s, sys.argv[3], "outpostd"); print(b or "")' "$BENCH" "$RAW" "$PHASE")
+    knee=${PROF_RATE:-$knee}
     if [ -n "$knee" ]; then
       local pf top
       pf=$RUN/results/$(basename "${RAW%.txt}")-outpostd-$PHASE-r$knee.pprof

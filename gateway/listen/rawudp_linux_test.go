@@ -60,7 +60,90 @@ func TestRawUDP(t *testing.T) {
 		if _, _, err := c.ReadFrom(buf); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("%s: read after close: %v", tc.listen, err)
 		}
+		if _, err := c.WriteTo([]byte("late"), from); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("%s: write after close: %v", tc.listen, err)
+		}
 		cl.Close()
+	}
+}
+
+// Sends from many goroutines at once all leave, from the socket's own
+// address; a Close among them ends them with net.ErrClosed, and none
+// leaves afterwards through a socket that took the closed descriptor's
+// number.
+func TestRawUDPConcurrentSends(t *testing.T) {
+	const senders, each = 8, 200
+	rx, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	rx.SetReadBuffer(4 << 20)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawUDPConn(pc, nil)
+	send := func(n int) chan error {
+		errs := make(chan error, senders)
+		for range senders {
+			go func() {
+				for i := 0; i < n; i++ {
+					if _, err := c.WriteTo([]byte("x"), rx.LocalAddr()); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		return errs
+	}
+	errs := send(each)
+	for range senders {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 16)
+	rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for i := range senders * each {
+		_, from, err := rx.ReadFrom(buf)
+		if err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		if from.String() != c.LocalAddr().String() {
+			t.Fatalf("datagram %d from %v, want %v", i, from, c.LocalAddr())
+		}
+	}
+
+	errs = send(1 << 30) // until Close
+	if _, _, err := rx.ReadFrom(buf); err != nil { // they are sending
+		t.Fatal(err)
+	}
+	c.Close()
+	other, err := net.ListenPacket("udp", "127.0.0.1:0") // likely the closed descriptor's number
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for range senders {
+		if err := <-errs; !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("send during close: %v", err)
+		}
+	}
+	rx.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	for {
+		_, from, err := rx.ReadFrom(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from.String() != c.LocalAddr().String() {
+			t.Fatalf("a send after Close left from %v (the descriptor's new socket)", from)
+		}
 	}
 }
 
