@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"hash/crc32"
 	"math"
 	"net"
 	"strings"
@@ -152,7 +153,7 @@ func TestOverloadGateMemory(t *testing.T) {
 // pstnCall starts a server with a PSTN gateway (a UDP socket of the test:
 // its INVITEs are trusted) whose DIDs +1555NNNN reach extension NNNN, and
 // a phone registered as 1001; before runs before the server does.
-func pstnCall(t *testing.T, before ...func(*Server)) (s *Server, gw, callee *phone) {
+func pstnCall(t testing.TB, before ...func(*Server)) (s *Server, gw, callee *phone) {
 	t.Helper()
 	gwConn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -297,7 +298,8 @@ func reply(req, status, tag string) string {
 	return b.String() + "Content-Length: 0\r\n\r\n"
 }
 
-// inDialog is an ACK or BYE from the caller p in the dialog of the 2xx.
+// inDialog is an ACK or BYE from the caller p in the dialog of the 2xx;
+// its branch is unique to the method, CSeq and call.
 func inDialog(method, ok string, p *phone, cseq int) string {
 	port := p.conn.LocalAddr().(*net.UDPAddr).Port
 	target := strings.Trim(header(ok, "Contact"), "<>")
@@ -308,9 +310,10 @@ func inDialog(method, ok string, p *phone, cseq int) string {
 	if method == "ACK" {
 		n = 1
 	}
-	return fmt.Sprintf("%s %s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%s%d\r\nFrom: %s\r\nTo: %s\r\n"+
+	callID := header(ok, "Call-ID")
+	return fmt.Sprintf("%s %s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%s%d-%x\r\nFrom: %s\r\nTo: %s\r\n"+
 		"Call-ID: %s\r\nCSeq: %d %s\r\nMax-Forwards: 70\r\nContent-Length: 0\r\n\r\n",
-		method, target, port, strings.ToLower(method), cseq, header(ok, "From"), header(ok, "To"), header(ok, "Call-ID"), n, method)
+		method, target, port, strings.ToLower(method), cseq, crc32.ChecksumIEEE([]byte(callID)), header(ok, "From"), header(ok, "To"), callID, n, method)
 }
 
 func TestHeapThreshold(t *testing.T) {

@@ -27,7 +27,7 @@ func testConfig(listen ...Listen) Config {
 }
 
 // startServer runs a gateway until the test ends.
-func startServer(t *testing.T, cfg Config, before ...func(*Server)) *Server {
+func startServer(t testing.TB, cfg Config, before ...func(*Server)) *Server {
 	t.Helper()
 	s, err := New(t.Context(), cfg, nil, nil)
 	if err != nil {
@@ -49,12 +49,13 @@ func startServer(t *testing.T, cfg Config, before ...func(*Server)) *Server {
 
 // phone is a UDP socket that sends wire text and reads answers.
 type phone struct {
-	t    *testing.T
+	t    testing.TB
 	conn net.PacketConn
 	to   net.Addr
+	buf  []byte // read's, made at the first
 }
 
-func newPhone(t *testing.T, server string) *phone {
+func newPhone(t testing.TB, server string) *phone {
 	t.Helper()
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -77,13 +78,15 @@ func (p *phone) send(msg string) {
 
 func (p *phone) read() string {
 	p.t.Helper()
-	buf := make([]byte, 65536)
+	if p.buf == nil {
+		p.buf = make([]byte, 65536)
+	}
 	p.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	n, _, err := p.conn.ReadFrom(buf)
+	n, _, err := p.conn.ReadFrom(p.buf)
 	if err != nil {
 		p.t.Fatalf("no answer: %v", err)
 	}
-	return string(buf[:n])
+	return string(p.buf[:n])
 }
 
 func (p *phone) register(branch string, cseq int, authz string) string {
@@ -98,7 +101,7 @@ func (p *phone) register(branch string, cseq int, authz string) string {
 }
 
 // authorization answers a REGISTER challenge (wire text) as 1001.
-func authorization(t *testing.T, challenge string) string {
+func authorization(t testing.TB, challenge string) string {
 	t.Helper()
 	ch, err := icdigest.ParseChallenge(header(challenge, "WWW-Authenticate"))
 	if err != nil {

@@ -33,7 +33,14 @@ import (
 //     and it ends after Timer L (sipgo's, which the gateway shortens:
 //     txretention.go). These expiries share one timer: every Accepted
 //     transaction lives the same time, so they end in the order they
-//     entered it (a FIFO).
+//     entered it (a FIFO). Its OnTerminate functions run as it enters
+//     Accepted, not at the end of Timer L, and then are let go: from the
+//     2xx on the dialog is the TU's (RFC 6026 §7.1; a CANCEL no longer
+//     applies, and sipgo's dialog session ignores the end of a
+//     transaction whose dialog is established), and what they hold
+//     (sipgo's dialog session, its INVITE and 2xx) would otherwise stay
+//     on the heap for Timer L after every call (BenchmarkCall's
+//     live-B/call, bench/RESULTS.md issue 16 item 1).
 //   - A final non-2xx moves it to Completed: the answer is retransmitted
 //     (Timer G, T1 doubling to T2) until its ACK, which moves it to
 //     Confirmed for Timer I (T4) and goes to Acks(); without an ACK it
@@ -252,7 +259,13 @@ func (tx *serverTx) send(res *sip.Response, keep bool) []byte {
 // lock, so that answers leave in the order of their state changes.
 func (tx *serverTx) Respond(res *sip.Response) error {
 	tx.mu.Lock()
-	defer tx.mu.Unlock()
+	var ended []sip.FnTxTerminate
+	defer func() {
+		tx.mu.Unlock()
+		for _, fn := range ended {
+			fn(tx.key, nil)
+		}
+	}()
 	switch {
 	case tx.state == txProceeding && res.IsProvisional():
 		tx.last = res
@@ -263,6 +276,7 @@ func (tx *serverTx) Respond(res *sip.Response) error {
 		return nil
 	case tx.state == txProceeding && res.IsSuccess():
 		tx.state, tx.last, tx.req = txAccepted, nil, nil
+		ended, tx.onEnd, tx.onCancel = tx.onEnd, nil, nil
 		tx.f.txs.accepted.add(tx, sip.Timer_L)
 	case tx.state == txProceeding:
 		tx.completeLocked(res)

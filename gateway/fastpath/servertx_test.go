@@ -98,7 +98,8 @@ const authorized = "\r\nProxy-Authorization: Digest username=\"a\""
 // answer gets 100 Trying, during ringing the last provisional again, after
 // the 2xx nothing (RFC 6026 Accepted) while the TU's own 2xx
 // retransmissions go out; the ACK of the 2xx (a new branch) goes to the
-// ACK handler; after Timer L the transaction is gone.
+// ACK handler; OnTerminate runs at the 2xx (the TU's part is over); after
+// Timer L the transaction is gone.
 func TestServedInviteAnswered(t *testing.T) {
 	setTimers(t, sip.Timer_G, sip.T2, sip.Timer_H, sip.Timer_I, 300*time.Millisecond)
 	s := newServed(t)
@@ -128,11 +129,25 @@ func TestServedInviteAnswered(t *testing.T) {
 	if got := s.read(); !strings.HasPrefix(got, "SIP/2.0 180") || toTag(t, got) != "uas" {
 		t.Fatalf("retransmission while ringing got %q", got)
 	}
+	ended := make(chan error, 2)
+	if !c.tx.OnTerminate(func(_ string, err error) { ended <- err }) {
+		t.Fatal("OnTerminate refused while ringing")
+	}
 	if err := c.respond(t, 200); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.read(); !strings.HasPrefix(got, "SIP/2.0 200") {
 		t.Fatalf("answer %q", got)
+	}
+	// The TU's part ends at the 2xx: OnTerminate has run (with no error),
+	// long before Timer L, and is not kept.
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("OnTerminate at the 2xx with %v", err)
+		}
+	default:
+		t.Fatal("OnTerminate did not run when the transaction entered Accepted")
 	}
 	s.filter("UDP", inv)
 	s.silent("INVITE retransmitted after the 2xx")
@@ -159,6 +174,9 @@ func TestServedInviteAnswered(t *testing.T) {
 	awaitDone(t, c.tx)
 	if err := c.tx.Err(); err != nil {
 		t.Fatalf("Err after Timer L = %v", err)
+	}
+	if len(ended) != 0 {
+		t.Fatal("OnTerminate ran again at the end of Timer L")
 	}
 	if n := s.p.txs.len(); n != 0 {
 		t.Fatalf("%d transactions kept after Timer L", n)
