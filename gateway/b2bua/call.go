@@ -551,9 +551,9 @@ func (c *call) ackCallee(pb *party, body []byte) {
 		ack.SetBody(body)
 	}
 	setLaddr(ack, pb.transport, pb.laddr)
-	ctx, cancel := withTimeout(byeTimeout)
-	defer cancel()
-	if err := cli.WriteAck(ctx, ack); err != nil {
+	// The ACK is handed to the transport, not to a transaction: nothing
+	// waits, so no deadline (and no timer a call).
+	if err := cli.WriteAck(context.Background(), ack); err != nil {
 		c.b.log.Warn("b2bua: ack to callee", "call", c.info.ID, "err", err)
 	}
 }

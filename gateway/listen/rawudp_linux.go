@@ -211,23 +211,20 @@ func (c *rawUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if !ok {
 		return c.UDPConn.WriteTo(b, addr)
 	}
-	var n uintptr
-	var errno syscall.Errno
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
-	send := func(fd uintptr) bool {
-		n, _, errno = syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(p), uintptr(len(b)), 0,
-			uintptr(unsafe.Pointer(&sa)), uintptr(salen))
-		return errno != syscall.EAGAIN && errno != syscall.EINTR
-	}
+	n, errno := uintptr(0), syscall.EBADF
 	c.wmu.RLock()
-	sent := !c.closed && send(uintptr(c.fd))
+	if !c.closed {
+		n, errno = sendto(uintptr(c.fd), p, len(b), &sa, salen)
+	}
 	c.wmu.RUnlock()
 	var err error
-	if !sent { // a full send buffer, or closed: net waits for room, or says so
-		err = c.rc.Write(send)
+	if errno == syscall.EAGAIN || errno == syscall.EINTR || errno == syscall.EBADF {
+		// a full send buffer, or closed: net waits for room, or says so
+		n, errno, err = c.sendWait(p, len(b), sa, salen)
 	}
 	if err == nil && errno != 0 {
 		err = errno
@@ -236,6 +233,23 @@ func (c *rawUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
 		return 0, &net.OpError{Op: "write", Net: "udp", Source: c.LocalAddr(), Addr: addr, Err: err}
 	}
 	return int(n), nil
+}
+
+func sendto(fd uintptr, p unsafe.Pointer, n int, sa *syscall.RawSockaddrAny, salen uintptr) (uintptr, syscall.Errno) {
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(p), uintptr(n), 0, uintptr(unsafe.Pointer(sa)), salen)
+	return r, errno
+}
+
+// sendWait sends through net's poller, which waits until the socket can
+// take the datagram. Apart from WriteTo, so that the closure it needs
+// (and the address it captures) is only made on this path: the usual
+// send allocates nothing.
+func (c *rawUDP) sendWait(p unsafe.Pointer, l int, sa syscall.RawSockaddrAny, salen uintptr) (n uintptr, errno syscall.Errno, err error) {
+	err = c.rc.Write(func(fd uintptr) bool {
+		n, errno = sendto(fd, p, l, &sa, salen)
+		return errno != syscall.EAGAIN && errno != syscall.EINTR
+	})
+	return n, errno, err
 }
 
 // Close closes the socket once no send is using its descriptor.
