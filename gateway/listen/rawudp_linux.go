@@ -45,6 +45,9 @@ type rawUDP struct {
 	in6 bool // an AF_INET6 socket (dual stack for a wildcard address): IPv4 peers are v4-mapped
 
 	rmu     sync.Mutex // one reader at a time (sipgo has one per socket)
+	batch   *readBatch // made at the first read, sized to the reader's buffer
+	rfunc   func(fd uintptr) bool
+	sojourn func(time.Duration) // nil = no timestamps
 
 	// Sends use fd directly, without net's write lock: that lock lets one
 	// writer at a time through, and with a goroutine per call answering on
@@ -57,9 +60,6 @@ type rawUDP struct {
 	fd     int
 	wmu    sync.RWMutex
 	closed bool
-	batch   *readBatch // made at the first read, sized to the reader's buffer
-	rfunc   func(fd uintptr) bool
-	sojourn func(time.Duration) // nil = no timestamps
 }
 
 // readBatch is the recvmmsg vector of a socket and what the last call
@@ -109,6 +109,7 @@ func rawUDPConn(pc net.PacketConn, sojourn func(time.Duration)) net.PacketConn {
 	c := &rawUDP{UDPConn: u, rc: rc}
 	var family = -1
 	if err := rc.Control(func(fd uintptr) {
+		c.fd = int(fd)
 		if sa, err := syscall.Getsockname(int(fd)); err == nil {
 			switch sa.(type) {
 			case *syscall.SockaddrInet4:
@@ -122,7 +123,6 @@ func rawUDPConn(pc net.PacketConn, sojourn func(time.Duration)) net.PacketConn {
 	}
 	c.in6 = family == syscall.AF_INET6
 	c.rfunc = c.recv
-	_ = rc.Control(func(fd uintptr) { c.fd = int(fd) })
 	if sojourn != nil {
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
