@@ -117,7 +117,7 @@ func TestRawUDPConcurrentSends(t *testing.T) {
 		}
 	}
 
-	errs = send(1 << 30) // until Close
+	errs = send(1 << 30)                           // until Close
 	if _, _, err := rx.ReadFrom(buf); err != nil { // they are sending
 		t.Fatal(err)
 	}
