@@ -117,8 +117,9 @@ func TestRawUDPConcurrentSends(t *testing.T) {
 		}
 	}
 
-	errs = send(1 << 30)                           // until Close
-	if _, _, err := rx.ReadFrom(buf); err != nil { // they are sending
+	// Senders run until Close; once a datagram of theirs arrives, close.
+	errs = send(1 << 30)
+	if _, _, err := rx.ReadFrom(buf); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
