@@ -21,6 +21,11 @@ import (
 func TestCalleeReliableProvisionalPracked(t *testing.T) {
 	e := newEnv(t, Config{})
 	a := newPhone(t, "1001", nil)
+	// B answers once A has the 183: A is a sipgo client, which handles
+	// each response on a goroutine of its own, so a 200 sent right behind
+	// the 183 may be handled first and the 183 then dropped by A's
+	// transaction (it failed a loaded CI run that way).
+	seen183 := make(chan struct{}, 1)
 	b := newPhone(t, "1002", func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
 		rel := []sip.Header{sip.NewHeader("Content-Type", "application/sdp"), sip.NewHeader("Require", "100rel"), sip.NewHeader("RSeq", "7")}
 		for range 2 { // the 183 and a retransmission of it
@@ -42,6 +47,11 @@ func TestCalleeReliableProvisionalPracked(t *testing.T) {
 		if pr.CSeq().SeqNo <= req.CSeq().SeqNo {
 			p.t.Errorf("PRACK CSeq %d not above the INVITE's %d", pr.CSeq().SeqNo, req.CSeq().SeqNo)
 		}
+		select {
+		case <-seen183:
+		case <-time.After(wait):
+			p.t.Error("A did not get the 183")
+		}
 		p.answeredWithB()
 		if err := d.Respond(200, "OK", nil); err != nil { // the answer was in the 183
 			p.t.Errorf("200: %v", err)
@@ -58,6 +68,10 @@ func TestCalleeReliableProvisionalPracked(t *testing.T) {
 			mu.Lock()
 			got183 = append(got183, r)
 			mu.Unlock()
+			select {
+			case seen183 <- struct{}{}:
+			default:
+			}
 		}
 	})
 	if oc.err != nil || oc.final != 200 {
