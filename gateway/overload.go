@@ -61,20 +61,20 @@ import (
 // from RFC 3261/6026's 32 s, which made 6 KiB a call at 400 calls/s, 74
 // MiB live, and 1.5 GiB resident in a flood the CPU could carry:
 // bench/mem_bench.sh). While the live heap (as of the last collection) is
-// over two fifths of the process's memory limit (debug.SetMemoryLimit,
-// which cmd/outpostd sets to min(half the RAM, 150 MiB), or GOMEMLIMIT),
-// new calls are shed the same way; it falls as the transactions expire.
-// With the default limit that is 60 MiB: an active call with its dialogs
-// holds about 11 KiB once it is up (1000 calls up: 14.1 MiB live, 24.3
-// before the B2BUA dropped a call's setup messages and sipgo sessions at
-// its ACK), a finished one a few KiB for 2 s, so at 1,000 new 1 s calls a second (more than a branch
-// carries) the live heap stays under it (with 4 s it did not); and the
-// collector, holding the heap under the limit, keeps the resident size
-// under 200 MB through a flood (167 MiB measured; with a 160 MiB limit
-// the peak was 190 MiB, too near). Half the limit was tried (with 4 s
-// retention): calls shed later, but the flood's peak rose to 211 MiB
-// (bench/RESULTS.md, issue 16 items 1 and 3). Without a limit (tests)
-// the threshold is overloadHeapLive.
+// over half of the process's memory limit (debug.SetMemoryLimit, which
+// cmd/outpostd sets to min(half the RAM, 150 MiB), or GOMEMLIMIT), new
+// calls are shed the same way; it falls as the transactions expire. With
+// the default limit that is 75 MiB: an active call with its dialogs holds
+// about 11 KiB once it is up (1000 calls up: 12.7 MiB live), a finished
+// one about 12 KB while its transactions are kept (BenchmarkCall's
+// live-B/call), so at 2,000 new 1 s calls a second (far more than a
+// branch carries) the live heap stays under it; and the collector,
+// holding the heap under the limit, keeps the resident size under 200 MB
+// through a flood (peaks 180-188 MB in three runs). Two fifths (60 MiB)
+// shed 2,000 calls/s uncapped and tipped those runs into collapse (3.5
+// and 56.9 % failed, against 0.0 and 0.0 at half); three fifths let one
+// flood peak at 206 MB (bench/RESULTS.md, issue 16 items 1 and 3).
+// Without a limit (tests) the threshold is overloadHeapLive.
 //
 // Decision: the target is 50 ms, ten times a quiet box's delay and a
 // tenth of T1 (a caller retransmits an INVITE that has no 100 Trying after
@@ -94,7 +94,7 @@ const (
 	// phone's user retrying by hand finds the box serving again.
 	overloadRetryAfter = "1"
 	// overloadHeapLive is the live-heap threshold when the process has no
-	// memory limit; with one, two fifths of it (see above).
+	// memory limit; with one, half of it (see above).
 	overloadHeapLive = 64 << 20
 	// overloadHeapEvery is how often shedding reads the live heap (a
 	// runtime/metrics read): it changes only at the end of a collection.
@@ -140,7 +140,7 @@ func heapThreshold(limit int64) uint64 {
 	if limit <= 0 || limit >= 1<<50 {
 		return overloadHeapLive
 	}
-	return uint64(limit) / 5 * 2
+	return uint64(limit) / 2
 }
 
 // roll ends the intervals that are over at now; g.mu is held.

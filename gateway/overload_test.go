@@ -321,8 +321,8 @@ func TestHeapThreshold(t *testing.T) {
 		limit int64
 		want  uint64
 	}{
-		{150 << 20, 60 << 20}, // outpostd's default cap
-		{1 << 30, (1 << 30) / 5 * 2},
+		{150 << 20, 75 << 20}, // outpostd's default cap
+		{1 << 30, 1 << 29},
 		{math.MaxInt64, overloadHeapLive}, // no limit
 	} {
 		if got := heapThreshold(tc.limit); got != tc.want {

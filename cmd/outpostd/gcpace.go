@@ -19,7 +19,7 @@ import (
 // allocates fast (a call or registration load, a flood), GOGC goes up to
 // gcBusyPercent and the memory limit paces the collector instead: it runs
 // when the heap nears the limit, which the box may use since admission
-// (gateway/overload.go) keeps the live heap under two fifths of it. When
+// (gateway/overload.go) keeps the live heap under half of it. When
 // the box is quiet again, GOGC is back to 200 at the next window, so a
 // quiet branch's heap (and item 3's 40 MB with 1000 bindings and 100 calls)
 // is paced as before, and the trimmer (memtrim.go) returns the busy

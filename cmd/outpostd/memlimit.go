@@ -17,7 +17,7 @@ const memLimitShare = 0.5
 
 // memLimitCap caps that limit whatever the machine has: the box's heap is
 // bounded by admission (gateway/overload.go refuses new calls while the
-// live heap is over two fifths of this limit: 60 MiB), and the limit keeps
+// live heap is over half of this limit: 75 MiB), and the limit keeps
 // the resident size under 200 MB through a flood instead of the three
 // times the live heap GOGC=200 would allow (issue 16: RSS ≤ 200 MB through
 // a 10 s flood of 10,000 INVITEs/s). A soft limit: the collector works
