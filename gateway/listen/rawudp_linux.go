@@ -215,15 +215,17 @@ func (c *rawUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
-	n, errno := uintptr(0), syscall.EBADF
+	var n uintptr
+	var errno syscall.Errno
 	c.wmu.RLock()
-	if !c.closed {
+	closed := c.closed
+	if !closed {
 		n, errno = sendto(uintptr(c.fd), p, len(b), &sa, salen)
 	}
 	c.wmu.RUnlock()
 	var err error
-	if errno == syscall.EAGAIN || errno == syscall.EINTR || errno == syscall.EBADF {
-		// a full send buffer, or closed: net waits for room, or says so
+	if closed || errno == syscall.EAGAIN || errno == syscall.EINTR {
+		// closed, or a full send buffer: net says so, or waits for room
 		n, errno, err = c.sendWait(p, len(b), sa, salen)
 	}
 	if err == nil && errno != 0 {
