@@ -243,7 +243,7 @@ func TestServiceAddressChange(t *testing.T) {
 		case rec.expires() == 0:
 			// The old contact is dropped first.
 			if contact.Host != "127.0.0.1" || contact.Port != int(oldLocal.Port()) || !want[rec.iface()] {
-				t.Errorf("unREGISTER %v", rec)
+				t.Errorf("unREGISTER %v (old local %v)", rec, oldLocal)
 			}
 			unreg[rec.iface()] = true
 		default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -174,8 +175,15 @@ loop:
 			registered = sip.Uri{}
 		}
 		st.LastAttempt = time.Now()
+		tried := spec.contact
 		res, out, err := b.attempt(ctx, &spec, expirySeconds(spec.expires))
 		sent = true
+		if out != answered && mayHaveRegistered(res, err) {
+			// The registrar may have taken a REGISTER we stopped waiting
+			// for: treat its contact as registered, so that a move
+			// unREGISTERs it before the new one.
+			registered = tried
+		}
 		if out == stopped {
 			break loop
 		}
@@ -242,7 +250,8 @@ loop:
 
 // attempt sends one REGISTER for spec with the given expiry, in a helper
 // goroutine so that a new spec or removal interrupts it. On superseded,
-// *spec holds the new spec.
+// *spec holds the new spec; an interrupted attempt still returns what its
+// send returned.
 func (b *binding) attempt(ctx context.Context, spec *regSpec, expires int) (regResult, outcome, error) {
 	actx, cancel := context.WithTimeout(ctx, spec.timeout)
 	defer cancel()
@@ -267,17 +276,30 @@ func (b *binding) attempt(ctx context.Context, spec *regSpec, expires int) (regR
 		return a.r, answered, a.err
 	case s := <-b.upd:
 		cancel()
-		finish(<-ch)
+		a := <-ch
+		finish(a)
 		*spec = s
-		return regResult{}, superseded, nil
+		return a.r, superseded, a.err
 	case <-b.stop:
 		cancel()
-		finish(<-ch)
-		return regResult{}, stopped, nil
+		a := <-ch
+		finish(a)
+		return a.r, stopped, a.err
 	case <-ctx.Done():
-		finish(<-ch)
-		return regResult{}, stopped, ctx.Err()
+		a := <-ch
+		finish(a)
+		return a.r, stopped, ctx.Err()
 	}
+}
+
+// mayHaveRegistered says whether an interrupted REGISTER may have left
+// its contact at the registrar: it was accepted, or its answer was not
+// awaited (the request may have arrived all the same).
+func mayHaveRegistered(r regResult, err error) bool {
+	if err == nil {
+		return r.status >= 200 && r.status < 300 && r.granted > 0
+	}
+	return r.status == 0 && !errors.Is(err, errClosed)
 }
 
 // unregister sends Expires: 0 for spec's contact, bounded by

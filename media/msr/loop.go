@@ -186,7 +186,12 @@ func (l *loop) reconcile(ctx context.Context, strict bool) error {
 		}
 		status.Servers = append(status.Servers, ss)
 	}
-	defer func() {
+	published := false
+	publish := func() {
+		if published {
+			return
+		}
+		published = true
 		l.a.mu.Lock()
 		l.a.svc = status
 		l.a.mu.Unlock()
@@ -194,7 +199,8 @@ func (l *loop) reconcile(ctx context.Context, strict bool) error {
 		case l.a.poke <- struct{}{}:
 		default:
 		}
-	}()
+	}
+	defer publish()
 
 	switch {
 	case !cfg.Enabled:
@@ -269,6 +275,9 @@ func (l *loop) reconcile(ctx context.Context, strict bool) error {
 			want[bindingKey{iface: f.Name, aor: sp.aor.String(), target: t.addr}] = sp
 		}
 	}
+	// Before the bindings send: what the registrar sees is never ahead of
+	// the status (its socket and announced interfaces).
+	publish()
 	for k, b := range l.bindings {
 		if _, ok := want[k]; !ok {
 			b.remove(l.sender(), false)
