@@ -170,7 +170,15 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		sipgo.WithUserAgent(cfg.serverName()),
 		sipgo.WithUserAgenTLSConfig(s.clientTLS()),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
-		sipgo.WithUserAgentTransactionLayerOptions(sip.WithTransactionLayerLogger(sipLog)),
+		sipgo.WithUserAgentTransactionLayerOptions(
+			sip.WithTransactionLayerLogger(sipLog),
+			// A response no transaction takes (a late retransmission, a
+			// stray) is dropped, RFC 3261 §17.1.3; sipgo's default handler
+			// would log each one to the default logger, past the limiter.
+			sip.WithTransactionLayerUnhandledResponseHandler(func(r *sip.Response) {
+				sipLog.Info("Unhandled sip response", "source", r.Source(), "response", r.StartLine())
+			}),
+		),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: sip user agent: %w", err)

@@ -14,7 +14,10 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/emiago/sipgo/sip"
+
 	"github.com/outpost/outpost/appliance"
+	"github.com/outpost/outpost/gateway/siplog"
 )
 
 // version is stamped by the Makefile: -ldflags "-X main.version=...".
@@ -62,6 +65,10 @@ func run() int {
 	defer stopSyslog() // after the last record: flushes for at most 2 s
 	log := slog.New(h)
 	slog.SetDefault(log)
+	// sipgo logs some per-packet events to its package logger, not to the
+	// loggers each part gives it (a request or response nothing handles,
+	// in a user agent that sets no handler for it): through a limiter too.
+	sip.SetDefaultLogger(slog.New(siplog.New(h, siplog.Sipgo, siplog.Options{})).With("part", "sipgo"))
 	// Half the collector's work for a heap that stays small on the box (the
 	// SIP transactions kept for retransmissions dominate it under load);
 	// measured in bench/RESULTS.md. GOGC in the environment still wins.

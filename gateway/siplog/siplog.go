@@ -244,12 +244,22 @@ func sourceClass(r slog.Record) string {
 // per-packet failure (sipgo v1.7.3 logs a parse failure, a request it
 // cannot make a transaction of, a response matching nothing, a failed
 // send, each once per packet and at ERROR, the parse failure with the
-// whole datagram). Below WARN records pass through.
+// whole datagram), and so are its INFO records about a request or
+// response nothing handles (its default handlers log one per packet).
+// Other records below WARN pass through.
 func Sipgo(r slog.Record) (string, bool) {
+	m := r.Message
 	if r.Level < slog.LevelWarn {
+		switch {
+		case r.Level < slog.LevelInfo:
+			return "", false
+		case strings.Contains(m, "Unhandled sip response"):
+			return "unmatched_response", true
+		case strings.Contains(m, "Unhandled sip request"):
+			return "no_handler", true
+		}
 		return "", false
 	}
-	m := r.Message
 	switch {
 	case strings.Contains(m, "failed to parse"):
 		return "unparseable", true

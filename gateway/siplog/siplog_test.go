@@ -112,3 +112,22 @@ func TestCountedWhenOff(t *testing.T) {
 		t.Errorf("debug enabled")
 	}
 }
+
+// sipgo's INFO records about a request or response nothing handles come
+// once per packet: limited like its failures; other INFO records pass.
+func TestUnhandledAtInfoIsPerPacket(t *testing.T) {
+	log, lim, buf, _ := newTestLogger(slog.LevelInfo, Sipgo)
+	for range 100 {
+		log.Info("TransactionLayer: Unhandled sip response. Possible retransmissions. Set UnhandledResponseHandler", "caller", "transactionLayer", "msg", "response status=200 reason=OK transport=UDP source=198.51.100.7:5060")
+		log.Info("Unhandled sip response", "source", "198.51.100.7:5060", "response", "SIP/2.0 180 Ringing")
+		log.Info("Unhandled sip request. OnRequest handler not added", "caller", "transactionLayer", "msg", "request method=BYE")
+	}
+	log.Info("sip listening", "listener", "udp:127.0.0.1:5060")
+	got := lines(buf)
+	if len(got) != 4 {
+		t.Fatalf("%d lines for 300 unhandled records and one other, want 3 summaries + 1:\n%s", len(got), buf)
+	}
+	if c := lim.Counts(); c["unmatched_response"] != 200 || c["no_handler"] != 100 {
+		t.Errorf("counts %v", c)
+	}
+}
