@@ -12,14 +12,15 @@ import (
 // stay under (a soft limit: GOMEMLIMIT semantics). A branch box has a few
 // hundred MB; under a call or registration flood the SIP transactions kept
 // for retransmissions grow the heap quickly, and without a limit the
-// collector (GOGC=200) would let it reach several times the live heap.
+// collector (GOGC up to 800 while busy, gcpace.go) would let it reach
+// several times the live heap.
 const memLimitShare = 0.5
 
 // memLimitCap caps that limit whatever the machine has: the box's heap is
 // bounded by admission (gateway/overload.go refuses new calls while the
 // live heap is over half of this limit: 75 MiB), and the limit keeps
-// the resident size under 200 MB through a flood instead of the three
-// times the live heap GOGC=200 would allow (issue 16: RSS ≤ 200 MB through
+// the resident size under 200 MB through a flood instead of the several
+// times the live heap GOGC would allow (issue 16: RSS ≤ 200 MB through
 // a 10 s flood of 10,000 INVITEs/s). A soft limit: the collector works
 // harder near it, nothing fails, and under a flood the resident size
 // overshoots it by 20-30 MiB (the collector is held to half the CPU): 160

@@ -11,7 +11,7 @@ import (
 // INVITE flood RSS must be back under 60 MB within 60 s).
 //
 // Why the runtime alone does not: the collector runs when the heap reaches
-// its goal (GOGC=200: three times the live heap), and a box that goes quiet
+// its goal (GOGC=100 quiet: twice the live heap), and a box that goes quiet
 // after a flood allocates too little to reach it, so the garbage of the
 // flood (and sipgo's finished transactions, freed after 4 s) stays mapped
 // until the forced collection two minutes later, and the scavenger then
