@@ -237,6 +237,29 @@ func TestBindingContactMoves(t *testing.T) {
 	})
 }
 
+// A REGISTER still unanswered when the contact moves may have reached
+// the registrar: its contact is unREGISTERed before the new one too.
+func TestBindingContactMovesDuringAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeSender{answer: func(m regMsg) (int, time.Duration, bool) {
+			return 200, 600 * time.Second, m.expires != 0 && m.contact.Host == "198.18.0.1" // unanswered
+		}}
+		b, _ := startBinding(t.Context(), nil, testSpec(f, "lan0", "198.18.1.1"))
+		synctest.Wait()
+		s := testSpec(f, "lan0", "198.18.1.1")
+		s.contact.Host = "198.18.0.2"
+		b.push(s)
+		synctest.Wait()
+		ms := f.msgs()
+		if len(ms) != 3 || ms[1].m.expires != 0 || ms[1].m.contact.Host != "198.18.0.1" ||
+			ms[2].m.expires != 600 || ms[2].m.contact.Host != "198.18.0.2" {
+			t.Fatalf("sent %+v", ms)
+		}
+		b.remove(f, false)
+		<-b.done
+	})
+}
+
 // A binding re-created while its predecessor still sends the unREGISTER
 // waits for it, so the registrar never sees them reversed.
 func TestBindingWaitsForPredecessor(t *testing.T) {
