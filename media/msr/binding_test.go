@@ -2,6 +2,7 @@ package msr
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -214,50 +215,34 @@ func TestBindingRemove(t *testing.T) {
 }
 
 // When the contact moves (new service address), the old one is
-// unREGISTERed before the new one is registered.
+// unREGISTERed before the new one is registered; so is one whose
+// REGISTER is still unanswered, since it may have reached the registrar.
 func TestBindingContactMoves(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeSender{}
-		b, _ := startBinding(t.Context(), nil, testSpec(f, "lan0", "198.18.1.1"))
-		synctest.Wait()
-		s := testSpec(f, "lan0", "198.18.1.1")
-		s.contact.Host = "198.18.0.2"
-		b.push(s)
-		synctest.Wait()
-		ms := f.msgs()
-		if len(ms) != 3 || ms[1].m.expires != 0 || ms[1].m.contact.Host != "198.18.0.1" ||
-			ms[2].m.expires != 600 || ms[2].m.contact.Host != "198.18.0.2" {
-			t.Fatalf("sent %+v", ms)
-		}
-		b.remove(f, false)
-		<-b.done
-		if last := f.msgs()[3].m; last.expires != 0 || last.contact.Host != "198.18.0.2" {
-			t.Errorf("final unREGISTER %+v", last)
-		}
-	})
-}
-
-// A REGISTER still unanswered when the contact moves may have reached
-// the registrar: its contact is unREGISTERed before the new one too.
-func TestBindingContactMovesDuringAttempt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeSender{answer: func(m regMsg) (int, time.Duration, bool) {
-			return 200, 600 * time.Second, m.expires != 0 && m.contact.Host == "198.18.0.1" // unanswered
-		}}
-		b, _ := startBinding(t.Context(), nil, testSpec(f, "lan0", "198.18.1.1"))
-		synctest.Wait()
-		s := testSpec(f, "lan0", "198.18.1.1")
-		s.contact.Host = "198.18.0.2"
-		b.push(s)
-		synctest.Wait()
-		ms := f.msgs()
-		if len(ms) != 3 || ms[1].m.expires != 0 || ms[1].m.contact.Host != "198.18.0.1" ||
-			ms[2].m.expires != 600 || ms[2].m.contact.Host != "198.18.0.2" {
-			t.Fatalf("sent %+v", ms)
-		}
-		b.remove(f, false)
-		<-b.done
-	})
+	for _, unanswered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unanswered=%v", unanswered), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeSender{answer: func(m regMsg) (int, time.Duration, bool) {
+					return 200, 600 * time.Second, unanswered && m.expires != 0 && m.contact.Host == "198.18.0.1"
+				}}
+				b, _ := startBinding(t.Context(), nil, testSpec(f, "lan0", "198.18.1.1"))
+				synctest.Wait()
+				s := testSpec(f, "lan0", "198.18.1.1")
+				s.contact.Host = "198.18.0.2"
+				b.push(s)
+				synctest.Wait()
+				ms := f.msgs()
+				if len(ms) != 3 || ms[1].m.expires != 0 || ms[1].m.contact.Host != "198.18.0.1" ||
+					ms[2].m.expires != 600 || ms[2].m.contact.Host != "198.18.0.2" {
+					t.Fatalf("sent %+v", ms)
+				}
+				b.remove(f, false)
+				<-b.done
+				if last := f.msgs()[3].m; !unanswered && (last.expires != 0 || last.contact.Host != "198.18.0.2") {
+					t.Errorf("final unREGISTER %+v", last)
+				}
+			})
+		})
+	}
 }
 
 // A binding re-created while its predecessor still sends the unREGISTER
