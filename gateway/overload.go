@@ -28,11 +28,26 @@ import (
 // rate, and grows only when work queues. The rule is CoDel's (RFC 8289)
 // applied to call setups: when the smallest delay seen during an interval
 // (overloadInterval) is above the target (overloadTarget), the queue did
-// not drain once in that interval, so the box sheds: for the next interval
-// every new out-of-dialog INVITE that it would have admitted gets a
-// stateless 503 with Retry-After from the fast path, which costs a parse
-// and a send. An interval without a sample (everything was shed, or no
-// calls came) ends shedding, so admission resumes and measures again.
+// not drain once in that interval: the interval was overloaded.
+//
+// What an overloaded interval does is the rate of admission's business,
+// as TCP's congestion window (additive increase, multiplicative
+// decrease): the next interval admits at most overloadDecrease per cent
+// of the new calls the last one admitted, and every new out-of-dialog
+// INVITE over that quota gets a stateless 503 with Retry-After from the
+// fast path, which costs a parse and a send. Intervals that stay
+// overloaded keep the quota until overloadHold has passed since the cut
+// (a cut shows in the delays only once the queue it found has drained),
+// then cut again; an interval that was not overloaded raises the quota by
+// an eighth (at least one call). Once an interval takes less than half
+// its quota, or two intervals pass without a new call, there is no quota.
+// The first gate (until 2026-12) shed every new call for the interval
+// after an overloaded one and admitted every call in the next: uncapped
+// at 2,500 calls/s, a quarter above the knee, admission swung between all
+// and nothing, the admitted bursts overflowed the socket (18,000-40,000
+// datagrams dropped) and 1,900-4,800 calls the box had admitted failed;
+// with the quota 970-1,370 did, with fewer drops (bench/RESULTS.md, issue
+// 16 item 1).
 //
 // That delay starts at the read, so it misses the queue before it: the
 // socket's. Under a CPU quota the process is frozen for part of each
@@ -89,6 +104,14 @@ const (
 	overloadInterval = 100 * time.Millisecond
 	// overloadSocketTarget is the sojourn target of the UDP sockets.
 	overloadSocketTarget = 200 * time.Millisecond
+	// overloadDecrease is the percentage of the last interval's
+	// admissions the next may admit after an overloaded interval;
+	// overloadIncrease the divisor of the quota's growth after one that
+	// was not (an eighth: the quota doubles in about 0.6 s); overloadHold
+	// how long a cut stands while the overload lasts.
+	overloadDecrease = 75
+	overloadIncrease = 8
+	overloadHold     = 500 * time.Millisecond
 	// overloadRetryAfter is the Retry-After of the 503, in seconds: long
 	// enough for a trunk to spread its next attempts, short enough that a
 	// phone's user retrying by hand finds the box serving again.
@@ -109,13 +132,18 @@ type overloadGate struct {
 	heapLimit        uint64        // live heap bytes above which calls are shed
 	heapLive         func() uint64 // the live heap as of the last collection
 
-	mu      sync.Mutex
-	start   time.Time     // of the current interval
-	min     time.Duration // smallest delay seen in it; -1 = none
-	smin    time.Duration // smallest socket sojourn seen in it; -1 = none
-	shed    bool          // the previous interval's verdict
-	heapAt  time.Time     // when heapOver was read
-	heapOvr bool          // the live heap was over heapLimit then
+	mu    sync.Mutex
+	start time.Time     // of the current interval
+	min   time.Duration // smallest delay seen in it; -1 = none
+	smin  time.Duration // smallest socket sojourn seen in it; -1 = none
+	// While limited (the box is or was lately overloaded), an interval
+	// admits at most quota new calls; taken counts the current interval's
+	// admissions.
+	limited      bool
+	quota, taken int
+	hold         time.Time // no further cut before
+	heapAt       time.Time // when heapOver was read
+	heapOvr      bool      // the live heap was over heapLimit then
 
 	// New INVITEs answered 503, by reason.
 	refusedQueue, refusedMemory atomic.Uint64
@@ -143,7 +171,8 @@ func heapThreshold(limit int64) uint64 {
 	return uint64(limit) / 2
 }
 
-// roll ends the intervals that are over at now; g.mu is held.
+// roll ends the intervals that are over at now and sets the next one's
+// quota (see above); g.mu is held.
 func (g *overloadGate) roll(now time.Time) {
 	if g.start.IsZero() {
 		g.start = now
@@ -153,9 +182,27 @@ func (g *overloadGate) roll(now time.Time) {
 	if elapsed < g.interval {
 		return
 	}
-	// A second interval that passed entirely has no sample: not shedding.
-	g.shed = elapsed < 2*g.interval && (g.min > g.target || g.smin > g.socketTarget)
-	g.start, g.min, g.smin = now, -1, -1
+	// A second interval that passed entirely saw no call: whatever had
+	// queued has drained.
+	quiet := elapsed >= 2*g.interval
+	over := !quiet && (g.min > g.target || g.smin > g.socketTarget)
+	switch {
+	case quiet:
+		g.limited = false
+	case over && g.limited && now.Before(g.hold):
+		// the last cut has not shown in the delays yet
+	case over:
+		base := g.taken
+		if g.limited {
+			base = min(base, g.quota)
+		}
+		g.limited, g.quota, g.hold = true, base*overloadDecrease/100, now.Add(overloadHold)
+	case g.limited && g.taken < g.quota/2:
+		g.limited = false // demand is well under the quota
+	case g.limited:
+		g.quota += max(g.quota/overloadIncrease, 1)
+	}
+	g.start, g.min, g.smin, g.taken = now, -1, -1, 0
 }
 
 // observe records the queueing delay of one admitted INVITE.
@@ -175,14 +222,19 @@ func (g *overloadGate) sample(min *time.Duration, d time.Duration) {
 	}
 }
 
-// shedding reports whether new calls are to be refused now: while setups
-// queued, or while the live heap is over the limit.
+// shedding reports whether a new call would be refused now: the
+// interval's quota is used up, or the live heap is over the limit.
 func (g *overloadGate) shedding() (queue, memory bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.verdict()
+}
+
+// verdict is shedding's; g.mu is held.
+func (g *overloadGate) verdict() (queue, memory bool) {
 	now := g.now()
 	g.roll(now)
-	if g.shed {
+	if g.limited && g.taken >= g.quota {
 		return true, false
 	}
 	if now.Sub(g.heapAt) >= overloadHeapEvery || now.Before(g.heapAt) {
@@ -191,10 +243,15 @@ func (g *overloadGate) shedding() (queue, memory bool) {
 	return false, g.heapOvr
 }
 
-// refuseNew reports whether a new call is to be refused now, and counts
-// the refusal by its reason.
+// refuseNew reports whether a new call is to be refused now and counts
+// the refusal by its reason, or the admission against the quota.
 func (g *overloadGate) refuseNew() bool {
-	queue, memory := g.shedding()
+	g.mu.Lock()
+	queue, memory := g.verdict()
+	if !queue && !memory {
+		g.taken++
+	}
+	g.mu.Unlock()
 	switch {
 	case queue:
 		g.refusedQueue.Add(1)

@@ -5,6 +5,7 @@ import (
 	"hash/crc32"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,42 +61,92 @@ func interval(g *overloadGate, c *fakeClock, record func(time.Duration), samples
 	c.set(g.start.Add(g.interval))
 }
 
-// The gate sheds for the interval after one whose smallest delay was over
-// the target, and only then: one quick setup among slow ones, an interval
-// without samples, or a long silence end the shedding.
+// admitting calls refuseNew n times and returns how many it admitted.
+func admitting(g *overloadGate, n int) int {
+	admitted := 0
+	for range n {
+		if !g.refuseNew() {
+			admitted++
+		}
+	}
+	return admitted
+}
+
+// After an interval whose smallest delay was over the target, the next
+// admits three quarters of the calls the last one admitted and refuses the
+// rest; while the overload lasts the cut stands until overloadHold has
+// passed, then is cut again; quick intervals raise the quota by an eighth;
+// demand under half the quota, or a silence, lifts it.
 func TestOverloadGate(t *testing.T) {
 	g, c, _ := testGate()
-	step := func(delays ...time.Duration) { interval(g, c, g.observe, delays...) }
-	shedding := func() bool { q, m := g.shedding(); return q || m }
-	if shedding() {
-		t.Fatal("a new gate sheds")
+	// step is one interval: offered new calls, each followed by an
+	// admitted call's setup delay; it returns how many were admitted.
+	step := func(offered int, delay time.Duration) int {
+		n := 0
+		interval(g, c, func(d time.Duration) {
+			if !g.refuseNew() {
+				n++
+			}
+			g.observe(d)
+		}, slices.Repeat([]time.Duration{delay}, offered)...)
+		return n
 	}
-	step(time.Second, 200*time.Millisecond, 60*time.Millisecond)
-	if !shedding() {
-		t.Fatal("every delay over the target: not shedding")
+	slow, quick := time.Second, time.Millisecond
+	if n := step(200, quick); n != 200 {
+		t.Fatalf("a new gate admitted %d of 200", n)
 	}
-	step(time.Second, 10*time.Millisecond)
-	if shedding() {
-		t.Fatal("one setup under the target: still shedding")
+	if n := step(200, slow); n != 200 {
+		t.Fatalf("the first slow interval admitted %d of 200; the verdict is for the next", n)
 	}
-	step(time.Second)
-	if !shedding() {
-		t.Fatal("slow again: not shedding")
+	if n := step(200, slow); n != 150 {
+		t.Fatalf("after a slow interval of 200 admissions: %d admitted, want 150", n)
 	}
-	step() // everything was shed: no sample
-	if shedding() {
-		t.Fatal("an interval without samples: still shedding")
+	if q := g.refusedQueue.Load(); q != 50 {
+		t.Fatalf("refusals counted: %d, want 50", q)
 	}
-	step(time.Second)
-	c.advance(5 * g.interval) // then nothing for a while
-	if shedding() {
-		t.Fatal("after a silence: shedding on an old verdict")
+	for range overloadHold/g.interval - 2 {
+		if n := step(200, slow); n != 150 {
+			t.Fatalf("within overloadHold of the cut: %d admitted, want 150", n)
+		}
+	}
+	if n := step(200, slow); n != 150 {
+		t.Fatalf("last interval of the hold: %d admitted, want 150", n)
+	}
+	if n := step(200, quick); n != 112 {
+		t.Fatalf("after the hold, slow again: %d admitted, want 112 (3/4 of 150)", n)
+	}
+	if n := step(200, quick); n != 126 {
+		t.Fatalf("after a quick interval: %d admitted, want 126 (112 + 112/8)", n)
+	}
+	if n := step(10, quick); n != 10 {
+		t.Fatalf("%d of 10 admitted under a quota of 141", n)
+	}
+	if n := step(300, quick); n != 300 {
+		t.Fatalf("demand under half the quota did not lift it: %d of 300 admitted", n)
+	}
+
+	// A cut to nothing is climbed back one call at a time.
+	step(0, 0)
+	g.observe(slow) // a setup admitted earlier, slow: nothing was admitted in this interval
+	c.set(g.start.Add(g.interval))
+	if n := step(5, quick); n != 0 {
+		t.Fatalf("after an overloaded interval without admissions: %d admitted, want 0", n)
+	}
+	if n := step(5, quick); n != 1 {
+		t.Fatalf("after a quiet interval at quota 0: %d admitted, want 1", n)
+	}
+
+	// A silence lifts the quota.
+	step(200, slow)
+	c.advance(2 * g.interval)
+	if n := admitting(g, 500); n != 500 {
+		t.Fatalf("after a silence: %d of 500 admitted", n)
 	}
 }
 
-// The socket's sojourn times follow the same rule, on their own: an
-// interval whose smallest sojourn was over the target sheds the next; one
-// quick read among slow ones does not; quick INVITE setups do not hide a
+// The socket's sojourn times count the same way, on their own: an
+// interval whose smallest sojourn was over the target is overloaded; one
+// quick read among slow ones is not; quick INVITE setups do not hide a
 // full socket.
 func TestOverloadGateSocket(t *testing.T) {
 	g, c, _ := testGate()
@@ -103,6 +154,7 @@ func TestOverloadGateSocket(t *testing.T) {
 		interval(g, c, func(d time.Duration) {
 			g.observeSocket(d)
 			g.observe(time.Millisecond) // handlers keep up
+			g.refuseNew()
 		}, sojourns...)
 	}
 	shedding := func() bool { q, m := g.shedding(); return q || m }
@@ -111,17 +163,13 @@ func TestOverloadGateSocket(t *testing.T) {
 	if shedding() {
 		t.Fatal("sojourns under the socket's target: shedding")
 	}
-	step(time.Second, 2*over, over)
-	if !shedding() {
-		t.Fatal("every sojourn over the target: not shedding")
-	}
 	step(time.Second, 2*time.Millisecond)
 	if shedding() {
-		t.Fatal("the socket drained once: still shedding")
+		t.Fatal("the socket drained once: shedding")
 	}
-	step(time.Second)
-	if !shedding() {
-		t.Fatal("full again: not shedding")
+	step(time.Second, 2*over, over, over)
+	if n := admitting(g, 4); n != 3 {
+		t.Fatalf("every sojourn over the target, 4 admitted: the next interval admitted %d, want 3", n)
 	}
 	if q, _ := g.shedding(); !q {
 		t.Fatal("a full socket is not counted as a queue")
