@@ -30,24 +30,32 @@ import (
 // (overloadInterval) is above the target (overloadTarget), the queue did
 // not drain once in that interval: the interval was overloaded.
 //
-// What an overloaded interval does is the rate of admission's business,
-// as TCP's congestion window (additive increase, multiplicative
+// What an overloaded interval does is the admission rate's business, as
+// with TCP's congestion window (additive increase, multiplicative
 // decrease): the next interval admits at most overloadDecrease per cent
-// of the new calls the last one admitted, and every new out-of-dialog
-// INVITE over that quota gets a stateless 503 with Retry-After from the
-// fast path, which costs a parse and a send. Intervals that stay
-// overloaded keep the quota until overloadHold has passed since the cut
-// (a cut shows in the delays only once the queue it found has drained),
-// then cut again; an interval that was not overloaded raises the quota by
-// an eighth (at least one call). Once an interval takes less than half
-// its quota, or two intervals pass without a new call, there is no quota.
-// The first gate (until 2026-12) shed every new call for the interval
-// after an overloaded one and admitted every call in the next: uncapped
-// at 2,500 calls/s, a quarter above the knee, admission swung between all
-// and nothing, the admitted bursts overflowed the socket (18,000-40,000
-// datagrams dropped) and 1,900-4,800 calls the box had admitted failed;
-// with the quota 970-1,370 did, with fewer drops (bench/RESULTS.md, issue
-// 16 item 1).
+// (half) of the new calls the last one admitted, and every new
+// out-of-dialog INVITE over that quota gets a stateless 503 with
+// Retry-After from the fast path, which costs a parse and a send.
+// Intervals that stay overloaded keep the quota until overloadHold has
+// passed since the cut (a cut shows in the delays only once the queue it
+// found has drained), then cut again; an interval that was not overloaded
+// raises the quota by an eighth (at least one call). Once an interval
+// takes less than half its quota, or two intervals pass without a new
+// call, there is no quota.
+//
+// The first gate shed every new call for the interval after an
+// overloaded one, and so admitted every call in the interval after that:
+// uncapped at 2,500 calls/s, a quarter above the knee, admission swung
+// between all and nothing, the admitted bursts overflowed the socket and
+// the box collapsed (three runs: 3,966-4,249 admitted calls failed,
+// 24,000-27,000 datagrams dropped, 56-62 % of the calls failed); with the
+// quota 0-596 admitted calls failed, 600-11,000 datagrams were dropped,
+// 26-40 % failed, at two thirds of the CPU. A cut to three quarters held
+// for 500 ms was tried first: better at 2,500/s (817-2,053 admitted calls
+// failed), but through item 3's flood of 10,000 INVITEs/s it admitted too
+// many: resident peaks 189-215 MB, median 200 MB; halving, held 300 ms:
+// 179-202 MB, median 185 MB, and the flood's admitted calls no longer
+// fail (bench/RESULTS.md, issue 16 items 1 and 3).
 //
 // That delay starts at the read, so it misses the queue before it: the
 // socket's. Under a CPU quota the process is frozen for part of each
@@ -108,10 +116,10 @@ const (
 	// admissions the next may admit after an overloaded interval;
 	// overloadIncrease the divisor of the quota's growth after one that
 	// was not (an eighth: the quota doubles in about 0.6 s); overloadHold
-	// how long a cut stands while the overload lasts.
-	overloadDecrease = 75
+	// how long a cut stands while the overload lasts (see above).
+	overloadDecrease = 50
 	overloadIncrease = 8
-	overloadHold     = 500 * time.Millisecond
+	overloadHold     = 300 * time.Millisecond
 	// overloadRetryAfter is the Retry-After of the 503, in seconds: long
 	// enough for a trunk to spread its next attempts, short enough that a
 	// phone's user retrying by hand finds the box serving again.

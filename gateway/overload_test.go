@@ -73,8 +73,8 @@ func admitting(g *overloadGate, n int) int {
 }
 
 // After an interval whose smallest delay was over the target, the next
-// admits three quarters of the calls the last one admitted and refuses the
-// rest; while the overload lasts the cut stands until overloadHold has
+// admits overloadDecrease per cent of the calls the last one admitted and
+// refuses the rest; while the overload lasts the cut stands until overloadHold has
 // passed, then is cut again; quick intervals raise the quota by an eighth;
 // demand under half the quota, or a silence, lifts it.
 func TestOverloadGate(t *testing.T) {
@@ -98,28 +98,28 @@ func TestOverloadGate(t *testing.T) {
 	if n := step(200, slow); n != 200 {
 		t.Fatalf("the first slow interval admitted %d of 200; the verdict is for the next", n)
 	}
-	if n := step(200, slow); n != 150 {
-		t.Fatalf("after a slow interval of 200 admissions: %d admitted, want 150", n)
+	cut := 200 * overloadDecrease / 100
+	if n := step(200, slow); n != cut {
+		t.Fatalf("after a slow interval of 200 admissions: %d admitted, want %d", n, cut)
 	}
-	if q := g.refusedQueue.Load(); q != 50 {
-		t.Fatalf("refusals counted: %d, want 50", q)
+	if q := g.refusedQueue.Load(); q != uint64(200-cut) {
+		t.Fatalf("refusals counted: %d, want %d", q, 200-cut)
 	}
-	for range overloadHold/g.interval - 2 {
-		if n := step(200, slow); n != 150 {
-			t.Fatalf("within overloadHold of the cut: %d admitted, want 150", n)
+	for range overloadHold/g.interval - 1 {
+		if n := step(200, slow); n != cut {
+			t.Fatalf("within overloadHold of the cut: %d admitted, want %d", n, cut)
 		}
 	}
-	if n := step(200, slow); n != 150 {
-		t.Fatalf("last interval of the hold: %d admitted, want 150", n)
+	cut2 := cut * overloadDecrease / 100
+	if n := step(200, quick); n != cut2 {
+		t.Fatalf("after the hold, slow again: %d admitted, want %d", n, cut2)
 	}
-	if n := step(200, quick); n != 112 {
-		t.Fatalf("after the hold, slow again: %d admitted, want 112 (3/4 of 150)", n)
+	grown := cut2 + cut2/overloadIncrease
+	if n := step(200, quick); n != grown {
+		t.Fatalf("after a quick interval: %d admitted, want %d", n, grown)
 	}
-	if n := step(200, quick); n != 126 {
-		t.Fatalf("after a quick interval: %d admitted, want 126 (112 + 112/8)", n)
-	}
-	if n := step(10, quick); n != 10 {
-		t.Fatalf("%d of 10 admitted under a quota of 141", n)
+	if few := grown/2 - 1; step(few, quick) != few {
+		t.Fatalf("fewer calls than the quota were not all admitted")
 	}
 	if n := step(300, quick); n != 300 {
 		t.Fatalf("demand under half the quota did not lift it: %d of 300 admitted", n)
@@ -168,8 +168,8 @@ func TestOverloadGateSocket(t *testing.T) {
 		t.Fatal("the socket drained once: shedding")
 	}
 	step(time.Second, 2*over, over, over)
-	if n := admitting(g, 4); n != 3 {
-		t.Fatalf("every sojourn over the target, 4 admitted: the next interval admitted %d, want 3", n)
+	if n, want := admitting(g, 4), 4*overloadDecrease/100; n != want {
+		t.Fatalf("every sojourn over the target, 4 admitted: the next interval admitted %d, want %d", n, want)
 	}
 	if q, _ := g.shedding(); !q {
 		t.Fatal("a full socket is not counted as a queue")
