@@ -74,9 +74,9 @@ func admitting(g *overloadGate, n int) int {
 
 // After an interval whose smallest delay was over the target, the next
 // admits overloadDecrease per cent of the calls the last one admitted and
-// refuses the rest; while the overload lasts the cut stands until overloadHold has
-// passed, then is cut again; quick intervals raise the quota by an eighth;
-// demand under half the quota, or a silence, lifts it.
+// refuses the rest; while the overload lasts the cut stands until
+// overloadHold has passed, then is cut again; quick intervals raise the
+// quota by an eighth; demand under half the quota, or a silence, lifts it.
 func TestOverloadGate(t *testing.T) {
 	g, c, _ := testGate()
 	// step is one interval: offered new calls, each followed by an
