@@ -71,7 +71,8 @@ func TestFuzzDaemon(t *testing.T) {
 	if m.Attempts < 15 || m.OK != m.Attempts {
 		t.Errorf("registrar not answering throughout: %d of %d registrations, longest gap %s, failures %v", m.OK, m.Attempts, m.MaxGap, m.Failures)
 	}
-	// Memory: the Go heap (GOGC up to 800 while busy) and sipgo's transactions (kept 32 s)
+	// Memory: the Go heap (GOGC up to 800 while busy) and sipgo's
+	// finished transactions (kept 2 s, gateway/txretention.go)
 	// grow under the run; a leak proportional to the messages would keep
 	// growing. Wait (bounded) for RSS back under twice the start plus a
 	// margin. (bench/RESULTS.md: RSS levels off at the same value after

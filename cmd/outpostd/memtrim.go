@@ -13,7 +13,7 @@ import (
 // Why the runtime alone does not: the collector runs when the heap reaches
 // its goal (GOGC=100 quiet: twice the live heap), and a box that goes quiet
 // after a flood allocates too little to reach it, so the garbage of the
-// flood (and sipgo's finished transactions, freed after 4 s) stays mapped
+// flood (and sipgo's finished transactions, freed after 2 s) stays mapped
 // until the forced collection two minutes later, and the scavenger then
 // returns it gradually. Measured: 80 MiB still resident 90 s after a 2 s
 // flood (bench/mem_bench.sh).
