@@ -12,21 +12,21 @@ import (
 //
 // A quiet box runs at GOGC=100 (Go's default): a collection each time the
 // heap has doubled since the last one. It was 200 (tripled) until item 3's
-// steady state, 1000 bindings and 100 calls up, sat at its 40 MB line;
-// at 100 it is 3 MB lower (35.8 against 38.8 MB, bench/mem_bench.sh), for
+// steady state, 1000 bindings and 100 calls up, sat at its 40 MB line; at
+// 100 it is 3 MB lower (35.8 against 38.8 MB, bench/mem_bench.sh), for
 // collector work a quiet box does not notice. Under a call load the live
 // heap is mostly calls in progress and transactions kept for
-// retransmissions (45 MiB at 1,000 calls/s held 1 s, bench/RESULTS.md),
-// so its goal sits near the memory limit (memlimit.go) anyway, and the
-// collector marked that heap more than once a second: a quarter of the CPU a call under half a CPU. While the box
-// allocates fast (a call or registration load, a flood), GOGC goes up to
-// gcBusyPercent and the memory limit paces the collector instead: it runs
-// when the heap nears the limit, which the box may use since admission
-// (gateway/overload.go) keeps the live heap under half of it. When
-// the box is quiet again, GOGC is back to 100 at the next window, so a
-// quiet branch's heap (and item 3's 40 MB with 1000 bindings and 100 calls)
-// is paced as before, and the trimmer (memtrim.go) returns the busy
-// period's pages.
+// retransmissions (45 MiB at 1,000 calls/s held 1 s, bench/RESULTS.md), so
+// its goal sits near the memory limit (memlimit.go) anyway, and the
+// collector marked that heap more than once a second: a quarter of the CPU
+// a call under half a CPU. While the box allocates fast (a call or
+// registration load, a flood), GOGC goes up to gcBusyPercent and the
+// memory limit paces the collector instead: it runs when the heap nears
+// the limit, which the box may use since admission (gateway/overload.go)
+// keeps the live heap under half of it. When the box is quiet again, GOGC
+// is back to 100 at the next window, so a quiet branch's heap (and item
+// 3's 40 MB with 1000 bindings and 100 calls) is paced as before, and the
+// trimmer (memtrim.go) returns the busy period's pages.
 //
 // Only when outpostd chose both knobs: GOGC in the environment wins, and
 // without a memory limit nothing would bound a heap paced by GOGC=800.
