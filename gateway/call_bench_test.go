@@ -27,6 +27,9 @@ func BenchmarkCall(b *testing.B) {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
 		b.Fatal(err)
 	}
+	created := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(created)
+	g0 := created[0].Value.Uint64()
 	n := 0
 	for b.Loop() {
 		n++
@@ -49,6 +52,8 @@ func BenchmarkCall(b *testing.B) {
 	cpu := syscall.TimevalToNsec(after.Utime) - syscall.TimevalToNsec(before.Utime) +
 		syscall.TimevalToNsec(after.Stime) - syscall.TimevalToNsec(before.Stime)
 	b.ReportMetric(float64(cpu)/1e3/float64(n), "cpu-µs/op")
+	metrics.Read(created)
+	b.ReportMetric(float64(created[0].Value.Uint64()-g0)/float64(n), "goroutines/op")
 
 	// What a finished call leaves behind: the live heap after a collection,
 	// over the calls that ended within retainFinished (the transactions'

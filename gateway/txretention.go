@@ -27,8 +27,8 @@ import (
 //     (invite.go, 32 s, 16 bytes a call): onInvite ends the new
 //     transaction made for it without a word, so it never becomes a
 //     second call. A caller retransmits its INVITE only until it has a
-//     provisional answer (the box sends 100 Trying at once), so this is
-//     the lost-100 case.
+//     provisional answer (the box sends one within 200 ms: 100 Trying
+//     when nothing sooner), so this is the lost-provisional case.
 //   - Timer M: the callee retransmits its 2xx only while our ACK is lost;
 //     within 2 s it does so twice (0.5 and 1.5 s after the first) and
 //     each is re-ACKed. A 2xx whose three ACKs were all lost (at 1 %

@@ -583,7 +583,8 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 			return
 		}
 	}
-	respond(tx, req, 100, "Trying")
+	// No 100 Trying here: the transaction sends it when nothing else went
+	// out within 200 ms (doc.go).
 
 	arrived, laddr, contact, err := b.localFor(set, tx)
 	if err != nil {

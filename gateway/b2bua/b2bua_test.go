@@ -1038,8 +1038,11 @@ func TestCallerByeWhileRinging(t *testing.T) {
 }
 
 // TestCallerCancelsBeforeCalleeResponds: A cancels once B has the INVITE
-// but before B said anything (RFC 3261 §9.1: the box may CANCEL only after
-// a provisional); B's first response then lets the box send its CANCEL.
+// but before B's script said anything (RFC 3261 §9.1: the box may CANCEL
+// only after a provisional). A's CANCEL leaves once the box's 100 Trying
+// reaches it, 200 ms in (Timer_1xx: the box sends no 100 at once), when
+// B's stack sends its own 100 too; the box's CANCEL follows whichever of
+// B's responses comes first.
 func TestCallerCancelsBeforeCalleeResponds(t *testing.T) {
 	e := newEnv(t, Config{})
 	a := newPhone(t, "1001", nil)
@@ -1048,6 +1051,9 @@ func TestCallerCancelsBeforeCalleeResponds(t *testing.T) {
 		close(invited)
 		select { // say nothing until A has given up
 		case <-release:
+		case <-d.Context().Done(): // cancelled after B's stack's 100
+			p.cancelled <- context.Cause(d.Context())
+			return
 		case <-time.After(wait):
 		}
 		ringForever(p, d, req)

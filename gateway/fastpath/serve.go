@@ -72,6 +72,9 @@ func (f *Path) serveRequest(req *sip.Request, key string, sock udpSocket, info s
 	if !f.txs.add(tx) {
 		return // cannot happen: the read goroutine looked it up
 	}
+	if tx.invite() {
+		f.txs.trying.add(tx, sip.Timer_1xx)
+	}
 	f.handlers.Go(func() {
 		handler(req, tx)
 		tx.handled()

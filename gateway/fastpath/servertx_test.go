@@ -94,6 +94,40 @@ func setTimers(t *testing.T, g, t2, h, i, l time.Duration) {
 
 const authorized = "\r\nProxy-Authorization: Digest username=\"a\""
 
+// An INVITE whose handler says nothing gets 100 Trying from its
+// transaction 200 ms in (Timer_1xx, RFC 3261 §17.2.1), without a
+// retransmission to prompt it; one whose handler rings first does not.
+func TestServedInviteTrying(t *testing.T) {
+	s := newServed(t)
+	sent := time.Now()
+	s.filter("UDP", request("INVITE", "z9hG4bK-t1", authorized))
+	c := s.call()
+	defer close(c.do)
+	if got := s.read(); !strings.HasPrefix(got, "SIP/2.0 100 Trying") {
+		t.Fatalf("silent handler: got %q, want 100 Trying", got)
+	}
+	if took := time.Since(sent); took < sip.Timer_1xx {
+		t.Fatalf("100 Trying after %v, before Timer_1xx (%v)", took, sip.Timer_1xx)
+	}
+
+	s.filter("UDP", request("INVITE", "z9hG4bK-t2", authorized))
+	c2 := s.call()
+	defer close(c2.do)
+	if err := c2.respond(t, 180); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.read(); !strings.HasPrefix(got, "SIP/2.0 180") {
+		t.Fatalf("ringing handler: got %q, want 180", got)
+	}
+	c2.tx.(*serverTx).trying() // what Timer_1xx does
+	if err := c2.respond(t, 200); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.read(); !strings.HasPrefix(got, "SIP/2.0 200") {
+		t.Fatalf("after the 180, Timer_1xx sent %q", got)
+	}
+}
+
 // A served INVITE goes to the handler once: a retransmission before any
 // answer gets 100 Trying, during ringing the last provisional again, after
 // the 2xx nothing (RFC 6026 Accepted) while the TU's own 2xx
