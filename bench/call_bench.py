@@ -301,10 +301,10 @@ def load(raw):
 
 def runs_by_rate(steps, phase, server):
     """{rate: [final attempt of each run]}: a run that was repeated because it failed on a busy box counts
-    by its last attempt; profiling runs (run=prof) are not counted."""
+    by its last attempt; profiling and warm-up runs (run=prof, run=warmup) are not counted."""
     last = {}
     for s in steps:
-        if s.get("phase") != phase or s.get("server") != server or s.get("run") == "prof":
+        if s.get("phase") != phase or s.get("server") != server or s.get("run") in ("prof", "warmup"):
             continue
         last[(int(s["rate"]), s["run"])] = s
     out = {}
