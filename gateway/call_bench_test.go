@@ -17,7 +17,9 @@ import (
 // the process's CPU time (user + system, getrusage) per call, and with
 // B/op and allocs/op includes the test's two peers, which build their
 // messages with fmt and strings (the same work in every build, so the
-// difference between two builds is the box's). live-B/call is what a
+// difference between two builds is the box's); goroutines/op is the
+// goroutines started per call (the peers read and write on the
+// benchmark's own goroutine, so these are the box's). live-B/call is what a
 // finished call leaves on the heap while its transactions are retained;
 // the overload gate's memory criterion is off, so that the benchmark's
 // rate (a call every half millisecond) does not shed its own calls.

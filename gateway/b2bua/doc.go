@@ -16,9 +16,9 @@
 //     went out to it within 200 ms (RFC 3261 §17.2.1; sipgo's Timer_1xx,
 //     and the same in gateway/fastpath), not at once: a callee that
 //     rings sooner, as a branch phone does, spares the box a response a
-//     call (6 % of a call's CPU, bench/RESULTS.md issue 16 item 1).
-//     Max-Forwards 0 is refused with
-//     483; B legs carry Max-Forwards decremented by one. The Request-URI
+//     call (4 % of a call's CPU, bench/RESULTS.md issue 16 item 1).
+//     Max-Forwards 0 is refused with 483; B legs carry Max-Forwards
+//     decremented by one. The Request-URI
 //     user is routed with the Router (the dial plan): no route gives 404.
 //     A body other than application/sdp gives 488.
 //   - Loops get 482: every INVITE we send carries a per-call token

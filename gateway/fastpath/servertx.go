@@ -27,7 +27,7 @@ import (
 //     (§17.2.1: the 100 is owed unless the TU answers within 200 ms). The
 //     TU does not send one at once: a call whose callee rings within
 //     200 ms, as a branch phone does, gets its 180 and no 100, and saves
-//     a response built, written and read (6 % of the CPU of a call at
+//     a response built, written and read (4 % of the CPU of a call at
 //     1,300 calls/s under half a CPU, bench/RESULTS.md issue 16 item 1).
 //     Every INVITE waits the same time, so one FIFO and one timer serve
 //     them all (below). A retransmitted INVITE gets the last provisional
