@@ -11,16 +11,17 @@ import (
 
 // BenchmarkCall is one whole call through the B2BUA over loopback UDP, as
 // the call-rate benchmark's SIPp makes it (bench/call_bench.sh): a trusted
-// PSTN gateway's INVITE to a DID that reaches a registered phone; 100,
-// 180 and 200 back; ACK; BYE and its 200. Calls run one after another, so
+// PSTN gateway's INVITE to a DID that reaches a registered phone; 180
+// and 200 back (the phone rings at once, so the box sends no 100 Trying);
+// ACK; BYE and its 200. Calls run one after another, so
 // ns/op is a call's latency through the box, not its cost; cpu-µs/op is
 // the process's CPU time (user + system, getrusage) per call, and with
 // B/op and allocs/op includes the test's two peers, which build their
 // messages with fmt and strings (the same work in every build, so the
 // difference between two builds is the box's); goroutines/op is the
 // goroutines started per call (the peers read and write on the
-// benchmark's own goroutine, so these are the box's). live-B/call is what a
-// finished call leaves on the heap while its transactions are retained;
+// benchmark's own goroutine, so these are the box's). live-B/call is what
+// a finished call leaves on the heap while its transactions are retained;
 // the overload gate's memory criterion is off, so that the benchmark's
 // rate (a call every half millisecond) does not shed its own calls.
 func BenchmarkCall(b *testing.B) {

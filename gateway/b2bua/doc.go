@@ -18,9 +18,9 @@
 //     rings sooner, as a branch phone does, spares the box a response a
 //     call (4 % of a call's CPU, bench/RESULTS.md issue 16 item 1).
 //     Max-Forwards 0 is refused with 483; B legs carry Max-Forwards
-//     decremented by one. The Request-URI
-//     user is routed with the Router (the dial plan): no route gives 404.
-//     A body other than application/sdp gives 488.
+//     decremented by one. The Request-URI user is routed with the Router
+//     (the dial plan): no route gives 404. A body other than
+//     application/sdp gives 488.
 //   - Loops get 482: every INVITE we send carries a per-call token
 //     (X-Outpost-Loop); an INVITE that arrives with the token of a live
 //     call is our own come back. A merged request (RFC 3261 §8.2.2.2: the
