@@ -529,7 +529,7 @@ func branchOf(req *sip.Request) string {
 func (b *B2BUA) Looped(req *sip.Request) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, h := range req.GetHeaders(loopHeader) {
+	for _, h := range headersNamed(req, loopHeader) {
 		if b.loops[strings.TrimSpace(h.Value())] != nil {
 			return true
 		}
@@ -615,7 +615,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		_ = a.Respond(422, "Session Interval Too Small", nil, append(set.warnings(), sip.NewHeader("Min-SE", strconv.Itoa(minSE)))...)
 		return
 	}
-	if req.GetHeader("Replaces") != nil {
+	if headerNamed(req, "Replaces") != nil {
 		b.onReplaces(req, a, arrived, contact, trusted)
 		return
 	}

@@ -494,7 +494,7 @@ func (r *ringer) redirect(ev legEvent, seen map[string]bool, limit int) []target
 		q float64
 	}
 	var cs []cand
-	for _, h := range ev.res.GetHeaders("Contact") {
+	for _, h := range headersNamed(ev.res, "Contact") {
 		ch, ok := h.(*sip.ContactHeader)
 		if !ok {
 			continue
@@ -721,7 +721,7 @@ func retryMinSE(err error, tried int) int {
 	if !errors.As(err, &de) || de.Res == nil || de.Res.StatusCode != 422 {
 		return 0
 	}
-	h := de.Res.GetHeader("Min-SE")
+	h := headerNamed(de.Res, "Min-SE")
 	if h == nil {
 		return 0
 	}

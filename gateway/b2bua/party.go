@@ -418,7 +418,7 @@ func newCallerParty(b *B2BUA, req *sip.Request, a *sipgo.DialogServerSession, ar
 	if ct := req.Contact(); ct != nil {
 		p.target = *ct.Address.Clone()
 	}
-	for _, h := range req.GetHeaders("Record-Route") {
+	for _, h := range headersNamed(req, "Record-Route") {
 		p.routes = append(p.routes, h.Value()) // UAS: in order (RFC 3261 §12.1.1)
 	}
 	p.name = req.Transport() + ":" + req.Source()
@@ -451,7 +451,7 @@ func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
 	if ct := res.Contact(); ct != nil {
 		p.target = *ct.Address.Clone()
 	}
-	rr := res.GetHeaders("Record-Route")
+	rr := headersNamed(res, "Record-Route")
 	for i := len(rr) - 1; i >= 0; i-- {
 		p.routes = append(p.routes, rr[i].Value()) // UAC: reversed (RFC 3261 §12.1.2)
 	}

@@ -38,7 +38,7 @@ func rseqOf(res *sip.Response) (uint32, bool) {
 	if !hasOption(res, "100rel", "Require") {
 		return 0, false
 	}
-	h := res.GetHeader("RSeq")
+	h := headerNamed(res, "RSeq")
 	if h == nil {
 		return 0, false
 	}
@@ -109,7 +109,7 @@ func (r *ringer) prackFor(l *leg, res *sip.Response, rseq uint32) *sip.Request {
 	req.AppendHeader(&sip.CSeqHeader{SeqNo: seq, MethodName: sip.PRACK})
 	req.AppendHeader(sipMaxForwards(70))
 	req.AppendHeader(sip.NewHeader("RAck", strconv.FormatUint(uint64(rseq), 10)+" "+strconv.FormatUint(uint64(inv.CSeq().SeqNo), 10)+" INVITE"))
-	rr := res.GetHeaders("Record-Route")
+	rr := headersNamed(res, "Record-Route")
 	for i := len(rr) - 1; i >= 0; i-- {
 		req.AppendHeader(sip.NewHeader("Route", rr[i].Value()))
 	}
@@ -276,7 +276,7 @@ func (b *B2BUA) OnPrack(req *sip.Request, tx sip.ServerTransaction) {
 		inv = c.aReq // nil once the call is up (setupDone)
 		c.mu.Unlock()
 	}
-	h := req.GetHeader("RAck")
+	h := headerNamed(req, "RAck")
 	if c == nil || c.rel == nil || inv == nil || h == nil {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist")
 		return

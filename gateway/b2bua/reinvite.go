@@ -252,7 +252,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 			an.Reject(l)
 		}
 		var hdrs []sip.Header
-		if h := res.GetHeader("Retry-After"); h != nil {
+		if h := headerNamed(res, "Retry-After"); h != nil {
 			hdrs = append(hdrs, sip.HeaderClone(h))
 		}
 		if res.StatusCode == 488 || res.StatusCode == 606 {
@@ -496,7 +496,7 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 			an.Reject(l)
 		}
 		var hdrs []sip.Header
-		if h := res.GetHeader("Retry-After"); h != nil {
+		if h := headerNamed(res, "Retry-After"); h != nil {
 			hdrs = append(hdrs, sip.HeaderClone(h))
 		}
 		_ = respondBody(tx, req, res.StatusCode, res.Reason, nil, "", hdrs...)

@@ -16,7 +16,7 @@ import (
 // "early-only" on an answered dialog gets 486 (RFC 3891 §3); a requester
 // who is not the replaced party (identity) gets 403 (RFC 3891 §6).
 func (b *B2BUA) onReplaces(req *sip.Request, a *sipgo.DialogServerSession, arrived *sip.Addr, contact sip.Uri, trusted bool) {
-	v := req.GetHeader("Replaces").Value()
+	v := headerNamed(req, "Replaces").Value()
 	callID, tags, ok := parseReplaces(v)
 	if !ok {
 		_ = a.Respond(400, "Bad Replaces", nil)

@@ -49,11 +49,8 @@ type sessionState struct {
 
 // sessionExpires reads a Session-Expires header ("x" compact): its
 // delta-seconds and refresher parameter ("uac", "uas" or "").
-func sessionExpires(m interface{ GetHeader(string) sip.Header }) (secs int, refresher string, ok bool) {
-	h := m.GetHeader("Session-Expires")
-	if h == nil {
-		h = m.GetHeader("x")
-	}
+func sessionExpires(m headered) (secs int, refresher string, ok bool) {
+	h := headerNamed(m, "Session-Expires", "x")
 	if h == nil {
 		return 0, "", false
 	}
@@ -72,8 +69,8 @@ func sessionExpires(m interface{ GetHeader(string) sip.Header }) (secs int, refr
 }
 
 // minSEOf reads a request's Min-SE; 0 when absent or unreadable.
-func minSEOf(m interface{ GetHeader(string) sip.Header }) int {
-	h := m.GetHeader("Min-SE")
+func minSEOf(m headered) int {
+	h := headerNamed(m, "Min-SE")
 	if h == nil {
 		return 0
 	}
@@ -87,13 +84,14 @@ func minSEOf(m interface{ GetHeader(string) sip.Header }) int {
 
 // hasOption reports whether an option tag is listed in the named headers
 // (Supported, Require; their compact forms "k" and none).
-func hasOption(m interface{ GetHeaders(string) []sip.Header }, tag string, names ...string) bool {
-	for _, name := range names {
-		for _, h := range m.GetHeaders(name) {
-			for t := range strings.SplitSeq(h.Value(), ",") {
-				if strings.EqualFold(strings.TrimSpace(t), tag) {
-					return true
-				}
+func hasOption(m headered, tag string, names ...string) bool {
+	for _, h := range m.Headers() {
+		if !nameIn(h.Name(), names) {
+			continue
+		}
+		for t := range strings.SplitSeq(h.Value(), ",") {
+			if strings.EqualFold(strings.TrimSpace(t), tag) {
+				return true
 			}
 		}
 	}
@@ -102,12 +100,12 @@ func hasOption(m interface{ GetHeaders(string) []sip.Header }, tag string, names
 
 // supports reports whether a message says the sender supports (or
 // requires) option tag.
-func supports(m interface{ GetHeaders(string) []sip.Header }, tag string) bool {
+func supports(m headered, tag string) bool {
 	return hasOption(m, tag, "Supported", "k", "Require")
 }
 
 // allowsUpdate reports whether a message's Allow lists UPDATE.
-func allowsUpdate(m interface{ GetHeaders(string) []sip.Header }) bool {
+func allowsUpdate(m headered) bool {
 	return hasOption(m, "UPDATE", "Allow")
 }
 

@@ -30,7 +30,7 @@ func (b *B2BUA) OnRefer(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	rt := req.ReferTo()
-	if len(req.GetHeaders("Refer-To")) != 1 || rt == nil || rt.Address.Host == "" && rt.Address.User == "" {
+	if len(headersNamed(req, "Refer-To")) != 1 || rt == nil || rt.Address.Host == "" && rt.Address.User == "" {
 		respond(tx, req, 400, "Bad Refer-To") // RFC 3515 §2.4.1: exactly one
 		return
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"log/slog"
 	"net"
-	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,36 +38,10 @@ type Path struct {
 	refusal *sourceLimiter // stateless refusals of INVITEs per source IP
 	bufs    sync.Pool
 	drops   [numKinds]atomic.Uint64
-	lastSrc atomic.Pointer[sourceName] // see sourceName
-
 	// Server transactions (servertx.go), when Serve was called.
 	serve    *Handlers
 	txs      *serverTxs
 	handlers sync.WaitGroup
-}
-
-// sourceName is the text of a source address (a UDPAddr's String costs
-// three allocations).
-type sourceName struct {
-	ap   netip.AddrPort
-	text string
-}
-
-// sourceName returns a.String(), reusing the last one made when a is the
-// same address: registrations, keep-alives and retransmissions come in
-// runs from one phone (or one SBC, or the benchmark's SIPp).
-func (f *Path) sourceName(a net.Addr) string {
-	ua, ok := a.(*net.UDPAddr)
-	if !ok {
-		return a.String()
-	}
-	ap := ua.AddrPort()
-	if last := f.lastSrc.Load(); last != nil && last.ap == ap {
-		return last.text
-	}
-	text := ua.String()
-	f.lastSrc.Store(&sourceName{ap, text})
-	return text
 }
 
 // Option adjusts a Path.
@@ -209,7 +182,7 @@ func (f *Path) Filter(info sip.TransportReadProps, data []byte) ([]byte, error) 
 	if to := req.To(); !register && to != nil && to.Params.Has("tag") {
 		return data, nil // in-dialog OPTIONS: the B2BUA answers for its calls (481 when gone)
 	}
-	src := f.sourceName(info.RemoteAddr)
+	src := info.RemoteAddr.String()
 	branch, _ := req.Via().Params.Get("branch")
 	var kb [128]byte
 	key := append(append(append(append(kb[:0], branch...), '|'), src...), '|')

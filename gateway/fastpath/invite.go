@@ -92,7 +92,7 @@ func (f *Path) filterInvite(info sip.TransportReadProps, data []byte) ([]byte, e
 	if req == nil {
 		return pass, nil
 	}
-	src := f.sourceName(info.RemoteAddr)
+	src := info.RemoteAddr.String()
 	key, keyed := f.serverTxKey(req, src, sip.INVITE)
 	if keyed {
 		if tx := f.txs.get(key); tx != nil {
@@ -147,7 +147,7 @@ func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, erro
 	if f.serve == nil {
 		return data, nil
 	}
-	src := f.sourceName(info.RemoteAddr)
+	src := info.RemoteAddr.String()
 	key, keyed := f.serverTxKey(req, src, sip.INVITE)
 	if !keyed {
 		return data, nil // an RFC 2543 client's: sipgo matches it
@@ -163,7 +163,8 @@ func (f *Path) filterAck(info sip.TransportReadProps, data []byte) ([]byte, erro
 }
 
 func addrOf(a net.Addr) netip.Addr {
-	if u, ok := a.(*net.UDPAddr); ok {
+	// A *net.UDPAddr, or the listener's cached source (gateway/listen).
+	if u, ok := a.(interface{ AddrPort() netip.AddrPort }); ok {
 		return u.AddrPort().Addr().Unmap()
 	}
 	ap, _ := netip.ParseAddrPort(a.String())

@@ -14,7 +14,7 @@ func (f *Path) filterCancel(info sip.TransportReadProps, data []byte) ([]byte, e
 	if req == nil {
 		return pass, nil
 	}
-	key, keyed := f.serverTxKey(req, f.sourceName(info.RemoteAddr), sip.INVITE)
+	key, keyed := f.serverTxKey(req, info.RemoteAddr.String(), sip.INVITE)
 	if !keyed {
 		return data, nil
 	}
@@ -33,7 +33,7 @@ func (f *Path) filterBye(info sip.TransportReadProps, data []byte) ([]byte, erro
 	if req == nil {
 		return pass, nil
 	}
-	src := f.sourceName(info.RemoteAddr)
+	src := info.RemoteAddr.String()
 	key, keyed := f.serverTxKey(req, src, sip.BYE)
 	if !keyed {
 		return data, nil

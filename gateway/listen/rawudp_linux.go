@@ -46,6 +46,7 @@ type rawUDP struct {
 
 	rmu     sync.Mutex // one reader at a time (sipgo has one per socket)
 	batch   *readBatch // made at the first read, sized to the reader's buffer
+	sources srcCache   // the sources read lately (srcaddr.go); under rmu
 	rfunc   func(fd uintptr) bool
 	sojourn func(time.Duration) // nil = no timestamps
 
@@ -180,7 +181,7 @@ func (c *rawUDP) ReadFrom(b []byte) (int, net.Addr, error) {
 	i := rb.next
 	rb.next++
 	n := copy(b, rb.bufs[i][:rb.hdrs[i].Len])
-	return n, sockaddrToUDP(&rb.names[i]), nil
+	return n, c.sources.lookup(&rb.names[i]), nil
 }
 
 // received0 is when the kernel received the batch's first datagram (its
@@ -199,11 +200,11 @@ func (rb *readBatch) received0() (time.Time, bool) {
 	return time.Unix(int64(ts.Sec), int64(ts.Nsec)), true
 }
 
-// WriteTo sends one datagram to addr (a *net.UDPAddr; anything else goes
-// through net).
+// WriteTo sends one datagram to addr (a *net.UDPAddr or a SourceAddr;
+// anything else goes through net).
 func (c *rawUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
-	ua, ok := addr.(*net.UDPAddr)
-	if !ok {
+	ua := UDPAddrOf(addr)
+	if ua == nil {
 		return c.UDPConn.WriteTo(b, addr)
 	}
 	var sa syscall.RawSockaddrAny

@@ -41,8 +41,11 @@ func TestRawUDP(t *testing.T) {
 		if err != nil || string(buf[:n]) != "ping" {
 			t.Fatalf("%s: read %q %v", tc.listen, buf[:n], err)
 		}
-		if ua := from.(*net.UDPAddr); ua.Port != cl.LocalAddr().(*net.UDPAddr).Port || !ua.IP.Equal(net.ParseIP(tc.dial)) {
+		if ua := UDPAddrOf(from); ua == nil || ua.Port != cl.LocalAddr().(*net.UDPAddr).Port || !ua.IP.Equal(net.ParseIP(tc.dial)) {
 			t.Fatalf("%s: from %v, want %s port %d", tc.listen, from, tc.dial, cl.LocalAddr().(*net.UDPAddr).Port)
+		}
+		if want := UDPAddrOf(from).String(); from.String() != want {
+			t.Fatalf("%s: source text %q, want %q", tc.listen, from, want)
 		}
 		if _, err := c.WriteTo([]byte("pong"), from); err != nil {
 			t.Fatalf("%s: write: %v", tc.listen, err)
@@ -64,6 +67,50 @@ func TestRawUDP(t *testing.T) {
 			t.Fatalf("%s: write after close: %v", tc.listen, err)
 		}
 		cl.Close()
+	}
+}
+
+// A source's address is made once and handed out again for its next
+// datagrams; another source gets its own.
+func TestRawUDPSources(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rawUDPConn(pc, nil)
+	defer c.Close()
+	var clients [2]net.PacketConn
+	for i := range clients {
+		if clients[i], err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		defer clients[i].Close()
+	}
+	buf := make([]byte, 100)
+	read := func(from net.PacketConn) net.Addr {
+		t.Helper()
+		if _, err := from.WriteTo([]byte("x"), c.LocalAddr()); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, src, err := c.ReadFrom(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.String() != from.LocalAddr().String() {
+			t.Fatalf("source %v, want %v", src, from.LocalAddr())
+		}
+		return src
+	}
+	a1, b1, a2 := read(clients[0]), read(clients[1]), read(clients[0])
+	if a1 != a2 {
+		t.Fatalf("one source, two addresses: %p %p", a1, a2)
+	}
+	if a1 == b1 {
+		t.Fatal("two sources, one address")
+	}
+	if UDPAddrOf(b1).Port != clients[1].LocalAddr().(*net.UDPAddr).Port {
+		t.Fatalf("second source's port: %v", b1)
 	}
 }
 
