@@ -622,7 +622,7 @@ func (c *call) end(disp Disposition, by string) {
 	if anchor != nil {
 		anchor.Close()
 	}
-	var wg sync.WaitGroup
+	byes := make([]*party, 0, 2)
 	for _, p := range parties {
 		if p == nil || !p.in(c) {
 			continue
@@ -630,7 +630,16 @@ func (c *call) end(disp Disposition, by string) {
 		if _, cli := p.session(); cli != nil && !p.isConfirmed() {
 			c.ackCallee(p, nil) // its 2xx still waits for the caller's ACK: ACK it so that it can be ended
 		}
+		byes = append(byes, p)
+	}
+	// The BYEs go out together; the usual one (the other party of a
+	// hang-up) on this goroutine.
+	var wg sync.WaitGroup
+	for _, p := range byes[min(1, len(byes)):] {
 		wg.Go(p.bye)
+	}
+	if len(byes) > 0 {
+		byes[0].bye()
 	}
 	wg.Wait()
 	if c.set.cfg.OnEnd != nil {
