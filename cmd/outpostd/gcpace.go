@@ -23,8 +23,8 @@ import (
 // registration load, a flood), GOGC goes up to gcBusyPercent and the
 // memory limit paces the collector instead: it runs when the heap nears
 // the limit, which the box may use since admission (gateway/overload.go)
-// keeps the live heap under half of it. When the box is quiet again, GOGC
-// is back to 100 at the next window, so a quiet branch's heap (and item
+// keeps the live heap under half of it. When the box has been quiet for
+// gcHoldWindows, GOGC is back to 100, so a quiet branch's heap (and item
 // 3's 40 MB with 1000 bindings and 100 calls) is paced as before, and the
 // trimmer (memtrim.go) returns the busy period's pages.
 //
@@ -37,15 +37,28 @@ const (
 	// gcBusyBytes allocated in a window is busy: about 350 calls or 3,000
 	// registrations a second, far above a branch's traffic.
 	gcBusyBytes = 16 << 20
+	// gcHoldWindows quiet windows end a busy period: GOGC stays up
+	// through the lulls of a load, as the pages stay (memtrim.go says
+	// why): back at 100, the heap's goal would shrink at once and the
+	// runtime's scavenger start returning them.
+	gcHoldWindows = 20
 )
 
 // gcPacer decides, window by window, the GOGC in force.
-type gcPacer struct{ busy bool }
+type gcPacer struct {
+	busy bool
+	hold int // quiet windows left before the busy period ends
+}
 
 // window takes the bytes allocated during one window and returns the
 // GOGC percent for the next, and whether it changed.
 func (p *gcPacer) window(allocated uint64) (percent int, changed bool) {
-	busy := allocated >= gcBusyBytes
+	if allocated >= gcBusyBytes {
+		p.hold = gcHoldWindows
+	} else if p.hold > 0 {
+		p.hold--
+	}
+	busy := p.hold > 0
 	changed, p.busy = busy != p.busy, busy
 	if busy {
 		return gcBusyPercent, changed

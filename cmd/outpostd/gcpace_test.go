@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-// A busy window raises GOGC for the next one, a quiet window brings it
-// back; a change is reported only when the percent changes.
+// A busy window raises GOGC for the next ones; it comes back down after
+// gcHoldWindows quiet windows in a row, and a busy window among them
+// starts the count again. A change is reported only when the percent
+// changes.
 func TestGCPacer(t *testing.T) {
 	const busy, quiet = gcBusyBytes, gcBusyBytes - 1
 	var p gcPacer
@@ -18,9 +20,17 @@ func TestGCPacer(t *testing.T) {
 		percent int
 		changed bool
 	}
-	want := []step{{gcQuietPercent, false}, {gcBusyPercent, true}, {gcBusyPercent, false},
-		{gcQuietPercent, true}, {gcQuietPercent, false}, {gcBusyPercent, true}}
-	for i, a := range []uint64{quiet, busy, busy, quiet, 0, busy} {
+	windows := []uint64{quiet, busy, busy}
+	want := []step{{gcQuietPercent, false}, {gcBusyPercent, true}, {gcBusyPercent, false}}
+	for range gcHoldWindows - 1 { // a lull shorter than the hold
+		windows, want = append(windows, 0), append(want, step{gcBusyPercent, false})
+	}
+	windows, want = append(windows, busy), append(want, step{gcBusyPercent, false})
+	for range gcHoldWindows - 1 {
+		windows, want = append(windows, quiet), append(want, step{gcBusyPercent, false})
+	}
+	windows, want = append(windows, quiet, quiet, busy), append(want, step{gcQuietPercent, true}, step{gcQuietPercent, false}, step{gcBusyPercent, true})
+	for i, a := range windows {
 		percent, changed := p.window(a)
 		if (step{percent, changed}) != want[i] {
 			t.Fatalf("window %d (%d bytes): percent %d changed %v, want %+v", i, a, percent, changed, want[i])

@@ -20,15 +20,26 @@ import (
 //
 // The rule: every trimWindow, the bytes allocated during it say whether the
 // box was busy (at least trimBusyBytes, 4 MiB/s: a flood or a load test,
-// not a branch's normal traffic). On the first quiet window after a busy
-// one, and again trimAgain windows later (past the flood's callers'
-// retransmissions, which go on for Timer B, 32 s, and are refused),
-// debug.FreeOSMemory collects and returns every free page. A quiet box
-// never pays for it; a busy one is never interrupted by it.
+// not a branch's normal traffic). Once the box has been quiet for
+// trimFirst windows after a busy one, and again at trimAgain (past the
+// flood's callers' retransmissions, which go on for Timer B, 32 s, and
+// are refused), debug.FreeOSMemory collects and returns every free page.
+// A quiet box never pays for it; a busy one is never interrupted by it.
+//
+// Why wait 20 s and not trim at the first quiet window (5 s), as it did
+// first: a burst is often followed by another (the next wave of a busy
+// hour, the next step of a load test), and the pages returned in between
+// are faulted in again at its start, when the box is at its busiest: the
+// heap's growth back to its limit took 32,000 page faults in the first
+// 3 s of a 1,000 calls/s step, a third of that step's CPU under a
+// 0.5-CPU quota on the benchmark machine (11 µs a fault in its VM;
+// bench/RESULTS.md, issue 16 item 1). The flood of item 3 still has its
+// memory back within 60 s of its end.
 const (
 	trimWindow    = 5 * time.Second
 	trimBusyBytes = 20 << 20 // per window
-	trimAgain     = 8        // windows: 40 s
+	trimFirst     = 4        // quiet windows: 20 s
+	trimAgain     = 9        // quiet windows: 45 s
 )
 
 // memTrimmer decides, window by window, when to return memory.
@@ -47,7 +58,7 @@ func (m *memTrimmer) window(allocated uint64) bool {
 		return false
 	}
 	m.quiet++
-	trim := m.quiet == 1 || m.quiet == trimAgain
+	trim := m.quiet == trimFirst || m.quiet == trimAgain
 	if m.quiet >= trimAgain {
 		m.quiet = -1
 	}
