@@ -20,7 +20,7 @@ type srcKey struct {
 	addr   [16]byte
 }
 
-type srcCache [srcCacheLen]*srcEntry
+type srcCache [srcCacheLen]srcEntry
 
 type srcEntry struct {
 	key  srcKey
@@ -44,14 +44,13 @@ func (c *srcCache) lookup(rsa *syscall.RawSockaddrAny) *SourceAddr {
 	default:
 		return &SourceAddr{text: ":0"}
 	}
-	slot := &c[k.hash()%srcCacheLen]
-	if e := *slot; e != nil && e.key == k {
+	e := &c[k.hash()%srcCacheLen]
+	if e.addr != nil && e.key == k {
 		return e.addr
 	}
 	ua := sockaddrToUDP(rsa)
-	a := &SourceAddr{UDPAddr: *ua, text: ua.String()}
-	*slot = &srcEntry{key: k, addr: a}
-	return a
+	e.key, e.addr = k, &SourceAddr{UDPAddr: *ua, text: ua.String()}
+	return e.addr
 }
 
 // hash is FNV-1a over the key's fields.
