@@ -13,9 +13,9 @@ type headered interface{ Headers() []sip.Header }
 // and its compact form), nil if there is none. headersNamed returns them
 // all, in order. Why not sipgo's GetHeader and GetHeaders: they lower
 // the name of every header they pass over, an allocation for each name
-// outside sipgo's short table (Session-Expires, Supported, Allow, RSeq,
-// Record-Route's compact...), and the B2BUA asks a dozen questions of
-// each call's messages (BenchmarkCall: 30 allocations a call).
+// outside sipgo's short table (Session-Expires, Supported, Allow,
+// RSeq...), and the B2BUA asks a dozen questions of each call's messages
+// (BenchmarkCall: 30 allocations a call).
 func headerNamed(m headered, names ...string) sip.Header {
 	for _, h := range m.Headers() {
 		if nameIn(h.Name(), names) {

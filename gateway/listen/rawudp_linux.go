@@ -263,29 +263,25 @@ func (c *rawUDP) Close() error {
 	return c.UDPConn.Close()
 }
 
-// sockaddrToUDP converts a received source address.
-func sockaddrToUDP(rsa *syscall.RawSockaddrAny) *net.UDPAddr {
-	switch rsa.Addr.Family {
-	case syscall.AF_INET:
+// sockaddrToUDP converts a received IPv4 or IPv6 source address (the
+// source cache keeps the result: srcaddr_linux.go).
+func sockaddrToUDP(rsa *syscall.RawSockaddrAny) net.UDPAddr {
+	if rsa.Addr.Family == syscall.AF_INET {
 		sa := (*syscall.RawSockaddrInet4)(unsafe.Pointer(rsa))
 		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		return &net.UDPAddr{IP: net.IPv4(sa.Addr[0], sa.Addr[1], sa.Addr[2], sa.Addr[3]), Port: int(p[0])<<8 | int(p[1])}
-	case syscall.AF_INET6:
-		sa := (*syscall.RawSockaddrInet6)(unsafe.Pointer(rsa))
-		p := (*[2]byte)(unsafe.Pointer(&sa.Port))
-		ip := make(net.IP, net.IPv6len)
-		copy(ip, sa.Addr[:])
-		ua := &net.UDPAddr{IP: ip, Port: int(p[0])<<8 | int(p[1])}
-		if sa.Scope_id != 0 {
-			if ifi, err := net.InterfaceByIndex(int(sa.Scope_id)); err == nil {
-				ua.Zone = ifi.Name
-			} else {
-				ua.Zone = strconv.FormatUint(uint64(sa.Scope_id), 10)
-			}
-		}
-		return ua
+		return net.UDPAddr{IP: net.IPv4(sa.Addr[0], sa.Addr[1], sa.Addr[2], sa.Addr[3]), Port: int(p[0])<<8 | int(p[1])}
 	}
-	return &net.UDPAddr{}
+	sa := (*syscall.RawSockaddrInet6)(unsafe.Pointer(rsa))
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	ua := net.UDPAddr{IP: net.IP(append([]byte(nil), sa.Addr[:]...)), Port: int(p[0])<<8 | int(p[1])}
+	if sa.Scope_id != 0 {
+		if ifi, err := net.InterfaceByIndex(int(sa.Scope_id)); err == nil {
+			ua.Zone = ifi.Name
+		} else {
+			ua.Zone = strconv.FormatUint(uint64(sa.Scope_id), 10)
+		}
+	}
+	return ua
 }
 
 // udpToSockaddr fills sa with addr for sendto on a socket of family

@@ -22,6 +22,10 @@ type srcKey struct {
 
 type srcCache [srcCacheLen]srcEntry
 
+// unknownSource stands for a source of a family other than IPv4 and IPv6
+// (none is expected on a UDP socket).
+var unknownSource = &SourceAddr{text: ":0"}
+
 type srcEntry struct {
 	key  srcKey
 	addr *SourceAddr
@@ -42,15 +46,16 @@ func (c *srcCache) lookup(rsa *syscall.RawSockaddrAny) *SourceAddr {
 		k.port, k.scope = sa.Port, sa.Scope_id
 		k.addr = sa.Addr
 	default:
-		return &SourceAddr{text: ":0"}
+		return unknownSource
 	}
 	e := &c[k.hash()%srcCacheLen]
 	if e.addr != nil && e.key == k {
 		return e.addr
 	}
-	ua := sockaddrToUDP(rsa)
-	e.key, e.addr = k, &SourceAddr{UDPAddr: *ua, text: ua.String()}
-	return e.addr
+	a := &SourceAddr{UDPAddr: sockaddrToUDP(rsa)}
+	a.text = a.UDPAddr.String()
+	e.key, e.addr = k, a
+	return a
 }
 
 // hash is FNV-1a over the key's fields.
