@@ -54,6 +54,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		s.respond(tx, s.overloadResponse(req))
 		return
 	}
+	defer s.overload.finish()
 	if s.fromPSTN(req) {
 		did := req.Recipient.User
 		ext, rule, ok := s.plan.Load().InboundDID(did)

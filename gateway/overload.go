@@ -39,9 +39,31 @@ import (
 // Intervals that stay overloaded keep the quota until overloadHold has
 // passed since the cut (a cut shows in the delays only once the queue it
 // found has drained), then cut again; an interval that was not overloaded
-// raises the quota by an eighth (at least one call). Once an interval
-// takes less than half its quota, or two intervals pass without a new
-// call, there is no quota.
+// and used at least half its quota raises it by an eighth (at least one
+// call). After overloadCalm intervals in a row that refused nothing and
+// took less than half their quota, or a silence of overloadSilence
+// without a new call or a datagram, there is no quota.
+//
+// A pause is not demand. A pause of the whole process (a collection, the
+// heap's pages faulted back in, the CPU quota's throttling) leaves one
+// interval with few admissions and a long smallest delay. Halving those
+// few cut a box carrying 1,400 calls/s under the 0.5-CPU cap to 30 calls/s;
+// it refused thousands of INVITEs a second (mostly the callers'
+// retransmissions of refused ones) at a fifth of its CPU, and a 200-ms
+// pause read as a silence lifted the quota into a burst that did overload
+// it: one run in five of that step failed (bench/RESULTS.md, issue 16
+// item 1). So when the first overloaded interval after a time without a
+// quota admitted less than half the pace (the setups the box finished per
+// interval over the last second or so: an average with weight
+// 1/overloadPaceIntervals), the quota starts at overloadFloor per cent
+// (three quarters) of the pace instead. Only then: a floor on every cut
+// (counted from the setups started, then from those finished) kept
+// admitting, through item 3's flood of 10,000 INVITEs/s, what the box had
+// carried before the refusals took its CPU: 5,400-20,900 of the flood's
+// calls failed in each of four runs, against 0-13,900 for the old gate
+// and 0-7,600 for this one on the same box (bench/RESULTS.md). Intervals
+// whose calls the memory criterion refused are not calm: they lifted the
+// quota as soon as the heap went down.
 //
 // The first gate shed every new call for the interval after an
 // overloaded one, and so admitted every call in the interval after that:
@@ -120,6 +142,16 @@ const (
 	overloadDecrease = 50
 	overloadIncrease = 8
 	overloadHold     = 300 * time.Millisecond
+	// overloadFloor is the percentage of the pace a pause's cut keeps;
+	// overloadPaceIntervals the pace's averaging weight (1/8: about the
+	// last second); overloadCalm how many intervals under half the quota
+	// lift it; overloadSilence how long without a sample or a new call
+	// lifts it at once (shorter gaps are pauses of the process, or of the
+	// load, and count as one interval).
+	overloadFloor         = 75
+	overloadPaceIntervals = 8
+	overloadCalm          = 5
+	overloadSilence       = time.Second
 	// overloadRetryAfter is the Retry-After of the 503, in seconds: long
 	// enough for a trunk to spread its next attempts, short enough that a
 	// phone's user retrying by hand finds the box serving again.
@@ -149,9 +181,15 @@ type overloadGate struct {
 	// admissions.
 	limited      bool
 	quota, taken int
-	hold         time.Time // no further cut before
-	heapAt       time.Time // when heapOver was read
-	heapOvr      bool      // the live heap was over heapLimit then
+	// finished counts the current interval's admitted calls whose setup
+	// ended (finish), refused its refusals; pace is finished's average
+	// over the last intervals.
+	finished, refused int
+	pace              float64
+	calm              int       // intervals in a row under half the quota
+	hold              time.Time // no further cut before
+	heapAt            time.Time // when heapOver was read
+	heapOvr           bool      // the live heap was over heapLimit then
 
 	// New INVITEs answered 503, by reason.
 	refusedQueue, refusedMemory atomic.Uint64
@@ -190,13 +228,11 @@ func (g *overloadGate) roll(now time.Time) {
 	if elapsed < g.interval {
 		return
 	}
-	// A second interval that passed entirely saw no call: whatever had
-	// queued has drained.
-	quiet := elapsed >= 2*g.interval
-	over := !quiet && (g.min > g.target || g.smin > g.socketTarget)
+	over := g.min > g.target || g.smin > g.socketTarget
+	g.pace += (float64(g.finished) - g.pace) / overloadPaceIntervals
 	switch {
-	case quiet:
-		g.limited = false
+	case elapsed >= overloadSilence:
+		g.limited, g.pace = false, 0
 	case over && g.limited && now.Before(g.hold):
 		// the last cut has not shown in the delays yet
 	case over:
@@ -204,17 +240,37 @@ func (g *overloadGate) roll(now time.Time) {
 		if g.limited {
 			base = min(base, g.quota)
 		}
-		g.limited, g.quota, g.hold = true, base*overloadDecrease/100, now.Add(overloadHold)
-	case g.limited && g.taken < g.quota/2:
-		g.limited = false // demand is well under the quota
-	case g.limited:
+		quota := base * overloadDecrease / 100
+		if !g.limited && float64(g.taken) < g.pace/2 {
+			quota = max(quota, int(g.pace*overloadFloor/100)) // a pause
+		}
+		g.limited, g.quota, g.hold, g.calm = true, quota, now.Add(overloadHold), 0
+	case !g.limited:
+	case g.refused == 0 && g.taken < g.quota/2:
+		g.calm++
+		if g.calm >= overloadCalm {
+			g.limited = false // demand has stayed well under the quota
+		}
+	case g.taken >= g.quota/2:
+		g.calm = 0
 		g.quota += max(g.quota/overloadIncrease, 1)
+	default:
+		g.calm = 0 // the heap refused what the quota would have taken
 	}
-	g.start, g.min, g.smin, g.taken = now, -1, -1, 0
+	g.start, g.min, g.smin, g.taken, g.finished, g.refused = now, -1, -1, 0, 0, 0
 }
 
 // observe records the queueing delay of one admitted INVITE.
 func (g *overloadGate) observe(delay time.Duration) { g.sample(&g.min, delay) }
+
+// finish records the end of an admitted call's setup (its INVITE
+// handler returned: answered, or failed).
+func (g *overloadGate) finish() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.roll(g.now())
+	g.finished++
+}
 
 // observeSocket records the sojourn time of a UDP socket's queue at a read
 // (listen.Options.Sojourn).
@@ -258,6 +314,8 @@ func (g *overloadGate) refuseNew() bool {
 	queue, memory := g.verdict()
 	if !queue && !memory {
 		g.taken++
+	} else {
+		g.refused++
 	}
 	g.mu.Unlock()
 	switch {

@@ -72,25 +72,48 @@ func admitting(g *overloadGate, n int) int {
 	return admitted
 }
 
+// gateStep is one interval of g: offered new calls, each admitted one
+// followed by its setup delay and the end of its setup; it returns how
+// many were admitted.
+func gateStep(g *overloadGate, c *fakeClock, offered int, delay time.Duration) int {
+	return gateStepFinishing(g, c, offered, delay, offered)
+}
+
+// gateStepFinishing is gateStep with at most finishing setups ended in the
+// interval.
+func gateStepFinishing(g *overloadGate, c *fakeClock, offered int, delay time.Duration, finishing int) int {
+	n := 0
+	interval(g, c, func(time.Duration) {
+		if !g.refuseNew() {
+			n++
+			g.observe(delay)
+			if n <= finishing {
+				g.finish()
+			}
+		}
+	}, slices.Repeat([]time.Duration{delay}, offered)...)
+	return n
+}
+
+// pace is the gate's pace after intervals that finished these many setups
+// (an average with weight 1/overloadPaceIntervals, from 0).
+func pace(finished ...int) float64 {
+	p := 0.0
+	for _, n := range finished {
+		p += (float64(n) - p) / overloadPaceIntervals
+	}
+	return p
+}
+
 // After an interval whose smallest delay was over the target, the next
-// admits overloadDecrease per cent of the calls the last one admitted and
-// refuses the rest; while the overload lasts the cut stands until
-// overloadHold has passed, then is cut again; quick intervals raise the
-// quota by an eighth; demand under half the quota, or a silence, lifts it.
+// admits overloadDecrease per cent of the calls the last one admitted
+// (while that is more than the floor) and refuses the rest; while the
+// overload lasts the cut stands until overloadHold has passed, then is cut
+// again; quick intervals that use the quota raise it by an eighth;
+// overloadCalm intervals of demand under half the quota lift it.
 func TestOverloadGate(t *testing.T) {
 	g, c, _ := testGate()
-	// step is one interval: offered new calls, each followed by an
-	// admitted call's setup delay; it returns how many were admitted.
-	step := func(offered int, delay time.Duration) int {
-		n := 0
-		interval(g, c, func(d time.Duration) {
-			if !g.refuseNew() {
-				n++
-			}
-			g.observe(d)
-		}, slices.Repeat([]time.Duration{delay}, offered)...)
-		return n
-	}
+	step := func(offered int, delay time.Duration) int { return gateStep(g, c, offered, delay) }
 	slow, quick := time.Second, time.Millisecond
 	if n := step(200, quick); n != 200 {
 		t.Fatalf("a new gate admitted %d of 200", n)
@@ -118,29 +141,73 @@ func TestOverloadGate(t *testing.T) {
 	if n := step(200, quick); n != grown {
 		t.Fatalf("after a quick interval: %d admitted, want %d", n, grown)
 	}
-	if few := grown/2 - 1; step(few, quick) != few {
-		t.Fatalf("fewer calls than the quota were not all admitted")
+	few := grown/2 - 1
+	for i := range overloadCalm {
+		if step(few, quick) != few {
+			t.Fatalf("fewer calls than the quota were not all admitted")
+		}
+		g.mu.Lock()
+		g.roll(g.now())
+		limited := g.limited
+		g.mu.Unlock()
+		if i < overloadCalm-1 && !limited {
+			t.Fatalf("the quota lifted after %d intervals under half of it, want %d", i+1, overloadCalm)
+		}
 	}
 	if n := step(300, quick); n != 300 {
-		t.Fatalf("demand under half the quota did not lift it: %d of 300 admitted", n)
+		t.Fatalf("%d intervals of demand under half the quota did not lift it: %d of 300 admitted", overloadCalm, n)
 	}
+}
 
-	// A cut to nothing is climbed back one call at a time.
-	step(0, 0)
-	g.observe(slow) // a setup admitted earlier, slow: nothing was admitted in this interval
-	c.set(g.start.Add(g.interval))
-	if n := step(5, quick); n != 0 {
-		t.Fatalf("after an overloaded interval without admissions: %d admitted, want 0", n)
+// A pause of the process (one interval with few admissions and a long
+// delay, then a gap without samples) cuts the quota only to the floor,
+// three quarters of the pace, and the gap does not lift it; a silence of
+// overloadSilence does. A second pause while the quota stands is an
+// overload like any other: it halves what the interval admitted.
+func TestOverloadGatePause(t *testing.T) {
+	g, c, _ := testGate()
+	step := func(offered int, delay time.Duration) int { return gateStep(g, c, offered, delay) }
+	quick, slow := time.Millisecond, 96*time.Millisecond
+	var finished []int
+	for range 40 {
+		step(200, quick)
+		finished = append(finished, 200)
 	}
-	if n := step(5, quick); n != 1 {
-		t.Fatalf("after a quiet interval at quota 0: %d admitted, want 1", n)
+	step(6, slow) // the pause: 6 calls in the interval, each waited
+	finished = append(finished, 6)
+	floor := int(pace(finished...) * overloadFloor / 100)
+	if floor <= 6 {
+		t.Fatalf("test set-up: floor %d", floor)
 	}
-
-	// A silence lifts the quota.
-	step(200, slow)
-	c.advance(2 * g.interval)
+	if n := step(200, quick); n != floor {
+		t.Fatalf("after a pause: %d of 200 admitted, want the floor %d (3/4 of the pace)", n, floor)
+	}
+	c.advance(3 * g.interval) // a gap: the process was frozen, nothing read
+	if n := step(200, quick); n >= 200 {
+		t.Fatal("a 300-ms gap lifted the quota")
+	}
+	c.advance(overloadHold)
+	step(6, slow)
+	if n := step(200, quick); n != 3 {
+		t.Fatalf("a pause while limited: %d admitted, want 3", n)
+	}
+	c.advance(overloadSilence)
 	if n := admitting(g, 500); n != 500 {
 		t.Fatalf("after a silence: %d of 500 admitted", n)
+	}
+}
+
+// A cut to nothing (no pace, nothing admitted in the overloaded interval)
+// is climbed back one call at a time.
+func TestOverloadGateFromNothing(t *testing.T) {
+	g, c, _ := testGate()
+	g.observe(time.Second) // a setup admitted before the gate's first interval, slow
+	c.set(g.start.Add(g.interval))
+	if n := gateStep(g, c, 5, time.Millisecond); n != 0 {
+		t.Fatalf("after an overloaded interval without admissions: %d admitted, want 0", n)
+	}
+	if n := gateStep(g, c, 5, time.Millisecond); n != 1 {
+		t.Fatalf("after a quiet interval at quota 0: %d admitted, want 1", n)
 	}
 }
 
@@ -376,5 +443,47 @@ func TestHeapThreshold(t *testing.T) {
 		if got := heapThreshold(tc.limit); got != tc.want {
 			t.Errorf("heapThreshold(%d) = %d, want %d", tc.limit, got, tc.want)
 		}
+	}
+}
+
+// A flood: every interval overloaded, each admitting what it may, the box
+// finishing few of the setups. The quota keeps halving at each hold, down
+// from the first interval's admissions: the floor follows the setups
+// finished, not those admitted.
+func TestOverloadGateFlood(t *testing.T) {
+	g, c, _ := testGate()
+	slow := time.Second
+	want := 1000
+	if n := gateStepFinishing(g, c, 1000, slow, 20); n != want {
+		t.Fatalf("first flood interval: %d admitted, want %d", n, want)
+	}
+	for cut := range 4 {
+		want = want * overloadDecrease / 100
+		for i := range overloadHold / g.interval {
+			if n := gateStepFinishing(g, c, 1000, slow, 20); n != want {
+				t.Fatalf("cut %d, interval %d: %d admitted, want %d", cut+1, i+1, n, want)
+			}
+		}
+	}
+}
+
+// Intervals in which the heap refused calls are not calm, however few the
+// quota took: the quota stands until the refusals stop.
+func TestOverloadGateMemoryNotCalm(t *testing.T) {
+	g, c, heap := testGate()
+	gateStep(g, c, 200, time.Second)
+	if n := gateStep(g, c, 200, time.Second); n != 100 {
+		t.Fatalf("after an overloaded interval: %d admitted, want 100", n)
+	}
+	heap.Store(overloadHeapLive + 1)
+	for range 2 * overloadCalm {
+		if n := gateStep(g, c, 200, time.Millisecond); n != 0 {
+			t.Fatalf("heap over the limit: %d admitted", n)
+		}
+	}
+	heap.Store(0)
+	c.advance(overloadHeapEvery)
+	if n := gateStep(g, c, 200, time.Millisecond); n >= 200 {
+		t.Fatalf("the heap's refusals lifted the quota: %d of 200 admitted", n)
 	}
 }
