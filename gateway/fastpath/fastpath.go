@@ -41,7 +41,7 @@ type Path struct {
 	// Server transactions (servertx.go), when Serve was called.
 	serve    *Handlers
 	txs      *serverTxs
-	handlers sync.WaitGroup
+	handlers *workers
 }
 
 // Option adjusts a Path.
@@ -75,7 +75,7 @@ func New(answer Answer, admit Admit, log *slog.Logger, opts ...Option) *Path {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Path{answer: answer, admit: admit, log: log, cache: newAnswerCache(), refusal: newSourceLimiter(RefusalRate, RefusalBurst, time.Now),
-		txs: newServerTxs()}
+		txs: newServerTxs(), handlers: newWorkers()}
 	for _, o := range opts {
 		o(f)
 	}
