@@ -800,7 +800,12 @@ func (r *ringer) legRequest(t target) *sip.Request {
 	}
 	if len(s.body) > 0 {
 		ct := sip.ContentTypeHeader(s.ctype)
+		cl := sip.ContentLengthHeader(len(s.body))
+		// appended first, SetBody finds it without a lookup by name
+		// through every header (which lowers each name not in sipgo's
+		// table, an allocation apiece)
 		req.AppendHeader(&ct)
+		req.AppendHeader(&cl)
 		req.SetBody(append([]byte(nil), s.body...))
 	}
 	if t.signed && r.set.cfg.SignPool != nil {
