@@ -59,8 +59,8 @@ import (
 // (three quarters) of the pace instead. Only then: a floor on every cut
 // (counted from the setups started, then from those finished) kept
 // admitting, through item 3's flood of 10,000 INVITEs/s, what the box had
-// carried before the refusals took its CPU: 5,400-20,900 of the flood's
-// calls failed in each of four runs, against 0-13,900 for the old gate
+// carried before the refusals took its CPU: 5,400-28,000 of the flood's
+// calls failed in each of five runs, against 0-13,900 for the old gate
 // and 0-7,600 for this one on the same box (bench/RESULTS.md). Intervals
 // whose calls the memory criterion refused are not calm: they lifted the
 // quota as soon as the heap went down.
