@@ -107,7 +107,8 @@ func pace(finished ...int) float64 {
 
 // After an interval whose smallest delay was over the target, the next
 // admits overloadDecrease per cent of the calls the last one admitted
-// (while that is more than the floor) and refuses the rest; while the
+// (it admitted more than half the pace: demand, not a pause) and refuses
+// the rest; while the
 // overload lasts the cut stands until overloadHold has passed, then is cut
 // again; quick intervals that use the quota raise it by an eighth;
 // overloadCalm intervals of demand under half the quota lift it.
