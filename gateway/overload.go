@@ -246,6 +246,7 @@ func (g *overloadGate) roll(now time.Time) {
 		}
 		g.limited, g.quota, g.hold, g.calm = true, quota, now.Add(overloadHold), 0
 	case !g.limited:
+		// no quota to grow or lift
 	case g.refused == 0 && g.taken < g.quota/2:
 		g.calm++
 		if g.calm >= overloadCalm {

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestExpiriesOrderAndSpace(t *testing.T) {
 		e.add(&serverTx{key: strconv.Itoa(i)}, time.Hour+time.Duration(i)*time.Second)
 	}
 	e.expireAt(start.Add(time.Hour + 2*time.Second + time.Millisecond))
-	if want := "[0 1 2]"; fmtKeys(got) != want {
+	if want := "[0 1 2]"; fmt.Sprint(got) != want {
 		t.Fatalf("due after 1h2s: %v, want %s", got, want)
 	}
 	e.expireAt(start.Add(time.Hour + 2*time.Second + time.Millisecond))
@@ -27,7 +28,7 @@ func TestExpiriesOrderAndSpace(t *testing.T) {
 		t.Fatalf("expired again: %v", got)
 	}
 	e.expireAt(start.Add(2 * time.Hour))
-	if want := "[0 1 2 3 4]"; fmtKeys(got) != want {
+	if want := "[0 1 2 3 4]"; fmt.Sprint(got) != want {
 		t.Fatalf("due after 2h: %v, want %s", got, want)
 	}
 
@@ -67,15 +68,4 @@ func TestExpiriesCompacts(t *testing.T) {
 	if c := cap(e.queue); c > 4*1000 {
 		t.Errorf("queue's array grew to %d entries with at most 1001 queued", c)
 	}
-}
-
-func fmtKeys(txs []string) string {
-	s := "["
-	for i, k := range txs {
-		if i > 0 {
-			s += " "
-		}
-		s += k
-	}
-	return s + "]"
 }
