@@ -172,10 +172,15 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
 		sipgo.WithUserAgentTransactionLayerOptions(
 			sip.WithTransactionLayerLogger(sipLog),
-			// A response no transaction takes (a late retransmission, a
-			// stray) is dropped, RFC 3261 §17.1.3; sipgo's default handler
-			// would log each one to the default logger, past the limiter.
+			// A response no transaction takes: a retransmitted 2xx to one
+			// of the B2BUA's INVITEs gets its ACK again (b2bua/acks.go);
+			// any other (a late retransmission, a stray) is dropped, RFC
+			// 3261 §17.1.3. sipgo's default handler would log each one to
+			// the default logger, past the limiter.
 			sip.WithTransactionLayerUnhandledResponseHandler(func(r *sip.Response) {
+				if s.b2b != nil && s.b2b.OnStrayResponse(r) {
+					return
+				}
 				sipLog.Info("Unhandled sip response", "source", r.Source(), "response", r.StartLine())
 			}),
 		),

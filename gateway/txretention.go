@@ -31,10 +31,13 @@ import (
 //     when nothing sooner), so this is the lost-provisional case.
 //   - Timer M: the callee retransmits its 2xx only while our ACK is lost;
 //     within 2 s it does so twice (0.5 and 1.5 s after the first) and
-//     each is re-ACKed. A 2xx whose three ACKs were all lost (at 1 %
-//     loss, one call in a million) is not re-ACKed afterwards (sipgo drops
-//     a response without a transaction), and the callee ends that call
-//     after 32 s: accepted.
+//     each is re-ACKed. The B2BUA ends sipgo's INVITE client transaction
+//     at the 2xx (Timer M 0) and keeps only its ACK, as bytes, for 2 to
+//     3 s (gateway/b2bua/acks.go); the transaction layer hands it the
+//     retransmitted 2xx that no transaction takes (New's unhandled-response
+//     handler). A 2xx whose three ACKs were all lost (at 1 % loss, one
+//     call in a million) is not re-ACKed afterwards, and the callee ends
+//     that call after 32 s: accepted.
 //   - Timer J: a BYE (or other non-INVITE request) whose 200 was lost is
 //     answered again for 2 s (two retransmissions); later ones get 481,
 //     which ends the sender's transaction as well: both mean the dialog
@@ -61,7 +64,6 @@ const retainFinished = 4 * 500 * time.Millisecond
 // set once, before any transaction exists (package initialisation).
 func init() {
 	sip.Timer_L = retainFinished
-	sip.Timer_M = retainFinished
 	sip.Timer_J = retainFinished
 	sip.Timer_K = retainFinished
 }

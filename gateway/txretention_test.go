@@ -47,3 +47,31 @@ func TestLateInviteRetransmissionAbsorbed(t *testing.T) {
 	callee.send(reply(bye, "200 OK", "cl1"))
 	gw.readStatus("200")
 }
+
+// TestRetransmitted2xxReAcked: RFC 3261 §13.2.2.4 — a callee whose ACK
+// was lost retransmits its 2xx. sipgo's INVITE client transaction ended
+// at the 2xx (Timer M 0), so the retransmission reaches the B2BUA as a
+// stray response, which re-sends the ACK it kept (b2bua/acks.go): the
+// same message, again at each retransmission.
+func TestRetransmitted2xxReAcked(t *testing.T) {
+	_, gw, callee := pstnCall(t)
+
+	gw.send(gw.newInvite("reack-1", "z9hG4bK-reack1", "+15551001"))
+	bleg := callee.readRequest("INVITE")
+	answer := reply(bleg, "200 OK", "cl1")
+	callee.send(answer)
+	ok := gw.readStatus("200")
+	gw.send(inDialog("ACK", ok, gw, 1))
+	first := callee.readRequest("ACK")
+	for i := range 2 {
+		callee.send(answer)
+		if again := callee.readRequest("ACK"); again != first {
+			t.Fatalf("retransmission %d: ACK\n%s\nwant the first one again:\n%s", i+1, again, first)
+		}
+	}
+
+	gw.send(inDialog("BYE", ok, gw, 2))
+	bye := callee.readRequest("BYE")
+	callee.send(reply(bye, "200 OK", "cl1"))
+	gw.readStatus("200")
+}

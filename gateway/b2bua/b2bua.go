@@ -214,6 +214,7 @@ type B2BUA struct {
 	router Router
 	log    *slog.Logger
 	client *sipgo.Client
+	acks   *ackStore // our ACKs of 2xx responses, for their retransmissions (acks.go)
 	// set is the configuration new calls start with; a call keeps the one it
 	// started with, so Reconfigure never changes a call in progress.
 	set atomic.Pointer[settings]
@@ -243,6 +244,7 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 		parties: map[string]*party{},
 		loops:   map[string]*call{},
 		merged:  map[string]*call{},
+		acks:    newAckStore(time.Now),
 	}
 	if err := b.Reconfigure(cfg); err != nil {
 		return nil, err

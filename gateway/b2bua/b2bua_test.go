@@ -190,7 +190,15 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	base := ours()
 	t.Cleanup(func() { checkGoroutines(t, base) })
 	closing := new(atomic.Bool)
-	ua, err := newUA(closing, sipgo.WithUserAgent("outpost"), sipgo.WithUserAgentHostname("127.0.0.1"))
+	// A 2xx no transaction takes goes to the B2BUA, as in the gateway.
+	var box atomic.Pointer[B2BUA]
+	stray := sip.WithTransactionLayerUnhandledResponseHandler(func(r *sip.Response) {
+		if b := box.Load(); b != nil {
+			b.OnStrayResponse(r)
+		}
+	})
+	ua, err := newUA(closing, sipgo.WithUserAgent("outpost"), sipgo.WithUserAgentHostname("127.0.0.1"),
+		sipgo.WithUserAgentTransactionLayerOptions(stray))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +212,7 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	box.Store(b)
 	srv.OnInvite(b.OnInvite)
 	srv.OnAck(b.OnAck)
 	srv.OnBye(b.OnBye)

@@ -525,8 +525,8 @@ func (c *call) setupDone() {
 }
 
 // ackCallee sends the ACK for the callee's 2xx once, with the A leg's
-// late answer when there is one. The first ACK to that 2xx must belong to
-// the INVITE transaction (sipgo re-sends it when the 2xx is retransmitted).
+// late answer when there is one; the ACK is kept for the 2xx's
+// retransmissions (acks.go).
 func (c *call) ackCallee(pb *party, body []byte) {
 	_, cli := pb.session()
 	if pb.confirm() || cli == nil {
@@ -555,7 +555,9 @@ func (c *call) ackCallee(pb *party, body []byte) {
 	// waits, so no deadline (and no timer a call).
 	if err := cli.WriteAck(context.Background(), ack); err != nil {
 		c.b.log.Warn("b2bua: ack to callee", "call", c.info.ID, "err", err)
+		return
 	}
+	c.b.acks.keep(ack)
 }
 
 // onAck handles an ACK from party p of this call: the ACK for the 2xx

@@ -741,7 +741,7 @@ func (r *ringer) discard(l *leg) {
 func discardLeg(b *B2BUA, l *leg, laddr *sip.Addr) {
 	ctx, cancel := withTimeout(byeTimeout)
 	defer cancel()
-	if err := l.sess.Ack(ctx); err != nil {
+	if err := b.ackLeg(ctx, l.sess); err != nil {
 		b.log.Debug("b2bua: ack of unwanted leg", "err", err)
 	}
 	if err := l.sess.WriteBye(ctx, byeToLeg(l, laddr)); err != nil {

@@ -330,7 +330,7 @@ func (a *msrAnchor) open(ctx context.Context, offer []byte) (*msrConn, []byte, e
 	l := &leg{t: t, sess: sess}
 	p := newCalleeParty(a.b, l, laddr, contact)
 	p.name = "msr:" + a.m.URI
-	if err := sess.Ack(ctx); err != nil {
+	if err := a.b.ackLeg(ctx, sess); err != nil {
 		a.b.log.Debug("b2bua: ack to MSR", "msr", a.m.URI, "err", err)
 	}
 	p.confirm()

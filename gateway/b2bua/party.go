@@ -70,7 +70,6 @@ type party struct {
 	sdpOut     []byte            // last session description sent to it
 	oOut       sdprewrite.Origin // o= of sdpOut
 	oSrc       sdprewrite.Origin // o= of the SDP sdpOut was made from (continuity, see outSDP)
-	lastAck    *sip.Request      // our last ACK to a re-INVITE 2xx, re-sent on its retransmissions
 	se         sessionState      // RFC 4028 session timer (sessiontimer.go)
 
 	seTimer *time.Timer // the session timer (sessiontimer.go); stopped when the party goes

@@ -346,15 +346,9 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 	if err != nil {
 		return nil, err
 	}
-	// A 2xx leaves the transaction to sipgo's Timer M (RFC 6026 §7.2:
-	// Accepted for 64*T1), which matches the 2xx retransmissions to it:
-	// terminated at once, they would find no transaction and go unACKed.
-	accepted := false
-	defer func() {
-		if !accepted {
-			tx.Terminate()
-		}
-	}()
+	// A 2xx's retransmissions find no transaction once it is passed up
+	// (Timer M 0): ackNow's ACK, kept, answers them (acks.go).
+	defer tx.Terminate()
 	done := ctx.Done()
 	var provisional bool
 	for {
@@ -366,18 +360,6 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 			}
 			if res.IsSuccess() {
 				p.refresh(res.Contact())
-				// Our ACK may be lost: re-send it on each 2xx
-				// retransmission (RFC 3261 §13.2.2.4).
-				accepted = true
-				tx.OnRetransmission(func(r *sip.Response) {
-					p.mu.Lock()
-					ack := p.lastAck
-					p.mu.Unlock()
-					// lastAck may already answer a later re-INVITE.
-					if ack != nil && r.IsSuccess() && r.CSeq() != nil && ack.CSeq().SeqNo == r.CSeq().SeqNo {
-						_ = p.b.client.WriteRequest(ack.Clone(), sipgo.ClientRequestAddVia)
-					}
-				})
 			}
 			return res, nil
 		case <-tx.Done():
@@ -404,12 +386,11 @@ func (p *party) ackNow(out *sip.Request, res *sip.Response, body []byte, ct stri
 		ct = "application/sdp"
 	}
 	ack := p.ack(out.CSeq().SeqNo, body, ct)
-	p.mu.Lock()
-	p.lastAck = ack.Clone()
-	p.mu.Unlock()
 	if err := p.b.client.WriteRequest(ack, sipgo.ClientRequestAddVia); err != nil {
 		p.b.log.Warn("b2bua: ack of re-INVITE", "to", p.name, "err", err)
+		return
 	}
+	p.b.acks.keep(ack) // for the 2xx's retransmissions (RFC 3261 §13.2.2.4)
 }
 
 // cancelFor builds the CANCEL of a request we sent (RFC 3261 §9.1: same

@@ -243,7 +243,7 @@ func (nc *call) takeOver(old *call, y *party, l *leg, offer []byte) bool {
 	b := nc.b
 	res := l.sess.InviteResponse
 	ctx, cancel := withTimeout(byeTimeout)
-	if err := l.sess.Ack(ctx); err != nil {
+	if err := b.ackLeg(ctx, l.sess); err != nil {
 		b.log.Warn("b2bua: ack to transfer target", "call", nc.info.ID, "err", err)
 	}
 	cancel()

@@ -1,0 +1,203 @@
+package b2bua
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo"
+	"github.com/emiago/sipgo/sip"
+)
+
+// The ACKs of 2xx responses to our INVITEs, kept to answer the 2xx's
+// retransmissions (issue 16 item 1).
+//
+// RFC 3261 §13.2.2.4: the callee retransmits its 2xx until our ACK
+// arrives, and the UAC core (not the transaction) re-sends the ACK for
+// each retransmission. RFC 6026 keeps the INVITE client transaction in
+// Accepted for Timer M to match them; sipgo does, and its WriteAck hangs
+// a closure on the transaction that holds the dialog session (our INVITE,
+// the 2xx) and a parsed copy of the ACK. At 2,500 calls/s, with Timer M
+// at 2 s, that was half of the live heap (80 → 41 MB with Timer M at
+// zero, bench/RESULTS.md), which the 150 MiB memory limit could not hold.
+//
+// Decision: sipgo's INVITE client transactions end as soon as their 2xx
+// is passed up (Timer M 0, set below), and this package keeps each ACK it
+// sends for a 2xx as its bytes (~600 of them) for 2 to 3 s (ackGens
+// generations of ackGen), keyed by Call-ID, CSeq number and To tag. A
+// retransmitted 2xx then matches no transaction: sipgo hands it to the
+// transaction layer's unhandled-response handler, where the gateway calls
+// OnStrayResponse, which re-sends the ACK. The window is the one the
+// transactions had (gateway/txretention.go): the callee retransmits 0.5
+// and 1.5 s after its first 2xx, and an ACK lost three times is not
+// re-sent later.
+//
+// A 2xx from another fork of the INVITE (another To tag) is not ACKed:
+// sipgo's Accepted state re-sent our ACK, to the wrong dialog, for it.
+// Its sender gives up after 64*T1.
+//
+// The same store re-ACKs 2xx retransmissions for re-INVITEs (ackNow),
+// which had their own closure and copy of the last ACK per party.
+func init() { sip.Timer_M = 0 }
+
+const (
+	ackGen  = time.Second
+	ackGens = 3 // an ACK is kept for (ackGens-1)*ackGen to ackGens*ackGen
+	// ackResends bounds the ACKs one kept ACK is re-sent as: a callee
+	// retransmits at most three times in the window; forged 2xx
+	// responses get no more.
+	ackResends = 8
+)
+
+// sentAck is an ACK as it went out, and where to.
+type sentAck struct {
+	msg       string
+	dest      string // host:port
+	transport string
+	laddr     sip.Addr // the UDP listener it left from; zero = any
+	resent    int
+}
+
+// ackStore keeps the ACKs we sent for 2xx responses, by ackKey, in
+// generations: a generation older than ackGens*ackGen is dropped whole,
+// with no timer or per-entry expiry.
+type ackStore struct {
+	mu   sync.Mutex
+	gens [ackGens]map[string]sentAck // gens[0] is the newest
+	turn time.Time                   // when gens[0] began
+	now  func() time.Time
+	bufs sync.Pool
+}
+
+func newAckStore(now func() time.Time) *ackStore {
+	s := &ackStore{now: now}
+	for i := range s.gens {
+		s.gens[i] = map[string]sentAck{}
+	}
+	s.turn = now()
+	s.bufs.New = func() any { return new(bytes.Buffer) }
+	return s
+}
+
+// ackKey is the key of the ACK for the 2xx with these Call-ID, CSeq
+// number and To tag.
+func ackKey(callID string, cseq uint32, toTag string) string {
+	var b strings.Builder
+	b.Grow(len(callID) + len(toTag) + 12)
+	b.WriteString(callID)
+	b.WriteByte(' ')
+	b.WriteString(strconv.FormatUint(uint64(cseq), 10))
+	b.WriteByte(' ')
+	b.WriteString(toTag)
+	return b.String()
+}
+
+// rotate starts the generations due at now. Called with mu held.
+func (s *ackStore) rotate(now time.Time) {
+	steps := int(now.Sub(s.turn) / ackGen)
+	if steps <= 0 {
+		return
+	}
+	s.turn = s.turn.Add(time.Duration(steps) * ackGen)
+	for range min(steps, ackGens) {
+		// The oldest map, emptied, becomes the newest: its buckets stay
+		// sized for the load, so a busy second allocates no map.
+		old := s.gens[ackGens-1]
+		clear(old)
+		copy(s.gens[1:], s.gens[:ackGens-1])
+		s.gens[0] = old
+	}
+}
+
+// keep remembers ack, which has just been sent for a 2xx (its headers,
+// Via included, as they went out).
+func (s *ackStore) keep(ack *sip.Request) {
+	cid, cs, to := ack.CallID(), ack.CSeq(), ack.To()
+	if cid == nil || cs == nil || to == nil {
+		return
+	}
+	tag, _ := to.Params.Get("tag")
+	buf := s.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	ack.StringWrite(buf)
+	a := sentAck{msg: buf.String(), dest: strings.Clone(ack.Destination()), transport: ack.Transport(), laddr: ack.Laddr}
+	s.bufs.Put(buf)
+	key := ackKey(string(*cid), cs.SeqNo, tag)
+	s.mu.Lock()
+	s.rotate(s.now())
+	s.gens[0][key] = a
+	s.mu.Unlock()
+}
+
+// resend returns the ACK kept for the 2xx res, counting the re-send; ok
+// is false when there is none, or it was re-sent ackResends times.
+func (s *ackStore) resend(res *sip.Response) (sentAck, bool) {
+	cid, cs, to := res.CallID(), res.CSeq(), res.To()
+	if cid == nil || cs == nil || to == nil || cs.MethodName != sip.INVITE || !res.IsSuccess() {
+		return sentAck{}, false
+	}
+	tag, _ := to.Params.Get("tag")
+	key := ackKey(string(*cid), cs.SeqNo, tag)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rotate(s.now())
+	for _, g := range s.gens {
+		if a, ok := g[key]; ok {
+			if a.resent >= ackResends {
+				return sentAck{}, false
+			}
+			a.resent++
+			g[key] = a
+			return a, true
+		}
+	}
+	return sentAck{}, false
+}
+
+// OnStrayResponse handles a response that matched no client transaction
+// (the gateway's unhandled-response handler): a retransmitted 2xx to one
+// of our INVITEs gets our ACK again. It reports whether it did.
+func (b *B2BUA) OnStrayResponse(res *sip.Response) bool {
+	a, ok := b.acks.resend(res)
+	if !ok {
+		return false
+	}
+	msg, err := sip.ParseMessage([]byte(a.msg))
+	ack, _ := msg.(*sip.Request)
+	if err != nil || ack == nil {
+		b.log.Warn("b2bua: kept ACK does not parse", "err", err)
+		return false
+	}
+	ack.SetTransport(a.transport)
+	ack.SetDestination(a.dest)
+	ack.Laddr = a.laddr
+	if err := b.client.WriteRequest(ack, sendAsIs); err != nil {
+		b.log.Debug("b2bua: ACK of a retransmitted 2xx", "err", err)
+	}
+	return true
+}
+
+// sendAsIs is a sipgo ClientRequestOption that leaves the request as it
+// is (any option replaces sipgo's default header building).
+func sendAsIs(*sipgo.Client, *sip.Request) error { return nil }
+
+// ackLeg ACKs the 2xx that answered a B leg's INVITE (sipgo's Ack, with
+// the ACK kept for the 2xx's retransmissions).
+func (b *B2BUA) ackLeg(ctx context.Context, sess *sipgo.DialogClientSession) error {
+	to := sess.InviteRequest.Recipient
+	if ct := sess.InviteResponse.Contact(); ct != nil {
+		to = ct.Address
+	}
+	ack := sip.NewRequest(sip.ACK, *to.Clone())
+	if ct := sess.InviteRequest.Contact(); ct != nil {
+		ack.AppendHeader(sip.HeaderClone(ct))
+	}
+	if err := sess.WriteAck(ctx, ack); err != nil {
+		return err
+	}
+	b.acks.keep(ack)
+	return nil
+}

@@ -1,0 +1,120 @@
+package b2bua
+
+import (
+	"testing"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// sentACK is an ACK as the store sees one after it went out.
+func sentACK(t *testing.T, callID string, cseq uint32, toTag string) *sip.Request {
+	t.Helper()
+	ack := sip.NewRequest(sip.ACK, sip.Uri{Scheme: "sip", User: "1002", Host: "127.0.0.1", Port: 5062})
+	ack.AppendHeader(sip.NewHeader("Via", "SIP/2.0/UDP 127.0.0.1:5060;branch=z9hG4bK-"+callID))
+	from := &sip.FromHeader{Address: sip.Uri{Scheme: "sip", User: "1001", Host: "127.0.0.1"}, Params: sip.NewParams()}
+	from.Params.Add("tag", "ours")
+	to := &sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: "1002", Host: "127.0.0.1"}, Params: sip.NewParams()}
+	to.Params.Add("tag", toTag)
+	cid := sip.CallIDHeader(callID)
+	ack.AppendHeader(from)
+	ack.AppendHeader(to)
+	ack.AppendHeader(&cid)
+	ack.AppendHeader(&sip.CSeqHeader{SeqNo: cseq, MethodName: sip.ACK})
+	ack.SetTransport("UDP")
+	ack.SetBody(nil)
+	return ack
+}
+
+// answer2xx is the 2xx (retransmitted) that ack answered, or another
+// response of the same INVITE when status or the To tag differ.
+func answer2xx(t *testing.T, ack *sip.Request, status int, toTag string) *sip.Response {
+	t.Helper()
+	res := sip.NewResponse(status, "OK")
+	res.AppendHeader(sip.HeaderClone(ack.From()))
+	to := sip.HeaderClone(ack.To()).(*sip.ToHeader)
+	to.Params.Add("tag", toTag)
+	res.AppendHeader(to)
+	res.AppendHeader(sip.HeaderClone(ack.CallID()))
+	res.AppendHeader(&sip.CSeqHeader{SeqNo: ack.CSeq().SeqNo, MethodName: sip.INVITE})
+	return res
+}
+
+func TestAckStore(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newAckStore(func() time.Time { return now })
+	ack := sentACK(t, "call-1", 7, "callee")
+	want := ack.String()
+	s.keep(ack)
+
+	a, ok := s.resend(answer2xx(t, ack, 200, "callee"))
+	if !ok || a.msg != want || a.dest != "127.0.0.1:5062" || a.transport != "UDP" {
+		t.Fatalf("resend = %+v, %v; want the ACK as sent:\n%s", a, ok, want)
+	}
+	for _, c := range []struct {
+		name string
+		res  *sip.Response
+	}{
+		{"another fork's 2xx", answer2xx(t, ack, 200, "fork2")},
+		{"a non-2xx", answer2xx(t, ack, 486, "callee")},
+		{"another INVITE's 2xx", answer2xx(t, sentACK(t, "call-1", 8, "callee"), 200, "callee")},
+		{"another call's 2xx", answer2xx(t, sentACK(t, "call-2", 7, "callee"), 200, "callee")},
+	} {
+		if _, ok := s.resend(c.res); ok {
+			t.Errorf("%s got the ACK", c.name)
+		}
+	}
+
+	// An ACK kept just before the generations turn is kept for
+	// (ackGens-1)*ackGen; one kept just after, for ackGens*ackGen.
+	now = now.Add(ackGen - time.Nanosecond)
+	late := sentACK(t, "call-3", 1, "callee")
+	s.keep(late)
+	now = now.Add((ackGens-1)*ackGen - time.Nanosecond)
+	if _, ok := s.resend(answer2xx(t, late, 200, "callee")); !ok {
+		t.Fatalf("ACK gone %v after it was kept", (ackGens-1)*ackGen-time.Nanosecond)
+	}
+	now = now.Add(2 * time.Nanosecond)
+	if _, ok := s.resend(answer2xx(t, late, 200, "callee")); ok {
+		t.Fatalf("ACK still kept %v after it was kept", (ackGens-1)*ackGen+time.Nanosecond)
+	}
+	if _, ok := s.resend(answer2xx(t, ack, 200, "callee")); ok {
+		t.Fatalf("ACK still kept %v after it was kept", ackGens*ackGen)
+	}
+}
+
+// TestAckStoreResendBound: forged retransmissions get at most ackResends
+// ACKs.
+func TestAckStoreResendBound(t *testing.T) {
+	s := newAckStore(time.Now)
+	ack := sentACK(t, "call-1", 1, "callee")
+	s.keep(ack)
+	n := 0
+	for range 3 * ackResends {
+		if _, ok := s.resend(answer2xx(t, ack, 200, "callee")); ok {
+			n++
+		}
+	}
+	if n != ackResends {
+		t.Fatalf("%d re-sends, want %d", n, ackResends)
+	}
+}
+
+// TestAckStoreLongSilence: after a pause longer than the window the store
+// is empty, and keeps new ACKs again.
+func TestAckStoreLongSilence(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newAckStore(func() time.Time { return now })
+	old := sentACK(t, "old", 1, "callee")
+	s.keep(old)
+	now = now.Add(time.Hour + 300*time.Millisecond)
+	fresh := sentACK(t, "fresh", 1, "callee")
+	s.keep(fresh)
+	if _, ok := s.resend(answer2xx(t, old, 200, "callee")); ok {
+		t.Error("an ACK an hour old was re-sent")
+	}
+	now = now.Add((ackGens-1)*ackGen - time.Nanosecond)
+	if _, ok := s.resend(answer2xx(t, fresh, 200, "callee")); !ok {
+		t.Error("the ACK kept after the pause is gone too soon")
+	}
+}
