@@ -525,14 +525,15 @@ func (c *call) setupDone() {
 }
 
 // ackCallee sends the ACK for the callee's 2xx once, with the A leg's
-// late answer when there is one; the ACK is kept for the 2xx's
-// retransmissions (acks.go).
+// late answer when there is one. The party builds it from the dialog,
+// as it does for a re-INVITE's 2xx: sipgo's WriteAck would copy it for
+// a transaction that is already gone (acks.go).
 func (c *call) ackCallee(pb *party, body []byte) {
 	_, cli := pb.session()
 	if pb.confirm() || cli == nil {
 		return
 	}
-	ack := sip.NewRequest(sip.ACK, pb.remoteTarget())
+	var ct string
 	if len(body) > 0 && c.aReq != nil {
 		if an := c.media(); an != nil {
 			out, err := an.Answer(LegA, body)
@@ -543,21 +544,11 @@ func (c *call) ackCallee(pb *party, body []byte) {
 			}
 		}
 		body = pb.outSDP(body)
-		ct := sip.ContentTypeHeader(contentTypeOf(c.aReq))
-		if c.aReq.ContentType() == nil {
-			ct = "application/sdp"
-		}
-		ack.AppendHeader(&ct)
-		ack.SetBody(body)
+		ct = contentTypeOf(c.aReq)
+	} else {
+		body = nil
 	}
-	setLaddr(ack, pb.transport, pb.laddr)
-	// The ACK is handed to the transport, not to a transaction: nothing
-	// waits, so no deadline (and no timer a call).
-	if err := cli.WriteAck(context.Background(), ack); err != nil {
-		c.b.log.Warn("b2bua: ack to callee", "call", c.info.ID, "err", err)
-		return
-	}
-	c.b.acks.keep(ack)
+	pb.ackNow(cli.InviteRequest.CSeq().SeqNo, body, ct)
 }
 
 // onAck handles an ACK from party p of this call: the ACK for the 2xx

@@ -181,7 +181,7 @@ func (p *party) finish(req *sip.Request) {
 	setLaddr(req, p.transport, p.laddr)
 }
 
-// ack builds the ACK for a 2xx to our re-INVITE number cseq (RFC 3261
+// ack builds the ACK for a 2xx to our INVITE number cseq (RFC 3261
 // §13.2.2.4: the INVITE's CSeq number, a new branch).
 func (p *party) ack(cseq uint32, body []byte, ct string) *sip.Request {
 	req := sip.NewRequest(sip.ACK, p.remoteTarget())
@@ -203,6 +203,21 @@ func (p *party) ack(cseq uint32, body []byte, ct string) *sip.Request {
 	}
 	req.SetBody(body)
 	return req
+}
+
+// ackNow sends the ACK for a 2xx to our INVITE number cseq, with body
+// (ct "" = application/sdp), and keeps it for the 2xx's retransmissions
+// (acks.go).
+func (p *party) ackNow(cseq uint32, body []byte, ct string) {
+	if ct == "" {
+		ct = "application/sdp"
+	}
+	ack := p.ack(cseq, body, ct)
+	if err := p.b.client.WriteRequest(ack, sipgo.ClientRequestAddVia); err != nil {
+		p.b.log.Warn("b2bua: ack", "to", p.name, "cseq", cseq, "err", err)
+		return
+	}
+	p.b.acks.keep(ack)
 }
 
 // send starts a client transaction for an in-dialog request.

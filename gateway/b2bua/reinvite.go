@@ -270,7 +270,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 	ans, act := res.Body(), contentTypeOf(res)
 	q.noteIn(ans, act)
 	if len(body) > 0 {
-		q.ackNow(out, res, nil, "")
+		q.ackNow(out.CSeq().SeqNo, nil, "")
 	}
 	if an != nil && len(ans) > 0 {
 		var err error
@@ -282,7 +282,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		if err != nil {
 			b.log.Warn("b2bua: re-INVITE answer refused by media", "call", c.info.ID, "err", err)
 			if len(body) == 0 {
-				q.ackNow(out, res, nil, "")
+				q.ackNow(out.CSeq().SeqNo, nil, "")
 			}
 			_ = respondBody(tx, req, 488, "Not Acceptable Here", nil, "")
 			return
@@ -291,7 +291,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 	p.noteIn(body, ct)
 	if !c.respondInvite(p, req, tx, ex, res.StatusCode, res.Reason, p.outSDP(ans), act) {
 		if len(body) == 0 {
-			q.ackNow(out, res, nil, "")
+			q.ackNow(out.CSeq().SeqNo, nil, "")
 		}
 		return
 	}
@@ -306,7 +306,7 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 				b.log.Warn("b2bua: late answer refused by media", "call", c.info.ID, "err", err)
 			}
 		}
-		q.ackNow(out, res, q.outSDP(ackBody), ackCT)
+		q.ackNow(out.CSeq().SeqNo, q.outSDP(ackBody), ackCT)
 	}
 }
 
@@ -378,19 +378,6 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 			cancel()
 		}
 	}
-}
-
-// ackNow sends the ACK for a 2xx to our re-INVITE out, with body.
-func (p *party) ackNow(out *sip.Request, res *sip.Response, body []byte, ct string) {
-	if ct == "" {
-		ct = "application/sdp"
-	}
-	ack := p.ack(out.CSeq().SeqNo, body, ct)
-	if err := p.b.client.WriteRequest(ack, sipgo.ClientRequestAddVia); err != nil {
-		p.b.log.Warn("b2bua: ack of re-INVITE", "to", p.name, "err", err)
-		return
-	}
-	p.b.acks.keep(ack) // for the 2xx's retransmissions (RFC 3261 §13.2.2.4)
 }
 
 // cancelFor builds the CANCEL of a request we sent (RFC 3261 §9.1: same
@@ -529,7 +516,7 @@ func (p *party) reoffer(ctx context.Context, sdp []byte, ct string) ([]byte, int
 	if !res.IsSuccess() {
 		return nil, res.StatusCode, fmt.Errorf("b2bua: re-INVITE to %s: %d %s", p.name, res.StatusCode, res.Reason)
 	}
-	p.ackNow(out, res, nil, "")
+	p.ackNow(out.CSeq().SeqNo, nil, "")
 	p.noteIn(res.Body(), contentTypeOf(res))
 	return res.Body(), res.StatusCode, nil
 }

@@ -400,7 +400,7 @@ func (p *party) refreshSession(c *call) refreshOutcome {
 		req.SetBody(sdp)
 		res, err = p.invite(ctx, req)
 		if err == nil && res.IsSuccess() {
-			p.ackNow(req, res, nil, "")
+			p.ackNow(req.CSeq().SeqNo, nil, "")
 		}
 	}
 	switch {
