@@ -7,8 +7,10 @@
 // dialog sessions.
 //
 // The gateway registers OnInvite, OnAck, OnBye, OnRefer, OnUpdate and (for
-// in-dialog OPTIONS) OnOptions with its sipgo.Server, and calls Looped
-// before it authenticates an INVITE.
+// in-dialog OPTIONS) OnOptions with its sipgo.Server, calls Looped
+// before it authenticates an INVITE, and hands the responses no client
+// transaction takes to OnStrayResponse (its transaction layer's
+// unhandled-response handler).
 //
 // Call set-up:
 //
@@ -141,9 +143,10 @@
 //     §5.2), an offer crossing one we sent it (the other party's, a
 //     transfer's) 491; an unknown dialog 481, a lower CSeq 500, a non-SDP
 //     body 488. Our ACK to the other party's 2xx is sent again for each
-//     retransmission of that 2xx (RFC 3261 §13.2.2.4: the transaction is
-//     left to sipgo's Timer M); sipgo does the same for initial INVITEs. The other party's refusal is
-//     relayed; its 481, 408 or silence ends the call (Dead). A CANCEL of
+//     retransmission of that 2xx within 2 to 3 s (RFC 3261 §13.2.2.4),
+//     as for initial INVITEs: the ACK is kept, not the transaction
+//     (acks.go; the gateway hands such a 2xx to OnStrayResponse). The
+//     other party's refusal is relayed; its 481, 408 or silence ends the call (Dead). A CANCEL of
 //     the sender's re-INVITE CANCELs ours.
 //   - UPDATE (RFC 3311) with an offer is relayed the same way; without a
 //     body it is a refresh, answered here.
