@@ -33,9 +33,9 @@ import (
 //     within 2 s it does so twice (0.5 and 1.5 s after the first) and
 //     each is re-ACKed. The B2BUA ends sipgo's INVITE client transaction
 //     at the 2xx (Timer M 0) and keeps only its ACK, as bytes, for 2 to
-//     3 s (gateway/b2bua/acks.go); the transaction layer hands it the
-//     retransmitted 2xx that no transaction takes (New's unhandled-response
-//     handler). A 2xx whose three ACKs were all lost (at 1 % loss, one
+//     3 s (gateway/b2bua/acks.go), which it re-sends when the transaction
+//     layer hands it a 2xx that no transaction takes (New's
+//     unhandled-response handler). A 2xx whose three ACKs were all lost (at 1 % loss, one
 //     call in a million) is not re-ACKed afterwards, and the callee ends
 //     that call after 32 s: accepted.
 //   - Timer J: a BYE (or other non-INVITE request) whose 200 was lost is
