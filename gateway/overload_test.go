@@ -108,10 +108,10 @@ func pace(finished ...int) float64 {
 // After an interval whose smallest delay was over the target, the next
 // admits overloadDecrease per cent of the calls the last one admitted
 // (it admitted more than half the pace: demand, not a pause) and refuses
-// the rest; while the
-// overload lasts the cut stands until overloadHold has passed, then is cut
-// again; quick intervals that use the quota raise it by an eighth;
-// overloadCalm intervals of demand under half the quota lift it.
+// the rest; while the overload lasts the cut stands until overloadHold has
+// passed, then is cut again; quick intervals that use the quota raise it
+// by an eighth; overloadCalm intervals of demand under half the quota lift
+// it.
 func TestOverloadGate(t *testing.T) {
 	g, c, _ := testGate()
 	step := func(offered int, delay time.Duration) int { return gateStep(g, c, offered, delay) }

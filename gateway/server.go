@@ -178,7 +178,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 			// 3261 §17.1.3. sipgo's default handler would log each one to
 			// the default logger, past the limiter.
 			sip.WithTransactionLayerUnhandledResponseHandler(func(r *sip.Response) {
-				if s.b2b != nil && s.b2b.OnStrayResponse(r) {
+				if s.b2b.OnStrayResponse(r) { // set before any listener is bound
 					return
 				}
 				sipLog.Info("Unhandled sip response", "source", r.Source(), "response", r.StartLine())

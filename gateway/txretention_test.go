@@ -52,7 +52,10 @@ func TestLateInviteRetransmissionAbsorbed(t *testing.T) {
 // was lost retransmits its 2xx. sipgo's INVITE client transaction ended
 // at the 2xx (Timer M 0), so the retransmission reaches the B2BUA as a
 // stray response, which re-sends the ACK it kept (b2bua/acks.go): the
-// same message, again at each retransmission.
+// same message, again at each retransmission. The callee retransmits at
+// the RFC's pace (Timer G: T1, then 2*T1 later), as a UAS does: the ACK
+// is kept right after it is sent, and a 2xx sent back the instant the
+// ACK arrives could cross that.
 func TestRetransmitted2xxReAcked(t *testing.T) {
 	_, gw, callee := pstnCall(t)
 
@@ -63,7 +66,8 @@ func TestRetransmitted2xxReAcked(t *testing.T) {
 	ok := gw.readStatus("200")
 	gw.send(inDialog("ACK", ok, gw, 1))
 	first := callee.readRequest("ACK")
-	for i := range 2 {
+	for i, gap := range []time.Duration{500 * time.Millisecond, time.Second} {
+		time.Sleep(gap) // the callee's Timer G, not a synchronisation
 		callee.send(answer)
 		if again := callee.readRequest("ACK"); again != first {
 			t.Fatalf("retransmission %d: ACK\n%s\nwant the first one again:\n%s", i+1, again, first)

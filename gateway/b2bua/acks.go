@@ -35,8 +35,10 @@ import (
 // where the gateway calls OnStrayResponse, which re-sends the ACK. The
 // window is the one the transactions had (gateway/txretention.go): the
 // callee retransmits 0.5 and 1.5 s after its first 2xx, and an ACK lost
-// three times is not re-sent later. Re-INVITEs' ACKs are kept the same
-// way.
+// three times is not re-sent later. An ACK is kept right after it is
+// sent (sipgo writes its Via as it sends it); a retransmission, T1 after
+// the 2xx at the earliest, does not race that. Re-INVITEs' ACKs are kept
+// the same way.
 //
 // A 2xx from another fork of the INVITE (another To tag) is not ACKed:
 // sipgo's Accepted state re-sent our ACK, to the wrong dialog, for it.

@@ -146,8 +146,8 @@
 //     retransmission of that 2xx within 2 to 3 s (RFC 3261 §13.2.2.4),
 //     as for initial INVITEs: the ACK is kept, not the transaction
 //     (acks.go; the gateway hands such a 2xx to OnStrayResponse). The
-//     other party's refusal is relayed; its 481, 408 or silence ends the call (Dead). A CANCEL of
-//     the sender's re-INVITE CANCELs ours.
+//     other party's refusal is relayed; its 481, 408 or silence ends the
+//     call (Dead). A CANCEL of the sender's re-INVITE CANCELs ours.
 //   - UPDATE (RFC 3311) with an offer is relayed the same way; without a
 //     body it is a refresh, answered here.
 //   - Media hook: every SDP offer and answer (initial INVITE, 18x, 2xx,

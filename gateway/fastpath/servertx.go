@@ -171,9 +171,9 @@ func (t *serverTxs) len() int {
 // The FIFO is a slice read from head: taking the due ones off moves
 // nothing, and the slice is compacted in place only when it is full and
 // at least half of it is taken, so a call's expiry costs O(1) however
-// long the queue (a
-// copy of the queue each time the timer fired was a tenth of
-// BenchmarkCall's CPU, most of it the collector's write barrier).
+// long the queue (a copy of the queue each time the timer fired was a
+// tenth of BenchmarkCall's CPU, most of it the collector's write
+// barrier).
 type expiries struct {
 	due   func(*serverTx)
 	mu    sync.Mutex
