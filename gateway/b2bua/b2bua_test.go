@@ -310,6 +310,7 @@ type phone struct {
 	reinvites chan *sip.Request               // in-dialog INVITEs received
 	updates   chan *sip.Request               // UPDATEs received
 	notifies  chan *sip.Request               // NOTIFYs received (answered 200)
+	strays    chan *sip.Response              // responses no transaction took (a 2xx retransmitted for a late ACK)
 	options   chan *sip.Request               // in-dialog OPTIONS received
 	pracks    chan *sip.Request               // PRACKs received (answered 200)
 	invites   chan *sip.Request               // INVITEs received
@@ -322,7 +323,14 @@ type phone struct {
 func newPhone(t *testing.T, user string, sc script) *phone {
 	t.Helper()
 	closing := new(atomic.Bool)
-	ua, err := newUA(closing, sipgo.WithUserAgent("phone-"+user))
+	strays := make(chan *sip.Response, 16)
+	ua, err := newUA(closing, sipgo.WithUserAgent("phone-"+user),
+		sipgo.WithUserAgentTransactionLayerOptions(sip.WithTransactionLayerUnhandledResponseHandler(func(r *sip.Response) {
+			select {
+			case strays <- r:
+			default:
+			}
+		})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,6 +352,7 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		notifies:  make(chan *sip.Request, 16),
 		options:   make(chan *sip.Request, 64),
 		pracks:    make(chan *sip.Request, 16),
+		strays:    strays,
 	}
 	p.optionsCode.Store(200)
 	p.cli, err = sipgo.NewClient(ua, sipgo.WithClientConnectionAddr(p.addr))

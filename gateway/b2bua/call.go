@@ -564,13 +564,15 @@ func (c *call) onAck(p *party, req *sip.Request, tx sip.ServerTransaction) {
 			c.b.log.Debug("b2bua: ack", "call", c.info.ID, "err", err)
 			return
 		}
-		p.confirm()
-		p.noteIn(req.Body(), contentTypeOf(req))
 		c.mu.Lock()
 		initial := c.initial && c.parties[LegA] == p
 		pb := c.parties[LegB]
-		c.confirmed = true // before the callee's ACK: it may send a request at once
+		// Before the callee's ACK (it may send a request at once) and
+		// before p counts as confirmed (party.awaitAck).
+		c.confirmed = true
 		c.mu.Unlock()
+		p.confirm()
+		p.noteIn(req.Body(), contentTypeOf(req))
 		if initial && pb != nil {
 			c.ackCallee(pb, req.Body())
 			c.setupDone()

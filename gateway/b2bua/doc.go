@@ -202,6 +202,8 @@
 //     transfer's INVITE. The named dialog's party must be the transferor
 //     itself (RFC 3891 §6: the REFER's dialog and the named one share a
 //     participant); otherwise the NOTIFY says 403 and both calls go on.
+//     A REFER that overtakes the transferor's ACK of the named dialog's
+//     2xx waits for that ACK (up to 64*T1) rather than failing with 491.
 //   - INVITE with Replaces (RFC 3891) naming an answered dialog of ours:
 //     the new caller takes the named party's place (the other party is
 //     re-INVITEd with its offer); the replaced party gets a BYE. Unknown

@@ -85,6 +85,24 @@ func (b *B2BUA) OnRefer(req *sip.Request, tx sip.ServerTransaction) {
 	}
 }
 
+// awaitAck waits until the 2xx that answered p's INVITE is ACKed, c
+// ends, or a UAS's wait for an ACK (64*T1) is over. A transferor may
+// REFER right after ACKing its consultation call, and sipgo hands each
+// message to its own goroutine: the REFER can overtake that ACK, and a
+// transfer the phone made in order must not then get 491.
+func (p *party) awaitAck(c *call) {
+	if p.isConfirmed() {
+		return
+	}
+	t := time.NewTimer(64 * sip.T1)
+	defer t.Stop()
+	select {
+	case <-p.confirmed:
+	case <-c.life.Done():
+	case <-t.C:
+	}
+}
+
 // transferor is the party whose transfer runs on c, if any.
 func (c *call) transferor() *party {
 	c.mu.Lock()
@@ -334,6 +352,7 @@ func (c *call) attended(x, y *party, to sip.Uri, replaces string) (int, *call) {
 		b.log.Info("b2bua: transfer naming a stranger's dialog refused", "call", c.info.ID, "by", x.name, "named", x2.name)
 		return 403, nil
 	}
+	x2.awaitAck(c2)
 	c2.mu.Lock()
 	c2.settle()
 	switch {

@@ -256,6 +256,64 @@ func TestAttendedTransfer(t *testing.T) {
 	rec.none(t)
 }
 
+// TestAttendedTransferReferOvertakesAck: 1002 REFERs before its ACK of
+// the consultation call has reached the box (sipgo hands each message to
+// its own goroutine, so a REFER sent right after the ACK may be handled
+// first). The box waits for that ACK instead of failing the transfer
+// with 491; 1002 ACKs only once the box has retransmitted its 2xx, so
+// the transfer has surely looked at the consultation call by then.
+func TestAttendedTransferReferOvertakesAck(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	x := newPhone(t, "1002", answerNow)
+	c := newPhone(t, "1003", answerWith("c", 3, 42000))
+	e.loc.set("1002", x.contact())
+	e.loc.set("1003", c.contact())
+	ctx := testCtx(t)
+	oc1, d1 := e.call(ctx, a, x, "1002")
+	oc2 := x.dial(ctx, e.box, "1003", nil) // answered, ACK held back
+	if oc2.err != nil || oc2.final != 200 {
+		t.Fatalf("consultation call: %d %v", oc2.final, oc2.err)
+	}
+	call2 := oc2.sess.InviteRequest.CallID().Value()
+	fromTag, _ := oc2.sess.InviteRequest.From().Params.Get("tag")
+	toTag, _ := oc2.sess.InviteResponse.To().Params.Get("tag")
+	rep := strings.NewReplacer(";", "%3B", "=", "%3D", "@", "%40").Replace(url.PathEscape(call2 + ";to-tag=" + toTag + ";from-tag=" + fromTag))
+	refer := sip.NewHeader("Refer-To", "<sip:1003@"+e.box+"?Replaces="+rep+">")
+	if res := x.send(ctx, d1, boxOfUAS(d1), sip.REFER, nil, "", refer); res == nil || res.StatusCode != 202 {
+		t.Fatalf("REFER: %v", res)
+	}
+	if got := sipfrag(t, recv(t, x.notifies, "first NOTIFY")); got != "SIP/2.0 100 Trying" {
+		t.Errorf("first NOTIFY %q", got)
+	}
+	for {
+		r := recv(t, x.strays, "the box's 2xx again")
+		if r.CallID().Value() == call2 && r.IsSuccess() {
+			break
+		}
+	}
+	select {
+	case n := <-x.notifies:
+		t.Fatalf("final NOTIFY before the ACK: %q", sipfrag(t, n))
+	default:
+	}
+	if err := oc2.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sipfrag(t, recv(t, x.notifies, "final NOTIFY")); got != "SIP/2.0 200 OK" {
+		t.Errorf("final NOTIFY %q", got)
+	}
+	recv(t, x.byes, "BYE 1 at the transferor")
+	recv(t, x.byes, "BYE 2 at the transferor")
+	recv(t, c.reinvites, "re-INVITE at 1003")
+	recv(t, a.reinvites, "re-INVITE at 1001")
+	if err := oc1.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, c.byes, "BYE at 1003")
+	e.noCalls()
+}
+
 // TestReferUntrustedToPSTN: a PSTN callee may not transfer the caller
 // to another PSTN number (toll fraud); it gets 403 in the NOTIFY.
 func TestReferUntrustedToPSTN(t *testing.T) {
