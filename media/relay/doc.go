@@ -54,14 +54,15 @@
 //   - Hot path: on Linux a session's sockets are served by one of the
 //     relay's pollers (poll_linux.go; a session's four sockets on one): an
 //     epoll instance of the poller's own holds the sockets' raw
-//     descriptors, taken out of Go's netpoller, and one goroutine waits
+//     descriptors, which Go's netpoller never sees, and one goroutine waits
 //     for that instance to be readable (with one P, through Go's
 //     netpoller; with more, half as many pollers as Ps each wait in
 //     epoll_wait on a P they keep, which cost a sixth less CPU per packet
 //     at 10 kpps), then serves every ready socket (recvmmsg of up to 8
-//     datagrams, forward, sendmmsg, all raw system calls) until a
-//     non-blocking epoll_wait finds none. Before, one goroutine per socket
-//     parked on the netpoller: each packet cost a goroutine wake-up, a
+//     datagrams, forward, sendmmsg, all raw system calls) until an
+//     epoll_wait finds none (a blocking poller serves what its wait
+//     reported and waits again: 3 system calls for a lone datagram).
+//     Before, one goroutine per socket parked on the netpoller: each packet cost a goroutine wake-up, a
 //     scheduler round trip and a second recvmmsg that found the socket
 //     empty; now one wake-up serves whatever arrived meanwhile, and the
 //     read buffers are the poller's, not 2 KiB per socket

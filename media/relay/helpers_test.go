@@ -102,8 +102,12 @@ func (p *phone) sdp(version int, formats []string, extra ...string) []byte {
 		pts = append(pts, pt)
 		lines = append(lines, fmt.Sprintf("a=rtpmap:%s %s/8000", pt, name))
 	}
-	s := fmt.Sprintf("v=0\r\no=phone 1 %d IN IP4 %s\r\ns=-\r\nc=IN IP4 %s\r\nt=0 0\r\nm=audio %d RTP/AVP %s\r\n",
-		version, a.Addr(), a.Addr(), a.Port(), strings.Join(pts, " "))
+	at := "IP4"
+	if a.Addr().Is6() {
+		at = "IP6"
+	}
+	s := fmt.Sprintf("v=0\r\no=phone 1 %d IN %s %s\r\ns=-\r\nc=IN %s %s\r\nt=0 0\r\nm=audio %d RTP/AVP %s\r\n",
+		version, at, a.Addr(), at, a.Addr(), a.Port(), strings.Join(pts, " "))
 	for _, l := range append(lines, extra...) {
 		s += l + "\r\n"
 	}

@@ -1,8 +1,9 @@
 package relay
 
 import (
-	"cmp"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -19,8 +20,8 @@ const pollSupported = true
 // goroutines parked on Go's netpoller (one goroutine wake-up, one
 // scheduler round trip and one extra recvmmsg that finds the socket empty
 // per packet) but by one of the relay's pollers: an epoll instance of its
-// own holding the sessions' raw descriptors (detached from Go's netpoller,
-// which would otherwise wake up for every packet too) and one goroutine
+// own holding the sessions' raw descriptors (never in Go's netpoller,
+// which would otherwise wake up for every packet too: bindRawPair) and one goroutine
 // that waits for that instance to become readable through Go's netpoller
 // (the epoll descriptor itself is registered there), then takes every
 // ready socket from it with non-blocking epoll_wait calls, reads each with
@@ -34,7 +35,7 @@ const pollSupported = true
 // turn, so that a session's forwarders are used by one goroutine. The
 // inner registrations are level-triggered: a socket with more than
 // pollBatch datagrams queued is simply reported again; the goroutine
-// waits only after an epoll_wait that found nothing ready, and the epoll
+// parks only after an epoll_wait that found nothing ready, and the epoll
 // instance signals Go's (edge-triggered) netpoller, or wakes the blocking
 // wait, again for every datagram that arrives after that.
 
@@ -119,30 +120,54 @@ func (ps *pollSet) forSession() *poller {
 	return p
 }
 
-// detachPair takes the pair's sockets out of Go's netpoller: it keeps a
-// duplicate of each descriptor and closes the *net.UDPConn (whose close
-// removes it from the runtime's epoll set; the duplicate keeps the socket
-// and its port).
-func detachPair(pr *pair) error {
-	fds := [2]int{-1, -1}
-	var err error
-	for i := range fds {
-		var derr error
-		if cerr := pr.rawConn(i).Control(func(fd uintptr) { fds[i], derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil || derr != nil {
-			err = cmp.Or(cerr, derr)
-			fds[i] = -1
-			break
+// bindRawPair binds a pair's two sockets as raw non-blocking descriptors
+// that only a relay poller watches. Why not net.ListenUDP: a call binds
+// two pairs, and each *net.UDPConn would be registered with Go's
+// netpoller, duplicated out of it and closed again (nine system calls and
+// the runtime's bookkeeping a socket instead of three: socket, the
+// receive buffer, bind), which was a sixth of the set-up's share of an
+// anchored call's CPU.
+func bindRawPair(addr netip.Addr, port, buf int) (*pair, error) {
+	pr := &pair{addr: addr, port: port, polled: true, fd: [2]int{-1, -1}}
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if addr.Is4() {
+		sa = &unix.SockaddrInet4{Addr: addr.As4()}
+	} else {
+		family = unix.AF_INET6
+		sa6 := &unix.SockaddrInet6{Addr: addr.As16()}
+		if z := addr.Zone(); z != "" {
+			ifi, err := net.InterfaceByName(z)
+			if err != nil {
+				return nil, fmt.Errorf("zone of %v: %w", addr, err)
+			}
+			sa6.ZoneId = uint32(ifi.Index)
+		}
+		sa = sa6
+	}
+	for i, size := range [2]int{buf, buf / 4} {
+		fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+		if err != nil {
+			closeRaw(pr)
+			return nil, fmt.Errorf("socket: %w", err)
+		}
+		pr.fd[i] = fd
+		if family == unix.AF_INET6 {
+			_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1) // as net.ListenUDP("udp6")
+		}
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, size) // best effort, as in bindPair
+		switch sa := sa.(type) {
+		case *unix.SockaddrInet4:
+			sa.Port = port + i
+		case *unix.SockaddrInet6:
+			sa.Port = port + i
+		}
+		if err := unix.Bind(fd, sa); err != nil {
+			closeRaw(pr)
+			return nil, fmt.Errorf("bind %v: %w", netip.AddrPortFrom(addr, uint16(port+i)), err)
 		}
 	}
-	_ = pr.rtp.Close()
-	_ = pr.rtcp.Close()
-	pr.polled, pr.fd = true, fds
-	pr.rtp, pr.rtcp, pr.rawRTP, pr.rawRTCP = nil, nil, nil, nil
-	if err != nil {
-		closeRaw(pr)
-		return fmt.Errorf("detach socket: %w", err)
-	}
-	return nil
+	return pr, nil
 }
 
 // rawConn is the RawConn of the pair's RTP (0) or RTCP (1) socket.
@@ -304,8 +329,12 @@ func (p *poller) startBlocking(fd int) (*pollInstance, error) {
 
 // blockingLoop is a blocking-mode poller goroutine: it waits for a ready
 // socket in epoll_wait as a raw system call, keeping its P (the runtime
-// sees it running), then serves rounds until none is ready, and ends when
-// the instance's eventfd is written.
+// sees it running), serves the sockets that wait reported and waits
+// again, and ends when the instance's eventfd is written. The next wait
+// returns at once when more is ready (the registrations are
+// level-triggered), so a wake-up for one datagram costs three system
+// calls (epoll_wait, recvmmsg, sendmmsg), not the five of round's
+// re-asking and final empty epoll_wait.
 //
 // Why: each park on Go's netpoller costs a pass of the scheduler's idle
 // path (look for work on every P, steal, give the P up, poll) and a
@@ -324,28 +353,43 @@ func (p *poller) startBlocking(fd int) (*pollInstance, error) {
 // the goroutine yields then too, so that whatever was queued on its P
 // (a timer, a goroutine it readied) runs within that bound.
 func (p *poller) blockingLoop(inst *pollInstance) {
-	var ev [4]unix.EpollEvent
+	// Its own events, not p.events: until close has stopped it, an old
+	// instance's goroutine may still wait while a new one serves.
+	ev := make([]unix.EpollEvent, pollEvents)
 	for {
 		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(inst.fd), uintptr(unsafe.Pointer(&ev[0])), uintptr(len(ev)), squatWait, 0, 0)
 		if e == unix.EINTR || e == 0 && n == 0 {
 			runtime.Gosched()
 			continue
 		}
-		if e != 0 {
-			return // (cannot happen: the goroutine owns the descriptor)
+		if e != 0 || !p.serveReady(inst, ev[:n]) {
+			return // closed (an error cannot happen: the goroutine owns the descriptor)
 		}
-		for i := range int(n) {
-			if ev[i].Fd == int32(inst.wake) {
-				return // close: the poller watches no socket any more
+	}
+}
+
+// serveReady serves the sockets one wait of inst reported; false when
+// the wait reported inst's eventfd (close). A socket removed since the
+// wait is no longer in p.socks and is skipped; its descriptor's number,
+// reused by a socket added meanwhile, at worst gets an empty read. p.mu
+// is held while serving, so add and remove wait for one wait's sockets
+// at most, even when the sockets are never all empty.
+func (p *poller) serveReady(inst *pollInstance, ev []unix.EpollEvent) bool {
+	for i := range ev {
+		if ev[i].Fd == int32(inst.wake) {
+			return false
+		}
+	}
+	p.mu.Lock()
+	if p.inst == inst { // otherwise being closed: the next wait sees the eventfd
+		for i := range ev {
+			if ps, ok := p.socks[ev[i].Fd]; ok {
+				p.serve(int(ev[i].Fd), ps)
 			}
 		}
-		// The ready sockets are reported again to round's epoll_wait
-		// (level-triggered), with every other one ready by then. round
-		// reports a close under way (true) before the eventfd is
-		// written: the next wait sees the wake-up, and only then are
-		// the descriptors closed.
-		p.round(inst.fd)
 	}
+	p.mu.Unlock()
+	return true
 }
 
 // squatWait is the longest a blocking-mode poller waits (ms) before it
@@ -355,7 +399,8 @@ const squatWait = 20
 // round serves every ready socket until an epoll_wait finds none (false:
 // wait until the epoll instance is readable again; true: it is being
 // closed). It is the RawConn.Read callback of a netpoller-mode goroutine
-// and blockingLoop's work after each wait. p.mu is held for
+// (Go's netpoller says only that the instance is readable, so round asks
+// it which sockets are). p.mu is held for
 // one epoll_wait's sockets at a time, so that add and remove (a call
 // set-up or Close) wait for at most one such batch, even when the sockets
 // are never all empty.

@@ -2,6 +2,8 @@
 
 package relay
 
+import "net/netip"
+
 // pollSupported: no relay pollers here; sessions use goroutine readers.
 const pollSupported = false
 
@@ -15,6 +17,6 @@ func (p *poller) add(*Session, Leg, *pair) error { panic("media/relay: pollers n
 
 func (p *poller) remove(*pair) {}
 
-func detachPair(*pair) error { panic("media/relay: pollers need Linux") }
+func bindRawPair(netip.Addr, int, int) (*pair, error) { panic("media/relay: pollers need Linux") }
 
 func closeRaw(*pair) {}

@@ -65,8 +65,8 @@ func (p *portPool) inUseCount() int {
 	return 2 * len(p.inUse)
 }
 
-// allocate binds a free pair on addr; raw detaches its descriptors from
-// Go's netpoller for a relay poller (detachPair).
+// allocate binds a free pair on addr; raw binds raw descriptors for a
+// relay poller (bindRawPair) instead of *net.UDPConns.
 func (p *portPool) allocate(addr netip.Addr, raw bool) (*pair, error) {
 	if !addr.IsValid() {
 		return nil, fmt.Errorf("media/relay: allocate ports: no local address")
@@ -86,15 +86,14 @@ func (p *portPool) allocate(addr netip.Addr, raw bool) (*pair, error) {
 		if _, busy := p.inUse[k]; busy {
 			continue
 		}
-		pr, err := bindPair(addr, port, p.bufSize)
+		bind := bindPair
+		if raw {
+			bind = bindRawPair
+		}
+		pr, err := bind(addr, port, p.bufSize)
 		if err != nil {
 			lastErr = err // taken by another process: try the next pair
 			continue
-		}
-		if raw {
-			if err := detachPair(pr); err != nil {
-				return nil, fmt.Errorf("media/relay: ports %v:%d: %w", addr, port, err)
-			}
 		}
 		p.inUse[k] = struct{}{}
 		return pr, nil

@@ -167,6 +167,44 @@ func TestSameCodecPassesThrough(t *testing.T) {
 	}
 }
 
+// TestIPv6: a session on IPv6 addresses binds its ports there (raw
+// descriptors for the pollers) and relays both ways.
+func TestIPv6(t *testing.T) {
+	lo := netip.IPv6Loopback()
+	if c, err := net.ListenUDP("udp6", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lo, 0))); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		c.Close()
+	}
+	r := newRelay(t, Config{})
+	pa, pb := newPhone(t, lo), newPhone(t, lo)
+	s, err := r.NewSession(SessionConfig{ID: "v6", LocalA: lo, LocalB: lo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	toB, err := s.Offer(A, pa.sdp(1, []string{"0 PCMU"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toA, err := s.Answer(B, pb.sdp(1, []string{"0 PCMU"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxForA, boxForB := addrOf(mediaOf(t, toA)), addrOf(mediaOf(t, toB))
+	if boxForA.Addr() != lo || boxForB.Addr() != lo || boxForA == boxForB {
+		t.Fatalf("box addresses %v (A) and %v (B)", boxForA, boxForB)
+	}
+	pa.send(boxForA, 0, []byte("from A"))
+	if got := pb.recv(); string(got.payload) != "from A" || got.from != boxForB {
+		t.Errorf("B got %q from %v", got.payload, got.from)
+	}
+	pb.send(boxForB, 0, []byte("from B"))
+	if got := pa.recv(); string(got.payload) != "from B" || got.from != boxForA {
+		t.Errorf("A got %q from %v", got.payload, got.from)
+	}
+}
+
 func TestNotAcceptable(t *testing.T) {
 	r := newRelay(t, Config{Codecs: []string{"PCMU", "telephone-event"}})
 	pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
