@@ -23,10 +23,10 @@ const pollSupported = true
 // own holding the sessions' raw descriptors (never in Go's netpoller,
 // which would otherwise wake up for every packet too: bindRawPair) and one goroutine
 // that waits for that instance to become readable through Go's netpoller
-// (the epoll descriptor itself is registered there), then takes every
-// ready socket from it with non-blocking epoll_wait calls, reads each with
-// recvmmsg, forwards and sends with sendmmsg, all raw system calls, until
-// nothing is ready. One wake-up then serves every packet that arrived
+// (the epoll descriptor itself is registered there), then takes the
+// ready sockets from it with a non-blocking epoll_wait, reads each with
+// recvmmsg, forwards and sends with sendmmsg, all raw system calls, and
+// asks again while one may hold more (round). One wake-up then serves every packet that arrived
 // meanwhile, and the read buffers belong to the poller, not to each socket.
 // With one P (a sub-CPU quota) there is one poller, parked on Go's
 // netpoller as described; with more, half as many pollers as Ps, each
@@ -34,10 +34,9 @@ const pollSupported = true
 // and what that costs). A session's sockets all go to one poller, in
 // turn, so that a session's forwarders are used by one goroutine. The
 // inner registrations are level-triggered: a socket with more than
-// pollBatch datagrams queued is simply reported again; the goroutine
-// parks only after an epoll_wait that found nothing ready, and the epoll
+// pollBatch datagrams queued is simply reported again, and the epoll
 // instance signals Go's (edge-triggered) netpoller, or wakes the blocking
-// wait, again for every datagram that arrives after that.
+// wait, for every datagram that arrives.
 
 // procsForPollers is runtime.GOMAXPROCS(0); tests set it to run both modes.
 var procsForPollers = func() int { return runtime.GOMAXPROCS(0) }
@@ -333,8 +332,8 @@ func (p *poller) startBlocking(fd int) (*pollInstance, error) {
 // again, and ends when the instance's eventfd is written. The next wait
 // returns at once when more is ready (the registrations are
 // level-triggered), so a wake-up for one datagram costs three system
-// calls (epoll_wait, recvmmsg, sendmmsg), not the five of round's
-// re-asking and final empty epoll_wait.
+// calls (epoll_wait, recvmmsg, sendmmsg), not the five it took when
+// round asked the instance again and found nothing at the end.
 //
 // Why: each park on Go's netpoller costs a pass of the scheduler's idle
 // path (look for work on every P, steal, give the P up, poll) and a
@@ -396,11 +395,20 @@ func (p *poller) serveReady(inst *pollInstance, ev []unix.EpollEvent) bool {
 // yields its P once.
 const squatWait = 20
 
-// round serves every ready socket until an epoll_wait finds none (false:
-// wait until the epoll instance is readable again; true: it is being
-// closed). It is the RawConn.Read callback of a netpoller-mode goroutine
-// (Go's netpoller says only that the instance is readable, so round asks
-// it which sockets are). p.mu is held for
+// round serves the ready sockets of the epoll instance epfd (false: wait
+// until it is readable again; true: it is being closed). It is the
+// RawConn.Read callback of a netpoller-mode goroutine: Go's netpoller
+// says only that the instance is readable, so round asks it which
+// sockets are, serves them, and asks again only when some may hold more
+// (a recvmmsg took a full batch, a socket error, or the events array was
+// full). Otherwise the goroutine parks without the epoll_wait that would
+// find nothing (a wake-up for one datagram then costs three system calls
+// of the relay's, not four): every reported socket was read empty, and a datagram that
+// arrives later signals the instance, hence Go's edge-triggered
+// registration of it, even when the instance still lists that socket
+// (the kernel's ep_poll_callback wakes the instance's pollers for every
+// event, listed or not); one that arrived since has already signalled,
+// and the netpoller keeps that for the next wait. p.mu is held for
 // one epoll_wait's sockets at a time, so that add and remove (a call
 // set-up or Close) wait for at most one such batch, even when the sockets
 // are never all empty.
@@ -420,22 +428,31 @@ func (p *poller) round(epfd int) bool {
 			p.mu.Unlock()
 			return false
 		}
+		more := int(n) == len(p.events)
 		for i := range int(n) {
-			if ps, ok := p.socks[p.events[i].Fd]; ok {
-				p.serve(int(p.events[i].Fd), ps)
+			if ps, ok := p.socks[p.events[i].Fd]; ok && p.serve(int(p.events[i].Fd), ps) {
+				more = true
 			}
 		}
 		p.mu.Unlock()
+		if !more {
+			return false
+		}
 	}
 }
 
 // serve reads up to pollBatch datagrams from a ready socket and relays
-// them.
-func (p *poller) serve(fd int, ps polledSock) {
-	if !p.in.recv(uintptr(fd)) || p.in.err != nil {
-		return // nothing after all, or a socket error: the next round sees it again
+// them. It reports whether the socket may hold more: it read a full
+// batch, or a socket error that the next epoll_wait reports again.
+func (p *poller) serve(fd int, ps polledSock) (more bool) {
+	if !p.in.recv(uintptr(fd)) {
+		return false // nothing after all
+	}
+	if p.in.err != nil {
+		return true
 	}
 	forwardIn(ps.f, ps.rtcp, ps.s.r.nowNs(), p.in, p.out, p.flushFn)
+	return p.in.n == pollBatch
 }
 
 // flush sends out's queue from the pair's socket (RTP or RTCP as the

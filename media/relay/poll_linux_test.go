@@ -195,3 +195,44 @@ func TestBlockingPollerYields(t *testing.T) {
 		t.Fatalf("relay after the collections: %v %v", p.payload, err)
 	}
 }
+
+// A poller that meets more than one read takes (a socket holding several
+// batches, more ready sockets than one epoll_wait returns) relays all of
+// it without waiting for a later datagram to wake it again: the backlog
+// queues while the test holds the poller's lock, so that its next round
+// meets all of it at once.
+func TestPollerDrainsBacklog(t *testing.T) { forEachPollerMode(t, testPollerDrainsBacklog) }
+
+func testPollerDrainsBacklog(t *testing.T) {
+	r := newRelay(t, Config{})
+	const n, burst = pollEvents + 6, 3*pollBatch + 1
+	pas, pbs, toBox := make([]*phone, n), make([]*phone, n), make([]netip.AddrPort, n)
+	for i := range n {
+		pas[i], pbs[i] = newPhone(t, phoneA), newPhone(t, phoneB)
+		_, toBox[i], _ = call(t, r, pas[i], pbs[i], []string{"0 PCMU"}, []string{"0 PCMU"})
+	}
+	if len(r.polls.pollers) != 1 {
+		t.Fatalf("%d pollers, want 1", len(r.polls.pollers))
+	}
+	p := r.polls.pollers[0]
+	p.mu.Lock()
+	for k := range burst {
+		pas[0].send(toBox[0], 0, []byte{byte(k)})
+	}
+	p.mu.Unlock()
+	for k := range burst {
+		if got := pbs[0].recv(); len(got.payload) != 1 || got.payload[0] != byte(k) {
+			t.Fatalf("burst datagram %d: B got %v", k, got.payload)
+		}
+	}
+	p.mu.Lock()
+	for i := range n {
+		pas[i].send(toBox[i], 0, []byte{byte(i)})
+	}
+	p.mu.Unlock()
+	for i := range n {
+		if got := pbs[i].recv(); len(got.payload) != 1 || got.payload[0] != byte(i) {
+			t.Fatalf("session %d: B got %v", i, got.payload)
+		}
+	}
+}
