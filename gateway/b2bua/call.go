@@ -525,12 +525,18 @@ func (c *call) setupDone() {
 }
 
 // ackCallee sends the ACK for the callee's 2xx once, with the A leg's
-// late answer when there is one. The party builds it from the dialog,
-// as it does for a re-INVITE's 2xx: sipgo's WriteAck would copy it for
-// a transaction that is already gone (acks.go).
+// late answer when there is one, and only then marks pb confirmed (a BYE
+// or a transfer's re-INVITE waits for that and must not overtake the
+// ACK). The party builds it from the dialog, as it does for a
+// re-INVITE's 2xx: sipgo's WriteAck would copy it for a transaction that
+// is already gone (acks.go).
 func (c *call) ackCallee(pb *party, body []byte) {
+	if !pb.acked.CompareAndSwap(false, true) {
+		return
+	}
+	defer pb.confirm()
 	_, cli := pb.session()
-	if pb.confirm() || cli == nil {
+	if cli == nil {
 		return
 	}
 	var ct string
@@ -564,19 +570,20 @@ func (c *call) onAck(p *party, req *sip.Request, tx sip.ServerTransaction) {
 			c.b.log.Debug("b2bua: ack", "call", c.info.ID, "err", err)
 			return
 		}
+		if !p.acked.CompareAndSwap(false, true) {
+			return // the same ACK twice at once
+		}
+		p.noteIn(req.Body(), contentTypeOf(req))
 		c.mu.Lock()
 		initial := c.initial && c.parties[LegA] == p
 		pb := c.parties[LegB]
-		// Before the callee's ACK (it may send a request at once) and
-		// before p counts as confirmed (party.awaitAck).
-		c.confirmed = true
+		c.confirmed = true // before the callee's ACK: it may send a request at once
 		c.mu.Unlock()
-		p.confirm()
-		p.noteIn(req.Body(), contentTypeOf(req))
 		if initial && pb != nil {
 			c.ackCallee(pb, req.Body())
 			c.setupDone()
 		}
+		p.confirm() // after the callee's ACK: a transfer waits for it (party.awaitAck)
 		return
 	}
 	if ex := c.ackFor(p, cs.SeqNo); ex != nil {

@@ -58,6 +58,9 @@ type party struct {
 	// §15: no BYE on a confirmed dialog before the ACK).
 	confirmed   chan struct{}
 	confirmOnce sync.Once
+	// acked: the ACK of the dialog's 2xx is taken care of, once: sent
+	// (a callee's, call.ackCallee) or handled (a caller's, call.onAck).
+	acked atomic.Bool
 
 	mu         sync.Mutex
 	c          *call // the bridge the party is in; changes on a transfer

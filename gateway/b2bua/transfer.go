@@ -85,11 +85,13 @@ func (b *B2BUA) OnRefer(req *sip.Request, tx sip.ServerTransaction) {
 	}
 }
 
-// awaitAck waits until the 2xx that answered p's INVITE is ACKed, c
-// ends, or a UAS's wait for an ACK (64*T1) is over. A transferor may
-// REFER right after ACKing its consultation call, and sipgo hands each
-// message to its own goroutine: the REFER can overtake that ACK, and a
-// transfer the phone made in order must not then get 491.
+// awaitAck waits until the 2xx that answered p's INVITE is ACKed (for
+// an initial call's caller: and its ACK passed on to the callee, which a
+// transfer may re-INVITE next), c ends, or a UAS's wait for an ACK
+// (64*T1) is over. A transferor may REFER right after ACKing its
+// consultation call, and sipgo hands each message to its own goroutine:
+// the REFER can overtake that ACK, and a transfer the phone made in order
+// must not then get 491.
 func (p *party) awaitAck(c *call) {
 	if p.isConfirmed() {
 		return
