@@ -58,15 +58,25 @@
 //     for that instance to be readable (with one P, through Go's
 //     netpoller; with more, half as many pollers as Ps each wait in
 //     epoll_wait on a P they keep, which cost a sixth less CPU per packet
-//     at 10 kpps), then serves every ready socket (recvmmsg of up to 8
-//     datagrams, forward, sendmmsg, all raw system calls) until an
-//     epoll_wait finds none (a blocking poller serves what its wait
-//     reported and waits again: 3 system calls for a lone datagram).
-//     Before, one goroutine per socket parked on the netpoller: each packet cost a goroutine wake-up, a
+//     at 10 kpps), then serves the ready sockets (recvmmsg of up to 8
+//     datagrams, forward, sendmmsg, all raw system calls; 3 system calls
+//     of its own for a lone datagram). Before, one goroutine per socket
+//     parked on the netpoller: each packet cost a goroutine wake-up, a
 //     scheduler round trip and a second recvmmsg that found the socket
 //     empty; now one wake-up serves whatever arrived meanwhile, and the
 //     read buffers are the poller's, not 2 KiB per socket
-//     (bench/RESULTS.md, issue 16 item 5). The poller's goroutine ends
+//     (bench/RESULTS.md, issue 16 item 5).
+//   - Pacing: a busy poller (a wake-up that served datagrams within 2 ms
+//     of the previous one) sleeps 1 ms between wake-ups, with its sockets
+//     unable to wake the process meanwhile, and serves everything that
+//     came in that time at once, until a wake-up finds nothing; then it
+//     waits for the next datagram again. The process's wake-ups (a
+//     context switch and a pass of the scheduler each, a third of an
+//     anchored call's CPU at 12 kpps when taken once per datagram) are
+//     then at most 1,000 a second per poller, for at most about 1 ms of
+//     added delay, and only while datagrams come less than 2 ms apart: a
+//     lone call's two 50 pps streams are relayed as they come (interrupt
+//     mitigation, as NICs do; bench/RESULTS.md, issue 16 item 1). The poller's goroutine ends
 //     when its last socket is removed (Session.Close returns only once the
 //     poller no longer uses the session's sockets) and starts again with
 //     the next. Config.Batch > 1 keeps the goroutine-per-socket reader
