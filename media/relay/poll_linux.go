@@ -23,13 +23,15 @@ const pollSupported = true
 // scheduler round trip and one extra recvmmsg that finds the socket empty
 // per packet) but by one of the relay's pollers: an epoll instance of its
 // own holding the sessions' raw descriptors (never in Go's netpoller,
-// which would otherwise wake up for every packet too: bindRawPair) and one goroutine
-// that waits for that instance to become readable through Go's netpoller
-// (the epoll descriptor itself is registered there), then takes the
-// ready sockets from it with a non-blocking epoll_wait, reads each with
-// recvmmsg, forwards and sends with sendmmsg, all raw system calls, and
-// asks again while one may hold more (round). One wake-up then serves every packet that arrived
-// meanwhile, and the read buffers belong to the poller, not to each socket.
+// which would otherwise wake up for every packet too: bindRawPair) and
+// one goroutine that waits for that instance to become readable through
+// Go's netpoller (through an outer epoll instance registered there), then
+// takes the ready sockets from it with a non-blocking epoll_wait, reads
+// each with recvmmsg, forwards and sends with sendmmsg, all raw system
+// calls, and asks again while one may hold more (round). One wake-up then
+// serves every packet that arrived meanwhile, a busy poller wakes up once
+// a pace at most (netpollLoop), and the read buffers belong to the
+// poller, not to each socket.
 // With one P (a sub-CPU quota) there is one poller, parked on Go's
 // netpoller as described; with more, half as many pollers as Ps, each
 // waiting in its own epoll_wait on a P it keeps (blockingLoop says why
@@ -81,8 +83,8 @@ type poller struct {
 	out    *mmsg
 	outFD  int
 	served int // datagrams read in the current epoll_wait's sockets
-	// For tests: how often the goroutine began to pace itself, and
-	// whether a netpoller-mode one is pacing now (not parked).
+	// For tests: how often the goroutine paced itself, and whether a
+	// netpoller-mode one is pacing now (not parked).
 	paced   atomic.Int64
 	pacing  atomic.Bool
 	sendFn  func(uintptr) bool // p.out.send, bound once
@@ -340,15 +342,15 @@ const pace = time.Millisecond
 func (p *poller) netpollLoop(inst *pollInstance, rc syscall.RawConn) {
 	var last time.Time // the last wake-up that served datagrams
 	for {
-		var busy, closing bool
-		err := rc.Read(func(uintptr) bool {
+		var closing bool
+		err := rc.Read(func(uintptr) bool { // true: closing, or busy
 			var served int
 			if served, closing = p.round(inst.fd); closing || served == 0 {
 				return closing
 			}
-			now := time.Now()
-			busy, last = now.Sub(last) < 2*pace, now
-			return busy
+			prev := last
+			last = time.Now()
+			return last.Sub(prev) < 2*pace
 		})
 		if err != nil || closing || !p.attach(rc, inst, false) {
 			return
@@ -496,21 +498,21 @@ func (p *poller) serveReady(inst *pollInstance, ev []unix.EpollEvent) (served in
 // yields its P once.
 const squatWait = 20
 
-// round serves the ready sockets of the epoll instance epfd (false: wait
-// until it is readable again; true: it is being closed). It is the
-// RawConn.Read callback of a netpoller-mode goroutine: Go's netpoller
-// says only that the instance is readable, so round asks it which
-// sockets are, serves them, and asks again only when some may hold more
-// (a recvmmsg took a full batch, a socket error, or the events array was
-// full). Otherwise the goroutine parks without the epoll_wait that would
-// find nothing (a wake-up for one datagram then costs three system calls
-// of the relay's, not four): every reported socket was read empty, and a datagram that
-// arrives later signals the instance, hence Go's edge-triggered
-// registration of it, even when the instance still lists that socket
-// (the kernel's ep_poll_callback wakes the instance's pollers for every
-// event, listed or not); one that arrived since has already signalled,
-// and the netpoller keeps that for the next wait. p.mu is held for
-// one epoll_wait's sockets at a time, so that add and remove (a call
+// round serves the ready sockets of the epoll instance epfd and returns
+// how many datagrams it read; closing is true when the instance is being
+// closed. It is the netpoller-mode goroutine's work (netpollLoop): Go's
+// netpoller says only that the instance is readable, so round asks it
+// which sockets are, serves them, and asks again only when some may hold
+// more (a recvmmsg took a full batch, a socket error, or the events array
+// was full). Otherwise the goroutine parks without the epoll_wait that
+// would find nothing (a wake-up for one datagram then costs three system
+// calls of the relay's, not four): every reported socket was read empty,
+// and a datagram that arrives later signals the instance, hence Go's
+// edge-triggered registration, even when the instance still lists that
+// socket (the kernel's ep_poll_callback wakes the instance's pollers for
+// every event, listed or not); one that arrived since has already
+// signalled, and the netpoller keeps that for the next wait. p.mu is held
+// for one epoll_wait's sockets at a time, so that add and remove (a call
 // set-up or Close) wait for at most one such batch, even when the sockets
 // are never all empty.
 func (p *poller) round(epfd int) (served int, closing bool) {
