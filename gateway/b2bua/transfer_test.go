@@ -189,6 +189,16 @@ func TestBlindTransferTransferorLeavesFirst(t *testing.T) {
 	rec.none(t)
 }
 
+// referReplacing is a Refer-To sending the transferee to target at box
+// with Replaces naming the dialog of sess (RFC 3891 §5, escaped).
+func referReplacing(box, target string, sess *sipgo.DialogClientSession) sip.Header {
+	fromTag, _ := sess.InviteRequest.From().Params.Get("tag")
+	toTag, _ := sess.InviteResponse.To().Params.Get("tag")
+	rep := url.PathEscape(sess.InviteRequest.CallID().Value() + ";to-tag=" + toTag + ";from-tag=" + fromTag)
+	rep = strings.NewReplacer(";", "%3B", "=", "%3D", "@", "%40").Replace(rep)
+	return sip.NewHeader("Refer-To", "<sip:"+target+"@"+box+"?Replaces="+rep+">")
+}
+
 // TestAttendedTransfer: 1002 talks to the caller 1001, calls 1003, then
 // REFERs 1001 to 1003 with Replaces naming the second call: the box
 // bridges 1001 and 1003 and hangs up both of 1002's dialogs.
@@ -208,11 +218,7 @@ func TestAttendedTransfer(t *testing.T) {
 	cInv := recv(t, c.invites, "INVITE at 1003")
 	recv(t, x.invites, "INVITE at 1002")
 
-	fromTag, _ := oc2.sess.InviteRequest.From().Params.Get("tag")
-	toTag, _ := oc2.sess.InviteResponse.To().Params.Get("tag")
-	rep := url.PathEscape(call2 + ";to-tag=" + toTag + ";from-tag=" + fromTag)
-	rep = strings.NewReplacer(";", "%3B", "=", "%3D", "@", "%40").Replace(rep)
-	refer := sip.NewHeader("Refer-To", "<sip:1003@"+e.box+"?Replaces="+rep+">")
+	refer := referReplacing(e.box, "1003", oc2.sess)
 	if res := x.send(ctx, d1, boxOfUAS(d1), sip.REFER, nil, "", refer); res == nil || res.StatusCode != 202 {
 		t.Fatalf("REFER: %v", res)
 	}
@@ -276,10 +282,7 @@ func TestAttendedTransferReferOvertakesAck(t *testing.T) {
 		t.Fatalf("consultation call: %d %v", oc2.final, oc2.err)
 	}
 	call2 := oc2.sess.InviteRequest.CallID().Value()
-	fromTag, _ := oc2.sess.InviteRequest.From().Params.Get("tag")
-	toTag, _ := oc2.sess.InviteResponse.To().Params.Get("tag")
-	rep := strings.NewReplacer(";", "%3B", "=", "%3D", "@", "%40").Replace(url.PathEscape(call2 + ";to-tag=" + toTag + ";from-tag=" + fromTag))
-	refer := sip.NewHeader("Refer-To", "<sip:1003@"+e.box+"?Replaces="+rep+">")
+	refer := referReplacing(e.box, "1003", oc2.sess)
 	if res := x.send(ctx, d1, boxOfUAS(d1), sip.REFER, nil, "", refer); res == nil || res.StatusCode != 202 {
 		t.Fatalf("REFER: %v", res)
 	}
