@@ -178,14 +178,6 @@ func bindRawPair(addr netip.Addr, port, buf int) (*pair, error) {
 	return pr, nil
 }
 
-// rawConn is the RawConn of the pair's RTP (0) or RTCP (1) socket.
-func (pr *pair) rawConn(i int) syscall.RawConn {
-	if i == 1 {
-		return pr.rawRTCP
-	}
-	return pr.rawRTP
-}
-
 // closeRaw closes a polled pair's descriptors (once).
 func closeRaw(pr *pair) {
 	for i, fd := range pr.fd {
