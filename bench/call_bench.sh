@@ -399,7 +399,7 @@ bench_server() { # bench_server SERVER PHASE
   [ "$PHASE" = cap ] && { cpus=$CAP rates=$CAP_RATES; PHASE=cap$CAP; }
   cg_create "$SRV-$PHASE" "$cpus" || { log "info server=$SRV phase=$PHASE skipped=cgroup-setup-failed"; SRV=; return 1; }
   note "== $SRV, phase $PHASE: starting in $CG_DESC"
-  local p w; for p in 5060 5070 5080; do
+  local p; for p in 5060 5070 5080; do
     for _ in $(seq 20); do port_busy $p || break; sleep 0.5; done   # the server before may still be exiting (10 s at most)
     port_busy $p && { log "info server=$SRV phase=$PHASE skipped=$BENCH_IP:$p-in-use"; SRV=; return 1; }
   done
