@@ -40,9 +40,17 @@ import (
 // the 2xx at the earliest, does not race that. Re-INVITEs' ACKs are kept
 // the same way.
 //
-// A 2xx from another fork of the INVITE (another To tag) is not ACKed:
-// sipgo's Accepted state re-sent our ACK, to the wrong dialog, for it.
-// Its sender gives up after 64*T1.
+// A 2xx from another fork of the INVITE (another To tag: a forking proxy
+// at HQ whose phones answered at once) reaches us the same way, and
+// RFC 3261 §13.2.2.4 wants it ACKed and its dialog ended with a BYE:
+// OnStrayResponse does both (endFork), and keeps that ACK with the
+// winner's for the fork's retransmissions. The kept ACK of the winner is
+// what shows the 2xx answers one of our INVITEs (a forged one gets
+// nothing), so a fork's 2xx is ended once it arrives while that ACK is
+// kept: within 2 to 3 s after our ACK of the winner. Its first 2xx may
+// come before (our ACK waits for the caller's); its retransmissions, T1,
+// 2*T1 and 4*T1 apart, then land in the window unless the caller took
+// over 1.5 s to ACK. At most maxForks forks an INVITE are ended.
 func init() { sip.Timer_M = 0 }
 
 const (
@@ -52,16 +60,30 @@ const (
 	// retransmits at most three times in the window; forged 2xx
 	// responses get no more.
 	ackResends = 8
+	// maxForks bounds the other forks' 2xx responses to one INVITE that
+	// are ACKed and ended (a ring group's phones answering at once).
+	maxForks = 8
 )
 
 // sentAck is an ACK as it went out, and where to.
 type sentAck struct {
-	msg       string
+	msg       string // "" while a fork's ACK is being sent
 	dest      string // host:port
 	transport string
 	laddr     sip.Addr // the UDP listener it left from; zero = any
+	toTag     string   // the 2xx's
 	resent    int
+	forks     []sentAck // ACKs of other forks' 2xx to the same INVITE
 }
+
+// ackMatch is what a stray response is to the ACKs kept.
+type ackMatch int
+
+const (
+	noAck    ackMatch = iota // not a 2xx to an INVITE of ours ACKed lately
+	ackAgain                 // a retransmitted 2xx: send its ACK again
+	newFork                  // another fork's 2xx: ACK it and end its dialog
+)
 
 // ackStore keeps the ACKs we sent for 2xx responses, by ackKey, in
 // generations: a generation older than ackGens*ackGen is dropped whole,
@@ -84,16 +106,14 @@ func newAckStore(now func() time.Time) *ackStore {
 	return s
 }
 
-// ackKey is the key of the ACK for the 2xx with these Call-ID, CSeq
-// number and To tag.
-func ackKey(callID string, cseq uint32, toTag string) string {
+// ackKey is the key of the ACKs of the 2xx responses to the INVITE with
+// these Call-ID and CSeq number.
+func ackKey(callID string, cseq uint32) string {
 	var b strings.Builder
-	b.Grow(len(callID) + len(toTag) + 12)
+	b.Grow(len(callID) + 11)
 	b.WriteString(callID)
 	b.WriteByte(' ')
 	b.WriteString(strconv.FormatUint(uint64(cseq), 10))
-	b.WriteByte(' ')
-	b.WriteString(toTag)
 	return b.String()
 }
 
@@ -115,7 +135,8 @@ func (s *ackStore) rotate(now time.Time) {
 }
 
 // keep remembers ack, which has just been sent for a 2xx (its headers,
-// Via included, as they went out).
+// Via included, as they went out). The ACK of another fork's 2xx joins
+// the winner's.
 func (s *ackStore) keep(ack *sip.Request) {
 	cid, cs, to := ack.CallID(), ack.CSeq(), ack.To()
 	if cid == nil || cs == nil || to == nil {
@@ -125,47 +146,102 @@ func (s *ackStore) keep(ack *sip.Request) {
 	buf := s.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	ack.StringWrite(buf)
-	a := sentAck{msg: buf.String(), dest: strings.Clone(ack.Destination()), transport: ack.Transport(), laddr: ack.Laddr}
+	a := sentAck{msg: buf.String(), dest: strings.Clone(ack.Destination()), transport: ack.Transport(), laddr: ack.Laddr,
+		toTag: strings.Clone(tag)}
 	s.bufs.Put(buf)
-	key := ackKey(string(*cid), cs.SeqNo, tag)
-	s.mu.Lock()
-	s.rotate(s.now())
-	s.gens[0][key] = a
-	s.mu.Unlock()
-}
-
-// resend returns the ACK kept for the 2xx res, counting the re-send; ok
-// is false when there is none, or it was re-sent ackResends times.
-func (s *ackStore) resend(res *sip.Response) (sentAck, bool) {
-	cid, cs, to := res.CallID(), res.CSeq(), res.To()
-	if cid == nil || cs == nil || to == nil || cs.MethodName != sip.INVITE || !res.IsSuccess() {
-		return sentAck{}, false
-	}
-	tag, _ := to.Params.Get("tag")
-	key := ackKey(string(*cid), cs.SeqNo, tag)
+	key := ackKey(string(*cid), cs.SeqNo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rotate(s.now())
+	if g, w, ok := s.find(key); ok {
+		if w.toTag == tag { // sent again: keep the forks noted
+			a.forks = w.forks
+			g[key] = a
+			return
+		}
+		for i := range w.forks {
+			if w.forks[i].toTag == tag {
+				w.forks[i] = a
+				return
+			}
+		}
+		if len(w.forks) < maxForks {
+			w.forks = append(w.forks, a)
+			g[key] = w
+		}
+		return
+	}
+	s.gens[0][key] = a
+}
+
+// find is the entry of key and the generation holding it. Called with mu
+// held.
+func (s *ackStore) find(key string) (map[string]sentAck, sentAck, bool) {
 	for _, g := range s.gens {
 		if a, ok := g[key]; ok {
-			if a.resent >= ackResends {
-				return sentAck{}, false
-			}
-			a.resent++
-			g[key] = a
-			return a, true
+			return g, a, true
 		}
 	}
-	return sentAck{}, false
+	return nil, sentAck{}, false
+}
+
+// resend matches the stray response res against the ACKs kept. For a
+// retransmitted 2xx (ackAgain) it returns the ACK to send again,
+// counting the re-send; for another fork's 2xx (newFork), the winner's
+// ACK (its transport and listener), with the fork noted so that it is
+// ended once.
+func (s *ackStore) resend(res *sip.Response) (sentAck, ackMatch) {
+	cid, cs, to := res.CallID(), res.CSeq(), res.To()
+	if cid == nil || cs == nil || to == nil || cs.MethodName != sip.INVITE || !res.IsSuccess() {
+		return sentAck{}, noAck
+	}
+	tag, _ := to.Params.Get("tag")
+	key := ackKey(string(*cid), cs.SeqNo)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rotate(s.now())
+	g, w, ok := s.find(key)
+	if !ok {
+		return sentAck{}, noAck
+	}
+	a := &w
+	if tag != w.toTag {
+		a = nil
+		for i := range w.forks {
+			if w.forks[i].toTag == tag {
+				a = &w.forks[i]
+			}
+		}
+		if a == nil {
+			if len(w.forks) >= maxForks || tag == "" {
+				return sentAck{}, noAck
+			}
+			w.forks = append(w.forks, sentAck{toTag: strings.Clone(tag)})
+			g[key] = w
+			return w, newFork
+		}
+	}
+	if a.resent >= ackResends {
+		return sentAck{}, noAck
+	}
+	a.resent++
+	g[key] = w
+	return *a, ackAgain
 }
 
 // OnStrayResponse handles a response that matched no client transaction
 // (the gateway's unhandled-response handler): a retransmitted 2xx to one
 // of our INVITEs gets our ACK again. It reports whether it did.
 func (b *B2BUA) OnStrayResponse(res *sip.Response) bool {
-	a, ok := b.acks.resend(res)
-	if !ok {
+	a, m := b.acks.resend(res)
+	switch {
+	case m == noAck:
 		return false
+	case m == newFork:
+		b.endFork(res, a)
+		return true
+	case a.msg == "":
+		return true // the fork's ACK is on its way
 	}
 	msg, err := sip.ParseMessage([]byte(a.msg))
 	ack, _ := msg.(*sip.Request)

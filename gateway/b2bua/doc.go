@@ -37,8 +37,11 @@
 //     leg's SDP and Content-Type; 180/183 (with SDP) are relayed to the A
 //     leg, any number of them (sipgo's WaitAnswer stops after 11
 //     responses; waitAnswer resumes it, so an HQ ring group forking to
-//     many phones keeps ringing and its 2xx is answered); the first 2xx wins, is relayed to the A leg and the other forks
-//     are CANCELled. If every fork fails the A leg gets the best final
+//     many phones keeps ringing and its 2xx is answered); the first 2xx
+//     wins, is relayed to the A leg and the other forks are CANCELled. A
+//     2xx from another fork behind a proxy (same INVITE, another To tag)
+//     is ACKed and its dialog ended with a BYE (RFC 3261 §13.2.2.4;
+//     forked2xx.go, acks.go). If every fork fails the A leg gets the best final
 //     response (a 6xx at once; else 486 before other 3xx-4xx, before 480,
 //     5xx, 408; 480 when no fork answered at all).
 //   - Redirects (RFC 3261 §8.1.3.4): a 301 or 302 from any target (a fork,
