@@ -198,14 +198,15 @@ func TestBlockingPollerYields(t *testing.T) {
 
 // A poller that meets more than one read takes (a socket holding several
 // batches, more ready sockets than one epoll_wait returns) relays all of
-// it without waiting for a later datagram to wake it again: the backlog
-// queues while the test holds the poller's lock, so that its next round
-// meets all of it at once.
+// it without waiting for a later datagram to wake it again, and without
+// pacing itself before it is all served (at most once, after): the
+// backlog queues while the test holds the poller's lock, so that its next
+// round meets all of it at once.
 func TestPollerDrainsBacklog(t *testing.T) { forEachPollerMode(t, testPollerDrainsBacklog) }
 
 func testPollerDrainsBacklog(t *testing.T) {
 	r := newRelay(t, Config{})
-	const n, burst = pollEvents + 6, 3*pollBatch + 1
+	const n, burst = 3*pollEvents + 1, 4*pollBatch + 1
 	pas, pbs, toBox := make([]*phone, n), make([]*phone, n), make([]netip.AddrPort, n)
 	for i := range n {
 		pas[i], pbs[i] = newPhone(t, phoneA), newPhone(t, phoneB)
@@ -215,6 +216,7 @@ func testPollerDrainsBacklog(t *testing.T) {
 		t.Fatalf("%d pollers, want 1", len(r.polls.pollers))
 	}
 	p := r.polls.pollers[0]
+	paced := p.paced.Load()
 	p.mu.Lock()
 	for k := range burst {
 		pas[0].send(toBox[0], 0, []byte{byte(k)})
@@ -225,6 +227,11 @@ func testPollerDrainsBacklog(t *testing.T) {
 			t.Fatalf("burst datagram %d: B got %v", k, got.payload)
 		}
 	}
+	if d := p.paced.Load() - paced; d > 1 {
+		t.Errorf("the poller paced itself %d times serving one socket's backlog", d)
+	}
+	waitFor(t, "the poller to stop pacing", func() bool { return !p.pacing.Load() })
+	paced = p.paced.Load()
 	p.mu.Lock()
 	for i := range n {
 		pas[i].send(toBox[i], 0, []byte{byte(i)})
@@ -234,6 +241,9 @@ func testPollerDrainsBacklog(t *testing.T) {
 		if got := pbs[i].recv(); len(got.payload) != 1 || got.payload[0] != byte(i) {
 			t.Fatalf("session %d: B got %v", i, got.payload)
 		}
+	}
+	if d := p.paced.Load() - paced; d > 1 {
+		t.Errorf("the poller paced itself %d times serving %d sockets' backlog", d, n)
 	}
 }
 
