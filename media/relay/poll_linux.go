@@ -468,10 +468,11 @@ func (p *poller) blockingLoop(inst *pollInstance) {
 // how many datagrams it read; more when some may be left (the wait's
 // events array was full, or a socket gave a full batch or an error, as in
 // round); open is false when the wait reported inst's eventfd (close). A
-// socket removed since the wait is no longer in p.socks and is skipped; its descriptor's number, reused by a socket
-// added meanwhile, at worst gets an empty read. p.mu is held while
-// serving, so add and remove wait for one wait's sockets at most, even
-// when the sockets are never all empty.
+// socket removed since the wait is no longer in p.socks and is skipped;
+// its descriptor's number, reused by a socket added meanwhile, at worst
+// gets an empty read. p.mu is held while serving, so add and remove wait
+// for one wait's sockets at most, even when the sockets are never all
+// empty.
 func (p *poller) serveReady(inst *pollInstance, ev []unix.EpollEvent) (served int, more, open bool) {
 	for i := range ev {
 		if ev[i].Fd == int32(inst.wake) {
