@@ -115,9 +115,7 @@ func TestForked2xxAckedAndEnded(t *testing.T) {
 	}
 	callee.send(reply(bye, "200 OK", "cl2"))
 
-	time.Sleep(500 * time.Millisecond) // the fork's Timer G, not a synchronisation
-	callee.send(fork)
-	if again := callee.readRequest("ACK"); again != ack {
+	if again := callee.retransmitUntil(fork, "ACK"); again != ack {
 		t.Fatalf("fork's retransmission: ACK\n%s\nwant the first one again:\n%s", again, ack)
 	}
 

@@ -159,11 +159,9 @@ func (s *ackStore) keep(ack *sip.Request) {
 			g[key] = a
 			return
 		}
-		for i := range w.forks {
-			if w.forks[i].toTag == tag {
-				w.forks[i] = a
-				return
-			}
+		if f := w.fork(tag); f != nil {
+			*f = a
+			return
 		}
 		if len(w.forks) < maxForks {
 			w.forks = append(w.forks, a)
@@ -172,6 +170,17 @@ func (s *ackStore) keep(ack *sip.Request) {
 		return
 	}
 	s.gens[0][key] = a
+}
+
+// fork is the kept ACK of the fork with To tag tag, nil if none. It
+// points into w's forks, which w's map entry shares.
+func (w *sentAck) fork(tag string) *sentAck {
+	for i := range w.forks {
+		if w.forks[i].toTag == tag {
+			return &w.forks[i]
+		}
+	}
+	return nil
 }
 
 // find is the entry of key and the generation holding it. Called with mu
@@ -206,13 +215,7 @@ func (s *ackStore) resend(res *sip.Response) (sentAck, ackMatch) {
 	}
 	a := &w
 	if tag != w.toTag {
-		a = nil
-		for i := range w.forks {
-			if w.forks[i].toTag == tag {
-				a = &w.forks[i]
-			}
-		}
-		if a == nil {
+		if a = w.fork(tag); a == nil {
 			if len(w.forks) >= maxForks || tag == "" {
 				return sentAck{}, noAck
 			}

@@ -43,10 +43,7 @@ func forkParty(b *B2BUA, res *sip.Response, won sentAck) *party {
 	p.remote = *to
 	p.remote.Params = to.Params.Clone()
 	p.target = *ct.Address.Clone()
-	rr := headersNamed(res, "Record-Route")
-	for i := len(rr) - 1; i >= 0; i-- {
-		p.routes = append(p.routes, rr[i].Value())
-	}
+	p.routes = uacRoutes(res)
 	p.inviteCSeq = cs.SeqNo
 	p.cseq.Store(cs.SeqNo)
 	return p

@@ -448,6 +448,17 @@ func newCallerParty(b *B2BUA, req *sip.Request, a *sipgo.DialogServerSession, ar
 	return p
 }
 
+// uacRoutes is the route set of the dialog that res, a 2xx to our
+// INVITE, sets up: its Record-Route reversed (RFC 3261 §12.1.2).
+func uacRoutes(res *sip.Response) []string {
+	rr := headersNamed(res, "Record-Route")
+	routes := make([]string, 0, len(rr))
+	for i := len(rr) - 1; i >= 0; i-- {
+		routes = append(routes, rr[i].Value())
+	}
+	return routes
+}
+
 // newCalleeParty makes the party of an answered B leg.
 func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
 	s := l.sess
@@ -468,10 +479,7 @@ func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
 	if ct := res.Contact(); ct != nil {
 		p.target = *ct.Address.Clone()
 	}
-	rr := headersNamed(res, "Record-Route")
-	for i := len(rr) - 1; i >= 0; i-- {
-		p.routes = append(p.routes, rr[i].Value()) // UAC: reversed (RFC 3261 §12.1.2)
-	}
+	p.routes = uacRoutes(res)
 	p.cseq.Store(max(req.CSeq().SeqNo, l.rel.cseq.Load())) // PRACKs (prack.go) used numbers after the INVITE's
 	p.localIP = addrOf(laddr, contact)
 	p.se = calleeSession(req, res)

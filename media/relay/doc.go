@@ -76,10 +76,10 @@
 //     then at most 1,000 a second per poller, for at most about 1 ms of
 //     added delay, and only while datagrams come less than 2 ms apart: a
 //     lone call's two 50 pps streams are relayed as they come (interrupt
-//     mitigation, as NICs do; bench/RESULTS.md, issue 16 item 1). The poller's goroutine ends
-//     when its last socket is removed (Session.Close returns only once the
-//     poller no longer uses the session's sockets) and starts again with
-//     the next. Config.Batch > 1 keeps the goroutine-per-socket reader
+//     mitigation, as NICs do; bench/RESULTS.md, issue 16 item 1). The
+//     poller's goroutine ends when its last socket is removed
+//     (Session.Close returns only once the poller no longer uses the
+//     session's sockets) and starts again with the next. Config.Batch > 1 keeps the goroutine-per-socket reader
 //     with recvmmsg/sendmmsg of that many datagrams through the socket's
 //     RawConn; other platforms, and Endpoints (media-server connections)
 //     everywhere, use goroutine readers with

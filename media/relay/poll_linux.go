@@ -340,9 +340,7 @@ func (p *poller) netpollLoop(inst *pollInstance, rc syscall.RawConn) {
 			if served, closing = p.round(inst.fd); closing || served == 0 {
 				return closing
 			}
-			prev := last
-			last = time.Now()
-			return last.Sub(prev) < 2*pace
+			return busyAgain(&last)
 		})
 		if err != nil || closing || !p.attach(rc, inst, false) {
 			return
@@ -448,20 +446,27 @@ func (p *poller) blockingLoop(inst *pollInstance) {
 		if served == 0 {
 			continue
 		}
-		now := time.Now()
 		// Busy: let the next datagrams gather (netpollLoop says why), once
 		// what came meanwhile is all served: the wait holds pollEvents
 		// sockets, and a backlog of more (1,000 sockets at 50 kpps) must
 		// not wait a pace for each of them.
-		if !more && now.Sub(last) < 2*pace {
+		if busyAgain(&last) && !more {
 			p.paced.Add(1)
 			ts := unix.NsecToTimespec(int64(pace))
 			if _, _, e := unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0); e == unix.EINTR {
 				runtime.Gosched()
 			}
 		}
-		last = now
 	}
+}
+
+// busyAgain notes a wake-up that served datagrams in *last and reports
+// whether it came within 2*pace of the previous one: the poller is busy.
+func busyAgain(last *time.Time) bool {
+	now := time.Now()
+	busy := now.Sub(*last) < 2*pace
+	*last = now
+	return busy
 }
 
 // serveReady serves the sockets one wait of inst reported and returns
