@@ -112,7 +112,7 @@ type Config struct {
 	// siptarget.Target.String() ("udp:198.18.2.10:5060"): a call tries
 	// the eligible gateways in the configured order and, when every one
 	// is blocked or down, one of them at random (health.Tracker.Pick,
-	// DESIGN §1); each attempt's outcome feeds it by the retry rule
+	// docs/design.md §1); each attempt's outcome feeds it by the retry rule
 	// (health.ClassifyAttempt: 408, 503, 504, no response or a transport
 	// error block the gateway). nil = every gateway, in order, always.
 	PSTNHealth *health.Tracker `json:"-"`

@@ -72,7 +72,7 @@
 //     With Config.PSTNHealth, gateways that are blocked (their last attempt
 //     failed by that same rule: health.ClassifyAttempt) or down by probes
 //     are skipped; when every gateway is, one of them is tried at random
-//     (health.Tracker.Pick, DESIGN §1), and a success unblocks it.
+//     (health.Tracker.Pick, docs/design.md §1), and a success unblocks it.
 //   - Config.Warning (the gateway's survivable-mode Warning, RFC 3261
 //     §20.43) is added to every final response to an initial INVITE that
 //     this package sends (not to the 487 sipgo sends after a CANCEL, nor
@@ -188,7 +188,7 @@
 //   - SDP is read (o=, directions) and edited (that o= line, a
 //     transfer's sendrecv offer) only with media/sdprewrite, the code
 //     base's one SDP reader: a pure leaf, the one media package this
-//     package imports (DESIGN §2's test allows exactly that edge); the
+//     package imports (docs/design.md §2's test allows exactly that edge); the
 //     relay itself stays behind the Anchor interface. An edited body is
 //     written with CRLF line ends.
 //   - REFER (RFC 3515) from a party, answered 202, with NOTIFYs
@@ -259,6 +259,42 @@
 // held (bench/RESULTS.md, issue 16 item 1). sipgo's transactions keep
 // their own references for their timers (2 s, gateway/txretention.go),
 // so the re-ACK of a retransmitted 2xx still works.
+//
+// State and locks: a call owns its parties. A party's mutable state (the
+// bridge it is in and its leg, its dialog state: remote target, remote
+// CSeq, gone; its offer/answer state: the SDP it sent and got, their o=
+// lines; its session timer; its sipgo session until setupDone) is
+// guarded by call.mu of its home call (party.home), the same lock that
+// guards the call's own state (parties, Anchor, exchanges, transferor,
+// CDR, CallInfo, keep-alive, the setup once the call is up). A party's
+// identity and routing (party.dialog) are set when it is made and only
+// read. A transfer moves a party to the new bridge's call while holding
+// the old call's lock (party.attachLocked); party.lock finds the current
+// home. A dialog outside any bridge (a remote MSR's media connection, a
+// fork's 2xx) has a home of its own that is never listed (loneHome).
+//
+// The locks, in the order they may be taken:
+//
+//  1. msrAnchor.mu (a remote MSR Anchor): held while it re-INVITEs its
+//     MSR dialogs, so it may take those dialogs' home locks (lone
+//     homes, never a listed call's).
+//  2. call.mu: one per call. No two are ever held at once (a transfer
+//     takes the old call's, lets go, then the new one's). Never held
+//     across a network write, a wait, an Anchor method, Config.OnEnd or
+//     Config.Media, or any call into sipgo (tx.Respond, the client,
+//     dialog sessions): handlers copy what they need and unlock first.
+//  3. B2BUA.mu: the B2BUA's maps (calls, parties, loops, merged), the
+//     drain and the count of calls ending. It may be taken under a
+//     call.mu; nothing is taken under it (Calls copies the list, then
+//     reads each call's CallInfo under that call's lock).
+//  4. Leaf locks, each guarding only its own fields and taking nothing
+//     else: ringer.mu (a ringing phase's legs and winner),
+//     reliableState.mu and uasReliable.mu (RFC 3262 state of a B leg and
+//     of the caller), ackStore.mu (kept ACKs).
+//
+// Counters and flags read without a lock are atomics: party.cseq (our
+// CSeq), party.conf.acked, exchange.answered, B2BUA.inflight and
+// B2BUA.set; a party's confirmed channel is closed once.
 //
 // Socket choice: B-leg UDP requests to a registered phone are pinned
 // (sip.Request.Laddr) to the listener its REGISTER arrived on

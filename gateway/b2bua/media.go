@@ -60,7 +60,7 @@ type Anchor interface {
 type MediaFunc func(callID string, legA, legB netip.Addr, onDead func(reason string)) (Anchor, error)
 
 // readSDP reads a body the B2BUA relays with media/sdprewrite, the code
-// base's one SDP reader (a pure leaf, allowed by DESIGN §2's test): the
+// base's one SDP reader (a pure leaf, allowed by docs/design.md §2's test): the
 // B2BUA needs its o= line (party.outSDP) and its direction attributes
 // (withSendrecv). ok is false when the body is empty or too large to be a
 // session description.

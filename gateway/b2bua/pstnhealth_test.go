@@ -44,7 +44,7 @@ func TestPSTNFailedGatewaySkippedWhileBlocked(t *testing.T) {
 }
 
 // When every gateway is blocked, a call still tries exactly one of them
-// (DESIGN §1: one blocked target at random), so traffic finds a recovery.
+// (docs/design.md §1: one blocked target at random), so traffic finds a recovery.
 func TestPSTNAllBlockedOneTried(t *testing.T) {
 	gw1 := newPhone(t, "gw1", reject(503))
 	gw2 := newPhone(t, "gw2", reject(503))
