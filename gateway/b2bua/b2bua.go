@@ -352,11 +352,17 @@ func parseIPAddr(s string) (sip.Addr, error) {
 // Calls lists the active calls, oldest first.
 func (b *B2BUA) Calls() []CallInfo {
 	b.mu.Lock()
-	out := make([]CallInfo, 0, len(b.calls))
+	calls := make([]*call, 0, len(b.calls))
 	for _, c := range b.calls {
-		out = append(out, c.info)
+		calls = append(calls, c)
 	}
 	b.mu.Unlock()
+	out := make([]CallInfo, 0, len(calls))
+	for _, c := range calls {
+		c.mu.Lock() // not under b.mu: see doc.go, "State and locks"
+		out = append(out, c.info)
+		c.mu.Unlock()
+	}
 	slices.SortFunc(out, func(x, y CallInfo) int { return x.Started.Compare(y.Started) })
 	return out
 }
@@ -788,14 +794,14 @@ func (b *B2BUA) OnBye(req *sip.Request, tx sip.ServerTransaction) {
 		respond(tx, req, 481, "Call/Transaction Does Not Exist")
 		return
 	}
-	c, _ := p.bridge()
+	c, l := p.bridge()
 	p.leave()
 	if c != nil && c.transferor() != p {
 		b.removeCall(c) // gone from Calls before the sender hears 200
 	}
 	respond(tx, req, 200, "OK")
 	if c != nil {
-		c.hangup(p)
+		c.hangup(p, l)
 	} else if p.onBye != nil {
 		p.onBye()
 	}

@@ -49,10 +49,10 @@ type call struct {
 	ring  context.Context         // the ringing phase: until answer or failure
 	abort context.CancelCauseFunc // ends ring with a cause
 
-	// guarded by b.mu
-	info CallInfo
-
+	// mu guards what follows, and the state of the parties whose home
+	// this call is (party.home; doc.go, "State and locks").
 	mu        sync.Mutex
+	info      CallInfo
 	parties   [2]*party // LegA, LegB once answered
 	anchor    Anchor    // nil = SDP passes through
 	confirmed bool      // the answer was ACKed: in-dialog exchanges may start
@@ -78,12 +78,12 @@ func newCall(b *B2BUA, set *settings) *call {
 }
 
 func (c *call) setState(s string) {
-	c.b.mu.Lock()
+	c.mu.Lock()
 	c.info.State = s
 	if s == StateAnswered {
 		c.info.Answered = time.Now()
 	}
-	c.b.mu.Unlock()
+	c.mu.Unlock()
 }
 
 // respondA answers the A leg's INVITE with a final non-2xx status and
@@ -216,10 +216,8 @@ func (c *call) fallback(why string) (dialResult, bool) {
 	c.mu.Lock()
 	c.cdr.Target, c.cdr.Route, c.cdr.Rule = fd.Target, fd.Route, fd.Rule
 	c.cdr.FallbackFrom, c.cdr.FallbackReason = dialplan.RouteHQ, why
-	c.mu.Unlock()
-	c.b.mu.Lock()
 	c.info.Target, c.info.Route = fd.Target, fd.Route
-	c.b.mu.Unlock()
+	c.mu.Unlock()
 	res := c.b.dial(c.ring, c.set, spec)
 	c.notePeer(res)
 	return res, true
@@ -320,10 +318,8 @@ func (c *call) forward(vm dialplan.Decision, reason string) bool {
 	c.mu.Lock()
 	c.cdr.ForwardedFrom = ext
 	c.cdr.Target, c.cdr.Route, c.cdr.Rule = vm.Target, vm.Route, vm.Rule
-	c.mu.Unlock()
-	c.b.mu.Lock()
 	c.info.Target, c.info.Route = vm.Target, vm.Route
-	c.b.mu.Unlock()
+	c.mu.Unlock()
 	c.b.log.Info("b2bua: forwarding to voicemail", "call", c.info.ID, "extension", ext, "reason", reason, "pilot", vm.Target)
 	res := c.b.dial(c.ring, c.set, spec)
 	c.notePeer(res)
@@ -440,8 +436,8 @@ func (c *call) answer(l *leg) bool {
 			return false
 		}
 	}
-	pa := newCallerParty(c.b, c.aReq, c.a, c.arrived, c.contact)
-	pb := newCalleeParty(c.b, l, l.localAddr(c.laddr), l.contact(c.contact))
+	pa := newCallerParty(c.b, c, c.aReq, c.a, c.arrived, c.contact)
+	pb := newCalleeParty(c.b, c, l, l.localAddr(c.laddr), l.contact(c.contact))
 	pa.trusted = c.trusted
 	pa.noteIn(c.aReq.Body(), contentTypeOf(c.aReq))
 	if len(res.Body()) > 0 {
@@ -449,7 +445,7 @@ func (c *call) answer(l *leg) bool {
 	} else {
 		pb.noteIn(l.rel.earlyAnswer(), "application/sdp")
 	}
-	pa.se = c.set.callerSession(c.aReq, pb.se.interval)
+	pa.timer.st = c.set.callerSession(c.aReq, pb.timer.st.interval) // neither is shared yet
 	pb.outSDP(c.offer)
 	body = pa.outSDP(body)
 	pa.attach(c, LegA)
@@ -531,7 +527,7 @@ func (c *call) setupDone() {
 // re-INVITE's 2xx: sipgo's WriteAck would copy it for a transaction that
 // is already gone (acks.go).
 func (c *call) ackCallee(pb *party, body []byte) {
-	if !pb.acked.CompareAndSwap(false, true) {
+	if !pb.conf.acked.CompareAndSwap(false, true) {
 		return
 	}
 	defer pb.confirm()
@@ -570,7 +566,7 @@ func (c *call) onAck(p *party, req *sip.Request, tx sip.ServerTransaction) {
 			c.b.log.Debug("b2bua: ack", "call", c.info.ID, "err", err)
 			return
 		}
-		if !p.acked.CompareAndSwap(false, true) {
+		if !p.conf.acked.CompareAndSwap(false, true) {
 			return // the same ACK twice at once
 		}
 		p.noteIn(req.Body(), contentTypeOf(req))
@@ -605,7 +601,12 @@ func (c *call) end(disp Disposition, by string) {
 	if c.keepTimer != nil && c.keepTimer.Stop() {
 		c.b.inflight.Add(-1) // stopped before it fired: done (see startKeepalive)
 	}
-	parties := c.parties
+	var inIt [2]*party // the parties still in the call
+	for i, p := range c.parties {
+		if p != nil && p.inLocked(c) {
+			inIt[i] = p
+		}
+	}
 	anchor := c.anchor
 	c.anchor = nil
 	if disp != "" {
@@ -625,8 +626,8 @@ func (c *call) end(disp Disposition, by string) {
 		anchor.Close()
 	}
 	byes := make([]*party, 0, 2)
-	for _, p := range parties {
-		if p == nil || !p.in(c) {
+	for _, p := range inIt {
+		if p == nil {
 			continue
 		}
 		if _, cli := p.session(); cli != nil && !p.isConfirmed() {
@@ -649,10 +650,10 @@ func (c *call) end(disp Disposition, by string) {
 	}
 }
 
-// hangup handles a BYE from party p (already answered with 200).
-func (c *call) hangup(p *party) {
+// hangup handles a BYE from party p, leg leg of c (already answered with
+// 200).
+func (c *call) hangup(p *party, leg Leg) {
 	c.mu.Lock()
-	leg := p.legOf()
 	if c.xfer == p {
 		// The transferor leaves while its transfer runs (RFC 5589 allows
 		// it to hang up after the 202): the transferee stays.

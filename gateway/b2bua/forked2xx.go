@@ -31,20 +31,17 @@ func forkParty(b *B2BUA, res *sip.Response, won sentAck) *party {
 	if from == nil || to == nil || ct == nil || cs == nil {
 		return nil
 	}
-	p := &party{b: b, transport: won.transport, dest: res.Source(), name: "fork " + res.Source(),
-		confirmed: make(chan struct{})}
-	p.confirm()
+	d := dialog{transport: won.transport, dest: res.Source(), callID: res.CallID().Value(),
+		local: *from, remote: *to, routes: uacRoutes(res), inviteCSeq: cs.SeqNo}
 	if won.laddr.IP != nil {
-		p.laddr = &won.laddr
+		d.laddr = &won.laddr
 	}
-	p.callID = res.CallID().Value()
-	p.local = *from
-	p.local.Params = from.Params.Clone()
-	p.remote = *to
-	p.remote.Params = to.Params.Clone()
-	p.target = *ct.Address.Clone()
-	p.routes = uacRoutes(res)
-	p.inviteCSeq = cs.SeqNo
+	d.local.Params = from.Params.Clone()
+	d.remote.Params = to.Params.Clone()
+	p := newParty(b, loneHome(b), d)
+	p.name = "fork " + res.Source()
+	p.confirm()
+	p.rem.target = *ct.Address.Clone()
 	p.cseq.Store(cs.SeqNo)
 	return p
 }

@@ -17,7 +17,7 @@ func TestOutSDPOrigin(t *testing.T) {
 	asB := func(ver string) string {
 		return crlf("v=0", "o=b 2 "+ver+" IN IP4 198.18.1.2", "s=-", "c=IN IP4 198.18.1.3", "t=0 0", "m=audio 42000 RTP/AVP 0")
 	}
-	p := &party{}
+	var oa offerAnswer
 	steps := []struct{ in, want string }{
 		{fromB, fromB},                       // first description: untouched
 		{fromB, fromB},                       // repeated: untouched
@@ -28,7 +28,8 @@ func TestOutSDPOrigin(t *testing.T) {
 		{"v=0\no=c 5 11 IN IP4\n", "v=0\no=c 5 11 IN IP4\n"}, // malformed o= (five fields): untouched
 	}
 	for i, st := range steps {
-		if got := string(p.outSDP([]byte(st.in))); got != st.want {
+		s, ok := readSDP([]byte(st.in))
+		if got := string(oa.prepare([]byte(st.in), s, ok)); got != st.want {
 			t.Errorf("step %d: got\n%s\nwant\n%s", i, got, st.want)
 		}
 	}

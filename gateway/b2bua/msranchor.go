@@ -328,7 +328,7 @@ func (a *msrAnchor) open(ctx context.Context, offer []byte) (*msrConn, []byte, e
 		return nil, nil, fmt.Errorf("INVITE to MSR %s: %w", a.m.URI, err)
 	}
 	l := &leg{t: t, sess: sess}
-	p := newCalleeParty(a.b, l, laddr, contact)
+	p := newCalleeParty(a.b, loneHome(a.b), l, laddr, contact)
 	p.name = "msr:" + a.m.URI
 	if err := a.b.ackLeg(ctx, sess); err != nil {
 		a.b.log.Debug("b2bua: ack to MSR", "msr", a.m.URI, "err", err)

@@ -23,18 +23,48 @@ import (
 // re-INVITE must carry that re-INVITE's number even if a keep-alive
 // OPTIONS went out meanwhile), pins the listener (Laddr) and follows
 // target refreshes.
+//
+// The call owns its parties: the fields after home are guarded by
+// home.mu, the lock of the call the party is in (doc.go, "State and
+// locks").
 type party struct {
-	b      *B2BUA
-	key    string // dialog ID as sip.DialogIDFromRequestUAS gives it for requests from the party
-	callID string
-	local  sip.FromHeader // our side, with our tag: From of our requests
-	remote sip.ToHeader   // their side, with their tag: To of our requests
-	user   string         // the party's user part (CDR, transfer identities)
-	name   string         // where it is, for the CDR: contact URI or "udp:ip:port"
+	b *B2BUA
+	dialog
+	user string // the party's user part (CDR, transfer identities)
+	name string // where it is, for the CDR: contact URI or "udp:ip:port"
 	// trusted parties are local users (an authenticated caller, a
 	// registered contact); a REFER from anyone else may only transfer to
 	// local users (no toll fraud through a transfer).
 	trusted bool
+
+	cseq atomic.Uint32 // our last CSeq in this dialog
+	conf confirmation
+
+	// onBye, for a dialog outside any bridge (a media connection on a
+	// remote MSR, msranchor.go), is called when the other side ends it.
+	onBye func()
+
+	// home is the call whose lock guards the fields below: the bridge the
+	// party is in (or was last in), or a lone home (loneHome). It changes
+	// only under the old home's lock (attachLocked).
+	home atomic.Pointer[call]
+
+	c     *call // the bridge the party is in; nil once replaced; changes on a transfer
+	leg   Leg
+	setup partySetup
+	rem   remoteState
+	sdp   offerAnswer
+	timer sessionTimer
+}
+
+// dialog is our dialog with the party as it was set up: who we are to
+// each other and where our requests go. Set when the party is made, then
+// only read.
+type dialog struct {
+	key    string // dialog ID as sip.DialogIDFromRequestUAS gives it for requests from the party
+	callID string
+	local  sip.FromHeader // our side, with our tag: From of our requests
+	remote sip.ToHeader   // their side, with their tag: To of our requests
 
 	transport string
 	laddr     *sip.Addr // UDP listener our requests leave from; nil = sipgo's choice
@@ -42,110 +72,153 @@ type party struct {
 	contact   sip.Uri  // our Contact in this dialog
 	routes    []string // route set (Route header values), in order
 	dest      string   // where requests go without a route set: the party's source address (NAT)
-
-	// cli is the dialog-creating INVITE client session of a callee's leg;
-	// its 2xx retransmissions are re-ACKed by sipgo. srv is the server
-	// session of a caller's leg, whose INVITE's ACK (CSeq inviteCSeq)
-	// confirms it.
-	cli        *sipgo.DialogClientSession
-	srv        *sipgo.DialogServerSession
+	// inviteCSeq is the CSeq of the INVITE that made the dialog: the
+	// caller's, whose ACK confirms it, or a fork's.
 	inviteCSeq uint32
+}
 
-	cseq atomic.Uint32 // our last CSeq in this dialog
-
-	// confirmed is closed when the dialog's 2xx was ACKed (by the party for
-	// the caller's leg, by us for a callee's); a BYE waits for it (RFC 3261
-	// §15: no BYE on a confirmed dialog before the ACK).
-	confirmed   chan struct{}
-	confirmOnce sync.Once
+// confirmation is the 2xx that set up the dialog and its ACK.
+type confirmation struct {
+	// done is closed when the dialog's 2xx was ACKed (by the party for
+	// the caller's leg, by us for a callee's); a BYE waits for it (RFC
+	// 3261 §15: no BYE on a confirmed dialog before the ACK).
+	done chan struct{}
+	once sync.Once
 	// acked: the ACK of the dialog's 2xx is taken care of, once: sent
 	// (a callee's, call.ackCallee) or handled (a caller's, call.onAck).
 	acked atomic.Bool
+}
 
-	mu         sync.Mutex
-	c          *call // the bridge the party is in; changes on a transfer
-	leg        Leg
-	target     sip.Uri // remote target (Contact), updated by target refreshes
-	remoteCSeq uint32
-	gone       bool   // BYE sent or received
-	sdpIn      []byte // last session description from the party
-	sdpInType  string
-	sdpOut     []byte            // last session description sent to it
-	oOut       sdprewrite.Origin // o= of sdpOut
-	oSrc       sdprewrite.Origin // o= of the SDP sdpOut was made from (continuity, see outSDP)
-	se         sessionState      // RFC 4028 session timer (sessiontimer.go)
+// partySetup is the sipgo dialog session the party's dialog was made
+// with, until the call drops it (call.setupDone): cli, the INVITE client
+// session of a callee's leg (its 2xx retransmissions are re-ACKed by
+// sipgo), or srv, the server session of a caller's leg.
+type partySetup struct {
+	cli *sipgo.DialogClientSession
+	srv *sipgo.DialogServerSession
+}
 
-	seTimer *time.Timer // the session timer (sessiontimer.go); stopped when the party goes
+// remoteState is the party's side of the dialog as it changes.
+type remoteState struct {
+	target sip.Uri // remote target (Contact), updated by target refreshes
+	cseq   uint32  // the party's last CSeq
+	gone   bool    // BYE sent or received
+}
 
-	// onBye, for a dialog outside any bridge (a media connection on a
-	// remote MSR, msranchor.go), is called when the other side ends it.
-	onBye func()
+// offerAnswer is what the party sent and got in its offer/answer
+// exchanges (RFC 3264).
+type offerAnswer struct {
+	in     []byte // last session description from the party
+	inType string
+	out    []byte            // last session description sent to it
+	oOut   sdprewrite.Origin // o= of out
+	oSrc   sdprewrite.Origin // o= of the SDP out was made from (continuity, see prepare)
+}
+
+// sessionTimer is the party's RFC 4028 session timer (sessiontimer.go).
+type sessionTimer struct {
+	st sessionState
+	t  *time.Timer // stopped when the party goes
+}
+
+// loneHome is the home of a dialog outside any bridge (an MSR media
+// connection, a fork's 2xx): a call value that is never listed, whose
+// lock guards that one party.
+func loneHome(b *B2BUA) *call { return &call{b: b} }
+
+// lock locks the lock that guards p's state, its home's, and returns the
+// home; the caller unlocks home.mu.
+func (p *party) lock() *call {
+	for {
+		h := p.home.Load()
+		h.mu.Lock()
+		if p.home.Load() == h {
+			return h
+		}
+		h.mu.Unlock() // a transfer moved p meanwhile
+	}
 }
 
 func (p *party) bridge() (*call, Leg) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	h := p.lock()
+	defer h.mu.Unlock()
 	return p.c, p.leg
 }
 
 // in reports whether the party is (still) in bridge c.
 func (p *party) in(c *call) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	h := p.lock()
+	defer h.mu.Unlock()
 	return p.c == c
+}
+
+// inLocked is in with c.mu held.
+func (p *party) inLocked(c *call) bool {
+	return p.home.Load() == c && p.c == c
 }
 
 // legOf is the party's leg in its bridge.
 func (p *party) legOf() Leg {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	h := p.lock()
+	defer h.mu.Unlock()
 	return p.leg
 }
 
 // session is the sipgo dialog session the party's dialog was made with
 // (nil once the call is up: see call.setupDone).
 func (p *party) session() (*sipgo.DialogServerSession, *sipgo.DialogClientSession) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.srv, p.cli
+	h := p.lock()
+	defer h.mu.Unlock()
+	return p.setup.srv, p.setup.cli
 }
 
 func (p *party) dropSession() {
-	p.mu.Lock()
-	p.srv, p.cli = nil, nil
-	p.mu.Unlock()
+	h := p.lock()
+	p.setup = partySetup{}
+	h.mu.Unlock()
 }
 
 // confirm marks the dialog confirmed; it reports whether it already was.
 func (p *party) confirm() (already bool) {
 	already = true
-	p.confirmOnce.Do(func() {
+	p.conf.once.Do(func() {
 		already = false
-		close(p.confirmed)
+		close(p.conf.done)
 	})
 	return already
 }
 
 func (p *party) isConfirmed() bool {
 	select {
-	case <-p.confirmed:
+	case <-p.conf.done:
 		return true
 	default:
 		return false
 	}
 }
 
+// attach puts the party in bridge c as leg l.
 func (p *party) attach(c *call, l Leg) {
-	p.mu.Lock()
+	h := p.lock()
+	p.attachLocked(c, l)
+	h.mu.Unlock()
+}
+
+// attachLocked is attach with the lock of p's home held. A party that
+// joins another call moves its home there: from then on that call's lock
+// guards it. Detached (c nil), it keeps its home.
+func (p *party) attachLocked(c *call, l Leg) {
 	p.c, p.leg = c, l
-	p.mu.Unlock()
+	if c != nil {
+		p.home.Store(c)
+	}
 }
 
 // remoteTarget is the party's current Contact.
 func (p *party) remoteTarget() sip.Uri {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return *p.target.Clone()
+	h := p.lock()
+	defer h.mu.Unlock()
+	return *p.rem.target.Clone()
 }
 
 // newRequest builds an in-dialog request (RFC 3261 §12.2.1.1). Via is
@@ -264,16 +337,16 @@ func (p *party) do(ctx context.Context, req *sip.Request) (*sip.Response, error)
 // bye ends the dialog from our side (bounded by byeTimeout); a party
 // already gone is left alone.
 func (p *party) bye() {
-	p.mu.Lock()
-	if p.gone {
-		p.mu.Unlock()
+	h := p.lock()
+	if p.rem.gone {
+		h.mu.Unlock()
 		return
 	}
-	p.gone = true
+	p.rem.gone = true
 	p.stopSessionLocked()
-	p.mu.Unlock()
+	h.mu.Unlock()
 	select {
-	case <-p.confirmed:
+	case <-p.conf.done:
 	case <-time.After(64 * sip.T1):
 	}
 	p.b.forget(p)
@@ -295,12 +368,12 @@ func (p *party) inCSeq(req *sip.Request) bool {
 	if cs == nil {
 		return false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.remoteCSeq != 0 && cs.SeqNo <= p.remoteCSeq {
+	h := p.lock()
+	defer h.mu.Unlock()
+	if p.rem.cseq != 0 && cs.SeqNo <= p.rem.cseq {
 		return false
 	}
-	p.remoteCSeq = cs.SeqNo
+	p.rem.cseq = cs.SeqNo
 	return true
 }
 
@@ -310,9 +383,9 @@ func (p *party) refresh(ct *sip.ContactHeader) {
 	if ct == nil || ct.Address.Host == "" {
 		return
 	}
-	p.mu.Lock()
-	p.target = *ct.Address.Clone()
-	p.mu.Unlock()
+	h := p.lock()
+	p.rem.target = *ct.Address.Clone()
+	h.mu.Unlock()
 }
 
 // noteIn remembers the party's latest session description.
@@ -320,48 +393,55 @@ func (p *party) noteIn(sdp []byte, ct string) {
 	if len(sdp) == 0 {
 		return
 	}
-	p.mu.Lock()
-	p.sdpIn, p.sdpInType = append([]byte(nil), sdp...), ct
-	p.mu.Unlock()
+	in := append([]byte(nil), sdp...)
+	h := p.lock()
+	p.sdp.in, p.sdp.inType = in, ct
+	h.mu.Unlock()
 }
 
-// outSDP prepares a session description for the party and remembers it.
+// outSDP prepares a session description for the party and remembers it
+// (offerAnswer.prepare).
+func (p *party) outSDP(sdp []byte) []byte {
+	if len(sdp) == 0 {
+		return sdp
+	}
+	s, ok := readSDP(sdp) // parsed before locking: the lock is the call's
+	h := p.lock()
+	defer h.mu.Unlock()
+	return p.sdp.prepare(sdp, s, ok)
+}
+
+// prepare makes sdp (s, read when ok) the description sent to the party.
 // RFC 3264 §8 wants the o= line of a dialog's descriptions to keep its
 // username and session id and to raise the version on every change. A
 // relayed description keeps its origin while the other party stays the
 // same, so the body goes out untouched; once the other party changed (a
 // transfer), its descriptions get the o= the party knows, version + 1.
-func (p *party) outSDP(sdp []byte) []byte {
-	if len(sdp) == 0 {
-		return sdp
-	}
-	s, ok := readSDP(sdp)
+func (oa *offerAnswer) prepare(sdp []byte, s *sdprewrite.SDP, ok bool) []byte {
 	var o sdprewrite.Origin // zero: no usable o= line, the body goes as is
 	if ok {
 		o = s.Origin
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	out := sdp
-	if !o.IsZero() && !p.oOut.IsZero() && !o.SameSession(p.oOut) {
-		n := p.oOut
-		if o != p.oSrc { // a repeat of the same description keeps its version
+	if !o.IsZero() && !oa.oOut.IsZero() && !o.SameSession(oa.oOut) {
+		n := oa.oOut
+		if o != oa.oSrc { // a repeat of the same description keeps its version
 			n.Version++
 		}
 		out = s.WithOrigin(n)
-		p.oSrc, p.oOut = o, n
+		oa.oSrc, oa.oOut = o, n
 	} else if !o.IsZero() {
-		p.oSrc, p.oOut = o, o
+		oa.oSrc, oa.oOut = o, o
 	}
-	p.sdpOut = out
+	oa.out = out
 	return out
 }
 
 // lastSDP returns the party's latest description and Content-Type.
 func (p *party) lastSDP() ([]byte, string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.sdpIn, p.sdpInType
+	h := p.lock()
+	defer h.mu.Unlock()
+	return p.sdp.in, p.sdp.inType
 }
 
 // respond answers an in-dialog request of the party.
@@ -413,38 +493,50 @@ func retransmit(send func() error, done, stop <-chan struct{}) bool {
 	}
 }
 
+// newParty makes the party of dialog d, guarded by home's lock.
+func newParty(b *B2BUA, home *call, d dialog) *party {
+	p := &party{b: b, dialog: d, conf: confirmation{done: make(chan struct{})}}
+	p.home.Store(home)
+	return p
+}
+
 // newCallerParty makes the party of a caller's leg (the INVITE req that
-// a answers) before the answer is sent.
-func newCallerParty(b *B2BUA, req *sip.Request, a *sipgo.DialogServerSession, arrived *sip.Addr, contact sip.Uri) *party {
-	p := &party{b: b, transport: req.Transport(), laddr: arrived, contact: contact, dest: req.Source(), srv: a,
-		confirmed: make(chan struct{})}
+// a answers) before the answer is sent, for call home.
+func newCallerParty(b *B2BUA, home *call, req *sip.Request, a *sipgo.DialogServerSession, arrived *sip.Addr, contact sip.Uri) *party {
+	d := dialog{transport: req.Transport(), laddr: arrived, contact: contact, dest: req.Source(), key: a.ID,
+		localIP: addrOf(arrived, contact)}
 	if h := req.CallID(); h != nil {
-		p.callID = h.Value()
+		d.callID = h.Value()
 	}
 	if to := a.InviteRequest.To(); to != nil { // carries our tag
-		p.local = to.AsFrom()
-		p.local.Params = to.Params.Clone()
+		d.local = to.AsFrom()
+		d.local.Params = to.Params.Clone()
 	}
 	if f := req.From(); f != nil {
-		p.remote = f.AsTo()
-		p.remote.Params = f.Params.Clone()
-		p.user = f.Address.User
-	}
-	p.key = a.ID
-	p.target = req.Recipient
-	if ct := req.Contact(); ct != nil {
-		p.target = *ct.Address.Clone()
+		d.remote = f.AsTo()
+		d.remote.Params = f.Params.Clone()
 	}
 	for _, h := range headersNamed(req, "Record-Route") {
-		p.routes = append(p.routes, h.Value()) // UAS: in order (RFC 3261 §12.1.1)
+		d.routes = append(d.routes, h.Value()) // UAS: in order (RFC 3261 §12.1.1)
 	}
-	p.name = req.Transport() + ":" + req.Source()
-	p.name = strings.ToLower(p.name)
-	if cs := req.CSeq(); cs != nil {
-		p.remoteCSeq, p.inviteCSeq = cs.SeqNo, cs.SeqNo
+	cs := req.CSeq()
+	if cs != nil {
+		d.inviteCSeq = cs.SeqNo
+	}
+	p := newParty(b, home, d)
+	if f := req.From(); f != nil {
+		p.user = f.Address.User
+	}
+	p.name = strings.ToLower(req.Transport() + ":" + req.Source())
+	p.setup.srv = a
+	p.rem.target = req.Recipient
+	if ct := req.Contact(); ct != nil {
+		p.rem.target = *ct.Address.Clone()
+	}
+	if cs != nil {
+		p.rem.cseq = cs.SeqNo
 		p.cseq.Store(cs.SeqNo) // any start will do; reuse theirs
 	}
-	p.localIP = addrOf(arrived, contact)
 	return p
 }
 
@@ -459,29 +551,27 @@ func uacRoutes(res *sip.Response) []string {
 	return routes
 }
 
-// newCalleeParty makes the party of an answered B leg.
-func newCalleeParty(b *B2BUA, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
+// newCalleeParty makes the party of an answered B leg, for call home
+// (loneHome for a dialog outside any bridge).
+func newCalleeParty(b *B2BUA, home *call, l *leg, laddr *sip.Addr, contact sip.Uri) *party {
 	s := l.sess
 	req, res := s.InviteRequest, s.InviteResponse
-	p := &party{b: b, transport: l.t.transport, laddr: laddr, contact: contact, dest: res.Source(), cli: s, name: l.t.name(),
-		confirmed: make(chan struct{})}
-	p.callID = req.CallID().Value()
-	p.local = *req.From()
-	p.local.Params = req.From().Params.Clone()
-	p.remote = *res.To()
-	p.remote.Params = res.To().Params.Clone()
-	p.user = l.t.user
-	p.trusted = l.t.contact
-	localTag, _ := p.local.Params.Get("tag")
-	remoteTag, _ := p.remote.Params.Get("tag")
-	p.key = sip.DialogIDMake(p.callID, localTag, remoteTag)
-	p.target = req.Recipient
+	d := dialog{transport: l.t.transport, laddr: laddr, contact: contact, dest: res.Source(),
+		callID: req.CallID().Value(), local: *req.From(), remote: *res.To(), routes: uacRoutes(res),
+		localIP: addrOf(laddr, contact), inviteCSeq: req.CSeq().SeqNo}
+	d.local.Params = req.From().Params.Clone()
+	d.remote.Params = res.To().Params.Clone()
+	localTag, _ := d.local.Params.Get("tag")
+	remoteTag, _ := d.remote.Params.Get("tag")
+	d.key = sip.DialogIDMake(d.callID, localTag, remoteTag)
+	p := newParty(b, home, d)
+	p.name, p.user, p.trusted = l.t.name(), l.t.user, l.t.contact
+	p.setup.cli = s
+	p.rem.target = req.Recipient
 	if ct := res.Contact(); ct != nil {
-		p.target = *ct.Address.Clone()
+		p.rem.target = *ct.Address.Clone()
 	}
-	p.routes = uacRoutes(res)
 	p.cseq.Store(max(req.CSeq().SeqNo, l.rel.cseq.Load())) // PRACKs (prack.go) used numbers after the INVITE's
-	p.localIP = addrOf(laddr, contact)
-	p.se = calleeSession(req, res)
+	p.timer.st = calleeSession(req, res)
 	return p
 }

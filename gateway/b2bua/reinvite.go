@@ -60,7 +60,7 @@ func (ex *exchange) ackOnce(req *sip.Request) {
 func (c *call) begin(ex *exchange) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ended || ex.from != nil && !ex.from.in(c) {
+	if c.ended || ex.from != nil && !ex.from.inLocked(c) {
 		return 481
 	}
 	if old := c.ex; old != nil && ex.from != nil && old.from == ex.from && !old.late && old.answered.Load() && ex.cseq > old.cseq {
@@ -188,9 +188,9 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 	// (RFC 3264 §8): answer it here with what the party last got, so a
 	// session refresh (RFC 4028 phones) stays on its own leg.
 	if len(body) > 0 {
-		p.mu.Lock()
-		same, last := bytes.Equal(body, p.sdpIn), p.sdpOut
-		p.mu.Unlock()
+		h := p.lock()
+		same, last := bytes.Equal(body, p.sdp.in), p.sdp.out
+		h.mu.Unlock()
 		if same && len(last) > 0 {
 			c.respondInvite(p, req, tx, ex, 200, "OK", last, "application/sdp")
 			return

@@ -81,18 +81,18 @@ func (b *B2BUA) onReplaces(req *sip.Request, a *sipgo.DialogServerSession, arriv
 			return
 		}
 	}
-	w := newCallerParty(b, req, a, arrived, contact)
+	w := newCallerParty(b, c, req, a, arrived, contact)
 	w.trusted = trusted
 	w.noteIn(body, ct)
 	ans = w.outSDP(ans)
 	c.mu.Lock()
-	if c.ended || !old.in(c) {
+	if c.ended || !old.inLocked(c) {
 		c.mu.Unlock()
 		_ = a.Respond(481, "Call/Transaction Does Not Exist", nil)
 		return
 	}
-	w.attach(c, l)
-	old.attach(nil, l)
+	w.attachLocked(c, l)
+	old.attachLocked(nil, l) // it keeps c as its home: c's lock guards it until it is gone
 	c.parties[l] = w
 	c.mu.Unlock()
 	b.register(w)

@@ -38,7 +38,7 @@ func sessionSeconds(n int) time.Duration {
 	return time.Duration(n) * u
 }
 
-// sessionState is a party's session timer (guarded by party.mu).
+// sessionState is a party's session timer (guarded by its home's lock).
 type sessionState struct {
 	interval  int       // seconds; 0 = no session timer on this dialog
 	weRefresh bool      // the box refreshes; otherwise the party does and the box watches
@@ -197,9 +197,9 @@ func (s *settings) callerSession(aReq *sip.Request, bIv int) sessionState {
 // party when it refreshes ("uac" in our answers to its requests, "uas" in
 // our requests). nil when the dialog has no timer.
 func (p *party) sessionHeaders(ours bool) []sip.Header {
-	p.mu.Lock()
-	st := p.se
-	p.mu.Unlock()
+	h := p.lock()
+	st := p.timer.st
+	h.mu.Unlock()
 	if st.interval == 0 {
 		return nil
 	}
@@ -232,9 +232,9 @@ func (p *party) answerSessionHeaders(req *sip.Request) []sip.Header {
 // setSession gives the party its session timer and arms it when it is
 // not yet.
 func (p *party) setSession(st sessionState) {
-	p.mu.Lock()
-	p.se = st
-	p.mu.Unlock()
+	h := p.lock()
+	p.timer.st = st
+	h.mu.Unlock()
 	p.startSession()
 }
 
@@ -246,14 +246,14 @@ func (p *party) setSession(st sessionState) {
 // item 1). The timer counts in inflight from here until it has stopped
 // for good (see stopSessionLocked).
 func (p *party) startSession() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.seTimer != nil || p.se.interval == 0 || p.gone {
+	h := p.lock()
+	defer h.mu.Unlock()
+	if p.timer.t != nil || p.timer.st.interval == 0 || p.rem.gone {
 		return
 	}
-	p.se.last = time.Now()
+	p.timer.st.last = time.Now()
 	p.b.inflight.Add(1)
-	p.seTimer = time.AfterFunc(time.Until(p.se.due()), p.onSessionTimer)
+	p.timer.t = time.AfterFunc(time.Until(p.timer.st.due()), p.onSessionTimer)
 }
 
 // due is when the timer must act: the refresh at half the interval when
@@ -271,10 +271,10 @@ func (st sessionState) due() time.Time {
 }
 
 // stopSessionLocked stops the party's session timer as the party goes
-// (p.mu held, p.gone set): a timer stopped before it fired is done here;
-// one firing now sees the party gone and is done there.
+// (its home's lock held, p.rem.gone set): a timer stopped before it fired
+// is done here; one firing now sees the party gone and is done there.
 func (p *party) stopSessionLocked() {
-	if p.seTimer != nil && p.seTimer.Stop() {
+	if p.timer.t != nil && p.timer.t.Stop() {
 		p.b.inflight.Add(-1)
 	}
 }
@@ -283,9 +283,9 @@ func (p *party) stopSessionLocked() {
 // UPDATE we answered 2xx): its Session-Expires, if any, sets the interval
 // and refresher (RFC 4028 §9); without one the timer goes on as it was.
 func (p *party) refreshedIn(req *sip.Request) {
-	p.mu.Lock()
-	st := p.se
-	p.mu.Unlock()
+	h := p.lock()
+	st := p.timer.st
+	h.mu.Unlock()
 	st.last = time.Now()
 	if n, ref, ok := sessionExpires(req); ok {
 		st.interval = max(n, minSE)
@@ -298,12 +298,13 @@ func (p *party) refreshedIn(req *sip.Request) {
 // refreshedOut notes the 2xx res to a re-INVITE or UPDATE we sent the
 // party: its Session-Expires, if any, sets interval and refresher.
 func (p *party) refreshedOut(res *sip.Response) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.se.last = time.Now()
-	if n, ref, ok := sessionExpires(res); ok && p.se.interval > 0 {
-		p.se.interval = max(n, minSE)
-		p.se.weRefresh = ref != "uas"
+	n, ref, ok := sessionExpires(res)
+	h := p.lock()
+	defer h.mu.Unlock()
+	p.timer.st.last = time.Now()
+	if ok && p.timer.st.interval > 0 {
+		p.timer.st.interval = max(n, minSE)
+		p.timer.st.weRefresh = ref != "uas"
 	}
 }
 
@@ -320,19 +321,18 @@ func (p *party) onSessionTimer() {
 // re-arms the timer for the next due time, which it reports.
 func (p *party) sessionTick() (armed bool) {
 	for {
-		p.mu.Lock()
-		st, gone := p.se, p.gone
+		h := p.lock()
+		st, gone, c := p.timer.st, p.rem.gone, p.c
 		if gone || st.interval == 0 {
-			p.mu.Unlock()
+			h.mu.Unlock()
 			return false
 		}
 		if d := time.Until(st.due()); d > 0 {
-			p.seTimer.Reset(d)
-			p.mu.Unlock()
+			p.timer.t.Reset(d)
+			h.mu.Unlock()
 			return true
 		}
-		p.mu.Unlock()
-		c, _ := p.bridge()
+		h.mu.Unlock()
 		if c == nil {
 			return false
 		}
@@ -358,9 +358,9 @@ func (p *party) sessionTick() (armed bool) {
 // setRetry sets when a refresh that could not run is tried again (zero:
 // after a refresh, at the usual time).
 func (p *party) setRetry(at time.Time) {
-	p.mu.Lock()
-	p.se.retryAt = at
-	p.mu.Unlock()
+	h := p.lock()
+	p.timer.st.retryAt = at
+	h.mu.Unlock()
 }
 
 type refreshOutcome int
@@ -381,9 +381,9 @@ func (p *party) refreshSession(c *call) refreshOutcome {
 		return refreshLater
 	}
 	defer c.finishExchange(ex)
-	p.mu.Lock()
-	update, sdp := p.se.update, p.sdpOut
-	p.mu.Unlock()
+	h := p.lock()
+	update, sdp := p.timer.st.update, p.sdp.out
+	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.life, 64*sip.T1)
 	defer cancel()
 	var res *sip.Response
@@ -413,14 +413,14 @@ func (p *party) refreshSession(c *call) refreshOutcome {
 		return refreshDone
 	case res.StatusCode == 422:
 		if n := minSEOf(res); n > 0 {
-			p.mu.Lock()
-			p.se.interval = max(p.se.interval, n)
-			p.mu.Unlock()
+			h := p.lock()
+			p.timer.st.interval = max(p.timer.st.interval, n)
+			h.mu.Unlock()
 		}
 	case update && (res.StatusCode == 405 || res.StatusCode == 501):
-		p.mu.Lock()
-		p.se.update = false // it did not mean it: refresh by re-INVITE
-		p.mu.Unlock()
+		h := p.lock()
+		p.timer.st.update = false // it did not mean it: refresh by re-INVITE
+		h.mu.Unlock()
 	}
 	return refreshLater
 }

@@ -36,8 +36,8 @@ func TestAnsweredCallDropsSetup(t *testing.T) {
 		if c.a != nil || c.aTx != nil || c.aReq != nil || c.offer != nil || c.early != nil {
 			return false
 		}
-		for _, p := range c.parties {
-			if srv, cli := p.session(); srv != nil || cli != nil {
+		for _, p := range c.parties { // c is their home: c.mu guards them
+			if p.setup.srv != nil || p.setup.cli != nil {
 				return false
 			}
 		}

@@ -99,7 +99,7 @@ func (p *party) awaitAck(c *call) {
 	t := time.NewTimer(64 * sip.T1)
 	defer t.Stop()
 	select {
-	case <-p.confirmed:
+	case <-p.conf.done:
 	case <-c.life.Done():
 	case <-t.C:
 	}
@@ -146,17 +146,17 @@ func (p *party) notify(id uint32, code int, reason string, final bool) {
 }
 
 func (p *party) isGone() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.gone
+	h := p.lock()
+	defer h.mu.Unlock()
+	return p.rem.gone
 }
 
 // leave marks the party gone (it sent BYE) and forgets its dialog.
 func (p *party) leave() {
-	p.mu.Lock()
-	p.gone = true
+	h := p.lock()
+	p.rem.gone = true
 	p.stopSessionLocked()
-	p.mu.Unlock()
+	h.mu.Unlock()
 	p.b.forget(p)
 }
 
@@ -267,7 +267,7 @@ func (nc *call) takeOver(old *call, y *party, l *leg, offer []byte) bool {
 		b.log.Warn("b2bua: ack to transfer target", "call", nc.info.ID, "err", err)
 	}
 	cancel()
-	pc := newCalleeParty(b, l, nc.laddr, nc.contact)
+	pc := newCalleeParty(b, nc, l, nc.laddr, nc.contact)
 	pc.confirm()
 	ans, act := res.Body(), contentTypeOf(res)
 	pc.noteIn(ans, act)
@@ -289,11 +289,11 @@ func (nc *call) takeOver(old *call, y *party, l *leg, offer []byte) bool {
 	}
 	// The transferee moves to the new bridge unless its call ended.
 	old.mu.Lock()
-	if old.ended || !y.in(old) {
+	if old.ended || !y.inLocked(old) {
 		old.mu.Unlock()
 		return false
 	}
-	y.attach(nc, LegA)
+	y.attachLocked(nc, LegA) // nc's lock guards y from here on
 	old.mu.Unlock()
 	nc.mu.Lock()
 	nc.parties[LegA] = y
@@ -416,15 +416,15 @@ func (c *call) attended(x, y *party, to sip.Uri, replaces string) (int, *call) {
 	}
 	_, zct := z.lastSDP()
 	c.mu.Lock()
-	okY := !c.ended && y.in(c)
+	okY := !c.ended && y.inLocked(c)
 	if okY {
-		y.attach(nc, LegA)
+		y.attachLocked(nc, LegA)
 	}
 	c.mu.Unlock()
 	c2.mu.Lock()
-	okZ := !c2.ended && z.in(c2)
+	okZ := !c2.ended && z.inLocked(c2)
 	if okZ && okY {
-		z.attach(nc, LegB)
+		z.attachLocked(nc, LegB)
 	}
 	c2.mu.Unlock()
 	if !okY || !okZ {
