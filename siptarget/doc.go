@@ -35,6 +35,13 @@
 // "tls:[2001:db8::1]:5061"), which Parse reads back to an equal Target, so
 // a Target's String is a stable name for health state and logs.
 //
+// Strings that are not targets but share the punctuation split here too:
+// SplitHostPort cuts the hostport of an appliance/config listen spec
+// ("udp:wan0:5060", where the host may be an interface and port 0 means
+// ephemeral) and leaves the judging to the caller; ParseExplicit reads
+// addresses that have no default port (a HEP capture server). IsDigits is
+// the one decimal-digits check of the code base.
+//
 // The package only parses and prints: it resolves no names (see
 // gateway/resolve) and knows nothing of sockets or TLS configuration. Which
 // transports a part can actually use is the part's business; a part that

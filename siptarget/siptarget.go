@@ -102,23 +102,20 @@ func parse(s string, def Transport) (Target, string) {
 		}
 	}
 
-	host, port, problem := splitHostPort(rest)
-	if problem != "" {
-		return Target{}, problem
+	hp, err := SplitHostPort(rest)
+	if err != nil {
+		return Target{}, err.Error()
 	}
 	t.Port = t.Transport.DefaultPort()
-	if port != "" {
-		n, err := strconv.ParseUint(port, 10, 16)
-		switch {
-		case !isDigits(port):
-			return Target{}, fmt.Sprintf("bad port %q", port)
-		case err != nil || n == 0:
-			return Target{}, fmt.Sprintf("port %s out of range", port)
+	if hp.Port != "" {
+		if hp.Num == 0 {
+			return Target{}, fmt.Sprintf("port %s out of range", hp.Port)
 		}
-		t.Port = uint16(n)
+		t.Port = hp.Num
 	}
+	host := hp.Host
 
-	if strings.HasPrefix(rest, "[") {
+	if hp.Bracketed {
 		a, err := netip.ParseAddr(host)
 		switch {
 		case err != nil && strings.Contains(host, "%"):
@@ -142,37 +139,6 @@ func parse(s string, def Transport) (Target, string) {
 	}
 	t.Host = name
 	return t, ""
-}
-
-// splitHostPort splits "host", "host:port", "[v6]" or "[v6]:port"; port
-// is "" when absent.
-func splitHostPort(s string) (host, port, problem string) {
-	if strings.HasPrefix(s, "[") {
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return "", "", "missing ']'"
-		}
-		host, after := s[1:end], s[end+1:]
-		switch {
-		case after == "":
-			return host, "", ""
-		case after[0] != ':':
-			return "", "", fmt.Sprintf("unexpected %q after ']'", after)
-		case after == ":":
-			return "", "", "empty port"
-		}
-		return host, after[1:], ""
-	}
-	host, port, ok := strings.Cut(s, ":")
-	switch {
-	case strings.Contains(port, ":"):
-		return "", "", "IPv6 address must be in brackets"
-	case host == "":
-		return "", "", "missing host"
-	case ok && port == "":
-		return "", "", "empty port"
-	}
-	return host, port, ""
 }
 
 // hostName checks an RFC 3261 §25.1 hostname and returns it in lower case
@@ -200,15 +166,6 @@ func hostName(h string) (string, string) {
 		return "", fmt.Sprintf("bad host name %q: the last label must start with a letter (or write an IP address)", h)
 	}
 	return name, ""
-}
-
-func isDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // isHex reports whether s could be a group of an IPv6 address.

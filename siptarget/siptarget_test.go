@@ -1,6 +1,7 @@
 package siptarget
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -178,6 +179,91 @@ func FuzzParse(f *testing.F) {
 		}
 		if hp, err := Parse(got.HostPort(), got.Transport); err != nil || hp != got {
 			t.Fatalf("Parse(HostPort %q) = %+v, %v; want %+v", got.HostPort(), hp, err, got)
+		}
+	})
+}
+
+func TestSplitHostPort(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want HostPort
+	}{
+		{"wan0:5060", HostPort{"wan0", false, "5060", 5060}},
+		{"*", HostPort{"*", false, "", 0}},
+		{"127.0.0.1:0", HostPort{"127.0.0.1", false, "0", 0}},
+		{"[::]:05061", HostPort{"::", true, "05061", 5061}},
+		{"[fe80::1%eth0]", HostPort{"fe80::1%eth0", true, "", 0}},
+	} {
+		got, err := SplitHostPort(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("SplitHostPort(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		in   string
+		want Problem
+	}{
+		{"[::1", MissingBracket}, {"[::1]x", AfterBracket}, {"[::1]:", EmptyPort}, {"h:", EmptyPort},
+		{"::1", Unbracketed}, {"", MissingHost}, {":5060", MissingHost}, {"h:+1", BadPort},
+		{"h:65536", PortRange}, {"[::1]:99999999999999999999", PortRange},
+	} {
+		_, err := SplitHostPort(tc.in)
+		if got := ProblemOf(err); got != tc.want {
+			t.Errorf("SplitHostPort(%q) = %v (problem %d), want problem %d", tc.in, err, got, tc.want)
+		}
+	}
+	if ProblemOf(nil) != 0 || ProblemOf(errors.New("x")) != 0 {
+		t.Error("ProblemOf of a foreign error is not 0")
+	}
+}
+
+func TestParseExplicit(t *testing.T) {
+	for _, ok := range []string{"udp:198.18.0.9:9060", "tcp:[::1]:9061", "tcp:homer.example:9060"} {
+		if _, err := ParseExplicit(ok); err != nil {
+			t.Errorf("ParseExplicit(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"198.18.0.9:9060", "udp:198.18.0.9", "udp:[::1]", "sctp:h:1", "udp:h:0", "udp::1:9060", ""} {
+		if got, err := ParseExplicit(bad); err == nil {
+			t.Errorf("ParseExplicit(%q) = %v, want an error", bad, got)
+		}
+	}
+}
+
+func TestIsDigits(t *testing.T) {
+	for s, want := range map[string]bool{"0": true, "0123456789": true, "": false, "1a": false, "+1": false, "١": false, " 1": false} {
+		if IsDigits(s) != want {
+			t.Errorf("IsDigits(%q) = %v", s, !want)
+		}
+	}
+}
+
+// FuzzSplitHostPort checks that a split hostport joins back to what it
+// was split from, and that Parse agrees with it.
+func FuzzSplitHostPort(f *testing.F) {
+	for _, s := range []string{"wan0:5060", "*", "127.0.0.1:0", "[::]:05061", "[fe80::1%eth0]", "[::1]x", "h:+1", "::1", ":"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		hp, err := SplitHostPort(s)
+		if err != nil {
+			if ProblemOf(err) == 0 || hp != (HostPort{}) {
+				t.Fatalf("SplitHostPort(%q) = %+v, %v", s, hp, err)
+			}
+			if _, perr := Parse("udp:"+s, ""); perr == nil {
+				t.Fatalf("SplitHostPort(%q) failed (%v) but Parse accepted it", s, err)
+			}
+			return
+		}
+		joined := hp.Host
+		if hp.Bracketed {
+			joined = "[" + joined + "]"
+		}
+		if hp.Port != "" {
+			joined += ":" + hp.Port
+		}
+		if joined != s || hp.Host == "" && !hp.Bracketed || hp.Port == "" && hp.Num != 0 {
+			t.Fatalf("SplitHostPort(%q) = %+v", s, hp)
 		}
 	})
 }

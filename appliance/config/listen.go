@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 // DefaultSIPPort is the port of a udp or tcp listen spec that names none;
@@ -51,59 +53,33 @@ func ParseListen(s string) (Listen, error) {
 	if !ok {
 		return bad("want TRANSPORT:HOST[:PORT]")
 	}
-	switch transport {
-	case "udp", "tcp", "tls":
-	default:
+	// Lower case only, as the schema's pattern says (siptarget's targets
+	// take any case).
+	if tr, err := siptarget.ParseTransport(transport); err != nil || string(tr) != transport {
 		return bad("unknown transport %q (want udp, tcp or tls)", transport)
 	}
-	host, port := rest, ""
-	switch {
-	case strings.HasPrefix(rest, "["):
-		end := strings.IndexByte(rest, ']')
-		if end < 0 {
-			return bad("missing ']' after IPv6 address")
-		}
-		host = rest[1:end]
-		switch after := rest[end+1:]; {
-		case after == "":
-		case strings.HasPrefix(after, ":"):
-			port = after[1:]
-			if port == "" {
-				return bad("missing port after ':'")
-			}
-		default:
-			return bad("unexpected %q after ']'", after)
-		}
-		if !strings.Contains(host, ":") {
-			return bad("brackets are for IPv6 addresses only")
-		}
-	case strings.Count(rest, ":") == 1:
-		host, port, _ = strings.Cut(rest, ":")
-		if port == "" {
-			return bad("missing port after ':'")
-		}
-	case strings.Count(rest, ":") > 1:
+	hp, err := siptarget.SplitHostPort(rest)
+	switch siptarget.ProblemOf(err) {
+	case 0:
+	case siptarget.MissingBracket:
+		return bad("missing ']' after IPv6 address")
+	case siptarget.EmptyPort:
+		return bad("missing port after ':'")
+	case siptarget.Unbracketed:
 		return bad("IPv6 address must be in brackets, e.g. %s:[::1]:5060", transport)
-	}
-	p := DefaultSIPPort
-	if transport == "tls" {
-		p = DefaultSIPSPort
-	}
-	if port != "" {
-		n, err := strconv.Atoi(port)
-		if err != nil || port[0] == '+' || port[0] == '-' {
-			if isDigits(port) {
-				return bad("port out of range")
-			}
-			return bad("bad port %q", port)
-		}
-		if n < 0 || n > 65535 {
-			return bad("port out of range")
-		}
-		p = n
-	}
-	if host == "" {
+	case siptarget.MissingHost:
 		return bad("missing host (use 0.0.0.0 or [::] for all addresses)")
+	case siptarget.PortRange:
+		return bad("port out of range")
+	default: // AfterBracket, BadPort: siptarget's words
+		return bad("%s", err)
+	}
+	if hp.Bracketed && !strings.Contains(hp.Host, ":") {
+		return bad("brackets are for IPv6 addresses only")
+	}
+	host, p := hp.Host, int(siptarget.Transport(transport).DefaultPort())
+	if hp.Port != "" {
+		p = int(hp.Num) // 0 = ephemeral
 	}
 	if _, err := netip.ParseAddr(host); err != nil {
 		if host == "*" || isIfName(host) {
@@ -117,7 +93,7 @@ func ParseListen(s string) (Listen, error) {
 // isIfName reports whether s can be a Linux interface name (IFNAMSIZ-1
 // bytes, no '/', ':' or white space) that is not mistaken for an address.
 func isIfName(s string) bool {
-	if s == "" || len(s) > 15 || s == "." || s == ".." || isDigits(strings.ReplaceAll(s, ".", "")) {
+	if s == "" || len(s) > 15 || s == "." || s == ".." || siptarget.IsDigits(strings.ReplaceAll(s, ".", "")) {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -150,14 +126,5 @@ func (l Listen) addr() netip.Addr {
 	return a.Unmap()
 }
 
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+// isDigits is siptarget's, under the name validate.go calls.
+var isDigits = siptarget.IsDigits

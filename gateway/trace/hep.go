@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 // HEPv3 (the Homer encapsulation protocol, version 3): "HEP3", the total
@@ -96,20 +96,18 @@ type HEPConfig struct {
 	Queue    int    // messages waiting to be sent; 0 = DefaultQueue
 }
 
-// ParseHEPServer splits "udp:HOST:PORT" or "tcp:HOST:PORT".
+// ParseHEPServer reads "udp:HOST:PORT" or "tcp:HOST:PORT" (siptarget's
+// grammar with transport and port required: HEP has no default port) into
+// what net.Dial takes.
 func ParseHEPServer(s string) (network, addr string, err error) {
-	network, addr, ok := strings.Cut(s, ":")
-	if !ok || network != "udp" && network != "tcp" {
+	t, err := siptarget.ParseExplicit(s)
+	if err != nil {
+		return "", "", fmt.Errorf("HEP server: %w", err)
+	}
+	if t.Transport == siptarget.TLS {
 		return "", "", fmt.Errorf("HEP server %q: want udp:HOST:PORT or tcp:HOST:PORT", s)
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" {
-		return "", "", fmt.Errorf("HEP server %q: want udp:HOST:PORT or tcp:HOST:PORT", s)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return "", "", fmt.Errorf("HEP server %q: bad port %q", s, port)
-	}
-	return network, addr, nil
+	return string(t.Transport), t.HostPort(), nil
 }
 
 // Exporter sends every traced message to a HEP capture server (Homer),

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 // RFC 6230 framing (§9, formal syntax):
@@ -186,7 +188,7 @@ func parseStart(line string) (*Frame, error) {
 	}
 	f := &Frame{TransID: id}
 	word, comment, hasComment := strings.Cut(rest, " ")
-	if isDigits(word) {
+	if siptarget.IsDigits(word) {
 		code, _ := strconv.Atoi(word)
 		if len(word) != 3 || code < 200 || code > 699 {
 			return nil, fmt.Errorf("%w: status code %q", ErrFrame, word)
@@ -251,18 +253,6 @@ func validToken(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !isAlnum(c) && !strings.ContainsRune("-.!%*_+`'~", rune(c)) {
-			return false
-		}
-	}
-	return true
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
 	}
