@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Binding is one registered contact of an address-of-record (the extension).
@@ -36,6 +38,19 @@ type Binding struct {
 	// persister (refresh.go): a refresh that changes nothing else is
 	// written only when that has fallen too far behind.
 	saved time.Time
+}
+
+// SourceTarget is Source read by siptarget's grammar: the transport and
+// address requests to this binding go to. ok is false when Source does
+// not parse (a row restored from a store that predates the grammar).
+func (b Binding) SourceTarget() (siptarget.Target, bool) { return specTarget(b.Source) }
+
+// LocalTarget is Local read the same way: the listener it arrived on.
+func (b Binding) LocalTarget() (siptarget.Target, bool) { return specTarget(b.Local) }
+
+func specTarget(s string) (siptarget.Target, bool) {
+	t, err := siptarget.Parse(s, "")
+	return t, err == nil && t.IsIP()
 }
 
 // BindingKey identifies a binding.

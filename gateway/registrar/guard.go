@@ -4,36 +4,23 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// tokenBucket admits events at rate per second with the given burst.
-type tokenBucket struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-	now    func() time.Time
+// stormGuard admits unauthenticated REGISTERs at a rate per second with
+// a burst of one second's worth. The bucket is golang.org/x/time/rate's,
+// read on the registrar's clock so that tests step time.
+type stormGuard struct {
+	lim *rate.Limiter
+	now func() time.Time
 }
 
-func newTokenBucket(rate, burst float64, now func() time.Time) *tokenBucket {
-	return &tokenBucket{rate: rate, burst: burst, tokens: burst, last: now(), now: now}
+func newStormGuard(perSecond int, now func() time.Time) *stormGuard {
+	return &stormGuard{lim: rate.NewLimiter(rate.Limit(perSecond), perSecond), now: now}
 }
 
-func (b *tokenBucket) allow() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	if el := now.Sub(b.last).Seconds(); el > 0 {
-		b.tokens = math.Min(b.burst, b.tokens+el*b.rate)
-		b.last = now
-	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}
+func (g *stormGuard) allow() bool { return g.lim.AllowN(g.now(), 1) }
 
 // failLimiter counts failed authentications per key with a leaky budget of
 // limit failures per window. The registrar keeps two: one keyed by source

@@ -40,7 +40,7 @@ type state struct {
 	cfg   Config
 	users map[string]User
 	auth  *digest.Authenticator
-	storm *tokenBucket // nil = unlimited
+	storm *stormGuard // nil = unlimited
 }
 
 // Registrar is the local registrar. Create it with New, start its
@@ -138,8 +138,8 @@ func (r *Registrar) build(cfg Config) (*state, error) {
 		users[u.Extension] = u
 	}
 	st := &state{cfg: cfg, users: users, auth: auth}
-	if rate := cfg.stormRate(); rate > 0 {
-		st.storm = newTokenBucket(float64(rate), float64(rate), r.now)
+	if perSecond := cfg.stormRate(); perSecond > 0 {
+		st.storm = newStormGuard(perSecond, r.now)
 	}
 	return st, nil
 }

@@ -633,3 +633,22 @@ func TestMSRRegister(t *testing.T) {
 		t.Fatalf("phone REGISTER: %d", res.StatusCode)
 	}
 }
+
+func TestBindingTargets(t *testing.T) {
+	r, _ := newTestRegistrar(t, Config{}, nil)
+	if res := register(t, r, msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10:5060>"}, src: "198.18.0.99:40000"}, "pw1001"); res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	bs := r.Lookup("1001")
+	if len(bs) != 1 {
+		t.Fatalf("%d bindings", len(bs))
+	}
+	src, ok1 := bs[0].SourceTarget()
+	local, ok2 := bs[0].LocalTarget()
+	if !ok1 || !ok2 || src.String() != "udp:198.18.0.99:40000" || local.String() != "udp:127.0.0.1:5060" {
+		t.Errorf("SourceTarget %v %v, LocalTarget %v %v", src, ok1, local, ok2)
+	}
+	if _, ok := (Binding{Source: "udp:pbx.example:5060"}).SourceTarget(); ok {
+		t.Error("a source naming a host parsed as an address")
+	}
+}
