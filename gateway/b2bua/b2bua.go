@@ -631,7 +631,8 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 	d, ok := route(number)
 
 	c := newCall(b, set)
-	c.a, c.aTx, c.aReq, c.d, c.arrived, c.laddr, c.contact, c.key = a, tx, a.InviteRequest, d, arrived, laddr, contact, a.ID
+	c.setup.a, c.setup.aTx, c.setup.aReq, c.d, c.key = a, tx, a.InviteRequest, d, a.ID
+	c.local = callLocal{arrived: arrived, laddr: laddr, contact: contact}
 	c.trusted, c.initial, c.branch = trusted, true, branchOf(req)
 	if hasOption(req, "100rel", "Require") {
 		c.rel = newUASReliable() // RFC 3262 §3: the caller requires reliable provisionals
@@ -668,7 +669,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 		bSide := addrOf(laddr, contact)
 		if set.cfg.LocalFor != nil || d.Route == dialplan.RouteLocal {
 			if ts, err := b.targets(c.ring, set, d); err == nil && len(ts) > 0 {
-				c.early = ts // run rings these: no second lookup
+				c.setup.early = ts // run rings these: no second lookup
 				if ts[0].laddr != nil {
 					bSide = addrOf(ts[0].laddr, contact)
 				}
@@ -691,7 +692,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 			return
 		}
 	}
-	c.offer = body
+	c.setup.offer = body
 	mk := mergeKey(req)
 	b.mu.Lock()
 	b.calls[c.key] = c

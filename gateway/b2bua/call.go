@@ -16,7 +16,7 @@ import (
 
 // call is one call: the A leg's INVITE until it has its final response,
 // then, once answered, a bridge of two parties until it ends. A bridge
-// made by a transfer is a call without an A-leg INVITE (a == nil).
+// made by a transfer is a call without an A-leg INVITE (setup.a == nil).
 type call struct {
 	b     *B2BUA
 	set   *settings // the configuration this call started with
@@ -25,24 +25,10 @@ type call struct {
 	// trusted: the caller is a local user (see party.trusted)
 	trusted bool
 
-	// The A leg's INVITE; nil for bridges made by a transfer. aReq is the
-	// dialog's copy (a.InviteRequest, with our To tag), not the request as
-	// parsed: a call up holds one copy of its INVITE, not two. These and
-	// the other fields of the setup (offer, early) are written before the
-	// call runs, read by its setup, and dropped by setupDone once the call
-	// is up (under mu then): an answered call keeps its parties' dialog
-	// state, not the messages that made it.
 	initial bool   // an initial call (A's INVITE), not a transfer's bridge
 	branch  string // Via branch of A's INVITE (Looped)
-	a       *sipgo.DialogServerSession
-	aTx     sip.ServerTransaction
-	aReq    *sip.Request
 	d       dialplan.Decision
-	offer   []byte    // the offer sent to B legs (A's SDP through the Anchor)
-	early   []target  // c.d's targets, looked up at admission for the Anchor
-	arrived *sip.Addr // the listener A's INVITE arrived on (for requests to A)
-	laddr   *sip.Addr // the listener B legs leave from
-	contact sip.Uri
+	local   callLocal
 	// rel sends the caller's provisionals reliably (its INVITE had
 	// Require: 100rel); nil = unreliably, as RFC 3261 does.
 	rel   *uasReliable
@@ -62,12 +48,36 @@ type call struct {
 	xfer      *party      // the transferor while a transfer of this call runs
 	cdr       CDR
 	keepTimer *time.Timer // the keep-alive (startKeepalive)
-	// setupUsers counts who still needs the setup state of an answered
-	// call: answer (until A's ACK) and onAck (until B is ACKed).
-	setupUsers int
+	setup     callSetup
 
 	life context.Context    // ends with the call
 	kill context.CancelFunc // ends life
+}
+
+// callSetup is the A leg's INVITE and what rang it; zero for bridges made
+// by a transfer. It is written before the call runs, read by its setup,
+// and dropped by setupDone once the call is up (under mu then): an
+// answered call keeps its parties' dialog state, not the messages that
+// made it.
+type callSetup struct {
+	// aReq is the dialog's copy (a.InviteRequest, with our To tag), not
+	// the request as parsed: a call up holds one copy of its INVITE.
+	a     *sipgo.DialogServerSession
+	aTx   sip.ServerTransaction
+	aReq  *sip.Request
+	offer []byte   // the offer sent to B legs (A's SDP through the Anchor)
+	early []target // c.d's targets, looked up at admission for the Anchor
+	// users counts who still needs the setup of an answered call: answer
+	// (until A's ACK) and onAck (until B is ACKed).
+	users int
+}
+
+// callLocal is where the call meets the box: set before the call runs,
+// then only read (a transfer's bridge copies its call's).
+type callLocal struct {
+	arrived *sip.Addr // the listener A's INVITE arrived on (for requests to A)
+	laddr   *sip.Addr // the listener B legs leave from
+	contact sip.Uri   // our Contact
 }
 
 func newCall(b *B2BUA, set *settings) *call {
@@ -103,10 +113,10 @@ func (c *call) respondA(code int, reason string) {
 		reason = reasonPhrase(code)
 	}
 	c.stopReliable()
-	res := sip.NewResponseFromRequest(c.a.InviteRequest, code, reason, nil)
+	res := sip.NewResponseFromRequest(c.setup.a.InviteRequest, code, reason, nil)
 	addHeaders(res, c.set.warnings())
-	c.a.InviteResponse = res
-	_ = c.aTx.Respond(res)
+	c.setup.a.InviteResponse = res
+	_ = c.setup.aTx.Respond(res)
 }
 
 // run drives an initial call: it rings the dial-plan decision, forwards
@@ -115,14 +125,14 @@ func (c *call) respondA(code int, reason string) {
 func (c *call) run() {
 	defer c.abort(nil)
 	defer c.stopReliable()
-	stopWatch := context.AfterFunc(c.a.Context(), func() { c.abort(errCallerGone) })
+	stopWatch := context.AfterFunc(c.setup.a.Context(), func() { c.abort(errCallerGone) })
 	defer stopWatch()
 
 	vm, hasVM := dialplan.Decision{}, false
 	if c.d.Route == dialplan.RouteLocal {
 		vm, hasVM = c.b.router.Voicemail(c.d.Target)
 	}
-	spec, err := c.specOf(c.d, c.early)
+	spec, err := c.specOf(c.d, c.setup.early)
 	if err != nil {
 		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
 		if c.d.Route == dialplan.RouteHQ {
@@ -272,16 +282,16 @@ func (c *call) specOf(d dialplan.Decision, ts []target) (dialSpec, error) {
 			return dialSpec{}, err
 		}
 	}
-	s := dialSpec{d: d, targets: ts, body: c.offer, timeout: c.set.cfg.RingTimeout,
-		laddr: c.laddr, contact: c.contact, onProv: c.relayProvisional, onAnswer: c.answer}
-	if h := c.aReq.ContentType(); h != nil {
+	s := dialSpec{d: d, targets: ts, body: c.setup.offer, timeout: c.set.cfg.RingTimeout,
+		laddr: c.local.laddr, contact: c.local.contact, onProv: c.relayProvisional, onAnswer: c.answer}
+	if h := c.setup.aReq.ContentType(); h != nil {
 		s.ctype = h.Value()
 	}
-	if f := c.aReq.From(); f != nil {
+	if f := c.setup.aReq.From(); f != nil {
 		s.from = *f
 	}
 	s.maxFwd = 70
-	if h := c.aReq.MaxForwards(); h != nil {
+	if h := c.setup.aReq.MaxForwards(); h != nil {
 		s.maxFwd = h.Val() - 1
 	}
 	s.headers = []sip.Header{sip.NewHeader(loopHeader, c.token)}
@@ -290,11 +300,11 @@ func (c *call) specOf(d dialplan.Decision, ts []target) (dialSpec, error) {
 	// callee's reliable provisionals itself (not with a late offer: the
 	// PRACK would have to carry an answer only the caller has).
 	sup := "timer"
-	if len(c.offer) > 0 {
+	if len(c.setup.offer) > 0 {
 		sup = "100rel, timer"
 	}
 	s.headers = append(s.headers, sip.NewHeader("Supported", sup))
-	if se, mse := c.set.sessionOffer(c.aReq); se > 0 {
+	if se, mse := c.set.sessionOffer(c.setup.aReq); se > 0 {
 		s.headers = append(s.headers, sip.NewHeader("Session-Expires", strconv.Itoa(se)), sip.NewHeader("Min-SE", strconv.Itoa(mse)))
 	}
 	return s, nil
@@ -311,10 +321,10 @@ func (c *call) forward(vm dialplan.Decision, reason string) bool {
 	}
 	ext := c.d.Target
 	// RFC 5806 §3: the diverting user, why, and how many times.
-	div := "<sip:" + ext + "@" + c.contact.Host + ">;reason=" + reason + ";counter=1"
+	div := "<sip:" + ext + "@" + c.local.contact.Host + ">;reason=" + reason + ";counter=1"
 	spec.headers = append(spec.headers, sip.NewHeader("Diversion", div))
 	// RFC 3261 §21.1.3: 181 Call Is Being Forwarded.
-	_ = c.a.Respond(181, "Call Is Being Forwarded", nil)
+	_ = c.setup.a.Respond(181, "Call Is Being Forwarded", nil)
 	c.mu.Lock()
 	c.cdr.ForwardedFrom = ext
 	c.cdr.Target, c.cdr.Route, c.cdr.Rule = vm.Target, vm.Route, vm.Rule
@@ -372,7 +382,7 @@ func (c *call) relayProvisional(r *sip.Response) {
 	if an := c.media(); len(body) > 0 && an != nil {
 		var out []byte
 		var err error
-		if len(c.offer) > 0 {
+		if len(c.setup.offer) > 0 {
 			out, err = an.Answer(LegB, body)
 		} else {
 			out, err = an.Offer(LegB, body)
@@ -384,7 +394,7 @@ func (c *call) relayProvisional(r *sip.Response) {
 			body = out
 		}
 	}
-	if c.rel != nil && len(c.offer) == 0 {
+	if c.rel != nil && len(c.setup.offer) == 0 {
 		// A reliable 18x with SDP would be our offer, answered in the
 		// caller's PRACK, which the callee never gets: the caller's
 		// answer comes in its ACK to our 2xx instead.
@@ -403,7 +413,7 @@ func (c *call) relayProvisional(r *sip.Response) {
 		c.setState(StateRinging)
 		return
 	}
-	if err := c.a.Respond(r.StatusCode, r.Reason, body, hdrs...); err != nil {
+	if err := c.setup.a.Respond(r.StatusCode, r.Reason, body, hdrs...); err != nil {
 		c.b.log.Debug("b2bua: relay provisional", "call", c.info.ID, "err", err)
 		return
 	}
@@ -415,7 +425,7 @@ func (c *call) relayProvisional(r *sip.Response) {
 func (c *call) answer(l *leg) bool {
 	res := l.sess.InviteResponse
 	body := res.Body()
-	late := len(c.offer) == 0 // A sent no offer: B's 2xx carries it, A's ACK the answer
+	late := len(c.setup.offer) == 0 // A sent no offer: B's 2xx carries it, A's ACK the answer
 	if len(body) == 0 && !late {
 		// The answer came in a reliable 18x (RFC 3262) and the 2xx does
 		// not repeat it: the caller, which got that 18x unreliably or not
@@ -431,28 +441,28 @@ func (c *call) answer(l *leg) bool {
 		}
 		if err != nil {
 			c.b.log.Info("b2bua: media cannot be bridged", "call", c.info.ID, "err", err)
-			discardLeg(c.b, l, c.laddr)
+			discardLeg(c.b, l, c.local.laddr)
 			c.respondA(488, "Not Acceptable Here")
 			return false
 		}
 	}
-	pa := newCallerParty(c.b, c, c.aReq, c.a, c.arrived, c.contact)
-	pb := newCalleeParty(c.b, c, l, l.localAddr(c.laddr), l.contact(c.contact))
+	pa := newCallerParty(c.b, c, c.setup.aReq, c.setup.a, c.local.arrived, c.local.contact)
+	pb := newCalleeParty(c.b, c, l, l.localAddr(c.local.laddr), l.contact(c.local.contact))
 	pa.trusted = c.trusted
-	pa.noteIn(c.aReq.Body(), contentTypeOf(c.aReq))
+	pa.noteIn(c.setup.aReq.Body(), contentTypeOf(c.setup.aReq))
 	if len(res.Body()) > 0 {
 		pb.noteIn(res.Body(), contentTypeOf(res))
 	} else {
 		pb.noteIn(l.rel.earlyAnswer(), "application/sdp")
 	}
-	pa.timer.st = c.set.callerSession(c.aReq, pb.timer.st.interval) // neither is shared yet
-	pb.outSDP(c.offer)
+	pa.timer.st = c.set.callerSession(c.setup.aReq, pb.timer.st.interval) // neither is shared yet
+	pb.outSDP(c.setup.offer)
 	body = pa.outSDP(body)
 	pa.attach(c, LegA)
 	pb.attach(c, LegB)
 	c.mu.Lock()
 	c.parties = [2]*party{pa, pb}
-	c.setupUsers = 2
+	c.setup.users = 2
 	c.cdr.Answer = time.Now()
 	c.cdr.Status = res.StatusCode
 	c.cdr.Peer = l.t.name()
@@ -471,9 +481,9 @@ func (c *call) answer(l *leg) bool {
 		hdrs = append(hdrs, &ct)
 	}
 	hdrs = append(hdrs, sip.NewHeader("Supported", "100rel, timer"))
-	hdrs = append(hdrs, pa.answerSessionHeaders(c.aReq)...)
+	hdrs = append(hdrs, pa.answerSessionHeaders(c.setup.aReq)...)
 	c.awaitPrack()
-	if err := c.a.Respond(res.StatusCode, res.Reason, body, hdrs...); err != nil {
+	if err := c.setup.a.Respond(res.StatusCode, res.Reason, body, hdrs...); err != nil {
 		c.b.log.Info("b2bua: caller did not confirm the answer", "call", c.info.ID, "err", err)
 		pa.confirm()
 		c.ackCallee(pb, nil)
@@ -495,7 +505,7 @@ func (c *call) answer(l *leg) bool {
 	return true
 }
 
-// setupDone is called by each of the answered call's setupUsers when it
+// setupDone is called by each of the answered call's setup.users when it
 // is done with the setup; the last one drops the setup state: A's INVITE,
 // our 2xx and A's transaction (the DialogServerSession), B's INVITE, its
 // 2xx and the client transaction (the DialogClientSession), the offer and
@@ -503,10 +513,10 @@ func (c *call) answer(l *leg) bool {
 // criterion and the collector pay for as long as the call is up.
 func (c *call) setupDone() {
 	c.mu.Lock()
-	c.setupUsers--
-	drop := c.setupUsers == 0
+	c.setup.users--
+	drop := c.setup.users == 0
 	if drop {
-		c.a, c.aTx, c.aReq, c.offer, c.early = nil, nil, nil, nil, nil
+		c.setup = callSetup{}
 	}
 	parties := c.parties
 	c.mu.Unlock()
@@ -536,7 +546,7 @@ func (c *call) ackCallee(pb *party, body []byte) {
 		return
 	}
 	var ct string
-	if len(body) > 0 && c.aReq != nil {
+	if len(body) > 0 && c.setup.aReq != nil {
 		if an := c.media(); an != nil {
 			out, err := an.Answer(LegA, body)
 			if err != nil {
@@ -546,7 +556,7 @@ func (c *call) ackCallee(pb *party, body []byte) {
 			}
 		}
 		body = pb.outSDP(body)
-		ct = contentTypeOf(c.aReq)
+		ct = contentTypeOf(c.setup.aReq)
 	} else {
 		body = nil
 	}

@@ -199,7 +199,7 @@ func (c *call) sendReliable(code int, reason string, body []byte, hdrs []sip.Hea
 		return false
 	}
 	hdrs = append(hdrs, sip.NewHeader("Require", "100rel"), sip.NewHeader("RSeq", strconv.FormatUint(uint64(rseq), 10)))
-	a := c.a
+	a := c.setup.a
 	if err := a.Respond(code, reason, body, hdrs...); err != nil {
 		c.b.log.Debug("b2bua: reliable provisional", "call", c.info.ID, "err", err)
 		return false
@@ -273,7 +273,7 @@ func (b *B2BUA) OnPrack(req *sip.Request, tx sip.ServerTransaction) {
 	var inv *sip.Request
 	if c != nil {
 		c.mu.Lock()
-		inv = c.aReq // nil once the call is up (setupDone)
+		inv = c.setup.aReq // nil once the call is up (setupDone)
 		c.mu.Unlock()
 	}
 	h := headerNamed(req, "RAck")

@@ -33,7 +33,7 @@ func TestAnsweredCallDropsSetup(t *testing.T) {
 	dropped := func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.a != nil || c.aTx != nil || c.aReq != nil || c.offer != nil || c.early != nil {
+		if c.setup.a != nil || c.setup.aTx != nil || c.setup.aReq != nil || c.setup.offer != nil || c.setup.early != nil {
 			return false
 		}
 		for _, p := range c.parties { // c is their home: c.mu guards them

@@ -163,7 +163,7 @@ func (p *party) leave() {
 // bridgeCall makes the call object of a bridge created by a transfer.
 func (c *call) bridgeCall(y *party, dialled string) *call {
 	nc := newCall(c.b, c.b.set.Load())
-	nc.laddr, nc.arrived, nc.contact = c.laddr, c.arrived, c.contact
+	nc.local = c.local
 	now := time.Now()
 	id := sip.GenerateTagN(32)
 	nc.key = "xfer:" + id
@@ -210,7 +210,7 @@ func (c *call) blind(x, y *party, to sip.Uri, extra []sip.Header) int {
 	}
 	ySDP, yct := y.lastSDP()
 	offer := withSendrecv(ySDP) // the transferee was probably held by the transferor
-	an, err := nc.newAnchor(y.localIP, addrOf(nc.laddr, nc.contact))
+	an, err := nc.newAnchor(y.localIP, addrOf(nc.local.laddr, nc.local.contact))
 	if err == nil && an != nil && len(offer) > 0 {
 		offer, err = an.Offer(LegA, offer)
 	}
@@ -226,11 +226,11 @@ func (c *call) blind(x, y *party, to sip.Uri, extra []sip.Header) int {
 	b.addCall(nc)
 	headers := []sip.Header{
 		sip.NewHeader(loopHeader, nc.token),
-		sip.NewHeader("Referred-By", "<sip:"+x.user+"@"+nc.contact.Host+">"),
+		sip.NewHeader("Referred-By", "<sip:"+x.user+"@"+nc.local.contact.Host+">"),
 	}
 	spec := dialSpec{d: d, targets: ts, body: offer, ctype: yct, maxFwd: 70,
 		from:    sip.FromHeader{DisplayName: y.remote.DisplayName, Address: sip.Uri{User: y.user}},
-		headers: append(headers, extra...), timeout: set.cfg.RingTimeout, laddr: nc.laddr, contact: nc.contact,
+		headers: append(headers, extra...), timeout: set.cfg.RingTimeout, laddr: nc.local.laddr, contact: nc.local.contact,
 		onAnswer: func(l *leg) bool { return nc.takeOver(c, y, l, offer) }}
 	res := b.dial(c.life, set, spec)
 	nc.notePeer(res)
@@ -267,7 +267,7 @@ func (nc *call) takeOver(old *call, y *party, l *leg, offer []byte) bool {
 		b.log.Warn("b2bua: ack to transfer target", "call", nc.info.ID, "err", err)
 	}
 	cancel()
-	pc := newCalleeParty(b, nc, l, nc.laddr, nc.contact)
+	pc := newCalleeParty(b, nc, l, nc.local.laddr, nc.local.contact)
 	pc.confirm()
 	ans, act := res.Body(), contentTypeOf(res)
 	pc.noteIn(ans, act)
