@@ -272,12 +272,17 @@
 // the old call's lock (party.attachLocked); party.lock finds the current
 // home. A dialog outside any bridge (a remote MSR's media connection, a
 // fork's 2xx) has a home of its own that is never listed (loneHome).
+// Decision: a lock per call rather than a goroutine per call, since an
+// answered call runs no goroutine (see Ownership) and its handlers and
+// timers already run on sipgo's and the runtime's goroutines; the lock
+// is held for field updates only.
 //
 // The locks, in the order they may be taken:
 //
 //  1. msrAnchor.mu (a remote MSR Anchor): held while it re-INVITEs its
-//     MSR dialogs, so it may take those dialogs' home locks (lone
-//     homes, never a listed call's).
+//     MSR dialogs and while it calls its fallback Anchor, so it may take
+//     those dialogs' home locks (lone homes, never a listed call's) and
+//     the relay's own locks.
 //  2. call.mu: one per call. No two are ever held at once (a transfer
 //     takes the old call's, lets go, then the new one's). Never held
 //     across a network write, a wait, an Anchor method, Config.OnEnd or
