@@ -61,9 +61,7 @@ func WithRefusalRate(rate, burst float64) Option {
 // SetRefusalRate changes the per-source rate (per second) and burst of
 // stateless refusals from now on; a rate of 0 or less lifts the limit.
 func (f *Path) SetRefusalRate(rate, burst float64) {
-	f.refusal.mu.Lock()
-	defer f.refusal.mu.Unlock()
-	f.refusal.rate, f.refusal.burst = rate, burst
+	f.refusal.set(rate, burst)
 }
 
 // New returns a Path that answers REGISTER and OPTIONS with answer, admits

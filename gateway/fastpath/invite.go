@@ -3,7 +3,6 @@ package fastpath
 import (
 	"encoding/hex"
 	"hash/fnv"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+	"golang.org/x/time/rate"
 )
 
 // Stateless refusals of new INVITEs (RFC 3261 §8.2.7, §16.7 step 10's
@@ -177,21 +177,17 @@ func addrOf(a net.Addr) netip.Addr {
 // another burst, one answer per request: never an amplification).
 const maxSources = 8192
 
-// sourceLimiter is a token bucket per source IP.
+// sourceLimiter is a token bucket per source IP (golang.org/x/time/rate,
+// read on the Path's clock so that tests step time).
 type sourceLimiter struct {
 	mu          sync.Mutex
 	rate, burst float64
 	now         func() time.Time
-	m           map[netip.Addr]*bucket
+	m           map[netip.Addr]*rate.Limiter
 }
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newSourceLimiter(rate, burst float64, now func() time.Time) *sourceLimiter {
-	return &sourceLimiter{rate: rate, burst: burst, now: now, m: map[netip.Addr]*bucket{}}
+func newSourceLimiter(perSecond, burst float64, now func() time.Time) *sourceLimiter {
+	return &sourceLimiter{rate: perSecond, burst: burst, now: now, m: map[netip.Addr]*rate.Limiter{}}
 }
 
 func (l *sourceLimiter) allow(ip netip.Addr) bool {
@@ -206,23 +202,28 @@ func (l *sourceLimiter) allow(ip netip.Addr) bool {
 		if len(l.m) >= maxSources {
 			l.pruneLocked(now)
 		}
-		b = &bucket{tokens: l.burst, last: now}
+		b = rate.NewLimiter(rate.Limit(l.rate), int(l.burst))
 		l.m[ip] = b
 	}
-	if el := now.Sub(b.last).Seconds(); el > 0 {
-		b.tokens = math.Min(l.burst, b.tokens+el*l.rate)
-		b.last = now
+	return b.AllowN(now, 1)
+}
+
+// set changes rate and burst, of the sources known too: a source keeps
+// the tokens it has (up to the new burst).
+func (l *sourceLimiter) set(perSecond, burst float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate, l.burst = perSecond, burst
+	now := l.now()
+	for _, b := range l.m {
+		b.SetLimitAt(now, rate.Limit(perSecond))
+		b.SetBurstAt(now, int(burst))
 	}
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 func (l *sourceLimiter) pruneLocked(now time.Time) {
 	for ip, b := range l.m {
-		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+		if b.TokensAt(now) >= l.burst {
 			delete(l.m, ip)
 		}
 	}

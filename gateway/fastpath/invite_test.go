@@ -144,3 +144,18 @@ func TestSourceLimiterStaysBounded(t *testing.T) {
 }
 
 func netipFrom4(b [4]byte) netip.Addr { return netip.AddrFrom4(b) }
+
+// BenchmarkRefusalLimiter is the per-INVITE cost of the refusal limit:
+// a few sources, each within its rate, so every call takes a token.
+func BenchmarkRefusalLimiter(b *testing.B) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	l := newSourceLimiter(1e9, 1e9, func() time.Time { return now })
+	ips := []netip.Addr{netipFrom4([4]byte{10, 0, 0, 1}), netipFrom4([4]byte{10, 0, 0, 2}), netipFrom4([4]byte{10, 0, 0, 3})}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(time.Microsecond)
+		if !l.allow(ips[i%len(ips)]) {
+			b.Fatal("refused within the rate")
+		}
+	}
+}
