@@ -222,6 +222,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}()
 	startSub()
 
+	deb := Debounce{Delay: w.cfg.debounce()}
 	var (
 		resub <-chan time.Time // re-subscribe back-off
 		retry <-chan time.Time // failed-snapshot back-off
@@ -243,19 +244,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-hint:
-			// Cool-down: hints arriving meanwhile are covered by the
-			// snapshot below, so drop them.
-			t := time.NewTimer(w.cfg.debounce())
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
-			select {
-			case <-hint:
-			default:
-			}
+			// Hints during the cool-down are covered by the one
+			// snapshot at its end.
+			deb.Hint()
+		case <-deb.C():
+			deb.Fired()
 			refresh()
 		case err := <-subErr:
 			subActive = false

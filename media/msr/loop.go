@@ -31,7 +31,7 @@ type loop struct {
 	resErrs  map[string]error
 	resolveC chan resolution // the resolution in flight, if any
 	resolveT *time.Timer     // next periodic resolution
-	debounce <-chan time.Time
+	debounce netcfg.Debounce // interface events, Config.Debounce
 	rebind   <-chan time.Time
 
 	bindings map[bindingKey]*binding
@@ -74,11 +74,10 @@ func (l *loop) run(ctx context.Context) {
 				continue
 			}
 			l.st = applyEvents(l.st, evs)
-			if l.debounce == nil {
-				l.debounce = time.After(l.cfg.Debounce)
-			}
-		case <-l.debounce:
-			l.debounce = nil
+			l.debounce.Delay = l.cfg.Debounce
+			l.debounce.Hint()
+		case <-l.debounce.C():
+			l.debounce.Fired()
 			_ = l.reconcile(ctx, false)
 		case <-l.rebind:
 			l.rebind = nil
