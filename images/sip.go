@@ -2,7 +2,6 @@ package images
 
 import (
 	"context"
-	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -10,12 +9,14 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/outpost/outpost/sipauth"
 )
 
 // The boot test's SIP client: just enough wire text to ask "is outpostd
 // answering" (OPTIONS) and to leave a registration behind (REGISTER with
-// an MD5 digest answer, RFC 3261 §22, RFC 7616 qop=auth). It cannot use
-// the gateway's code (images imports only images/).
+// a digest answer, RFC 3261 §22). It cannot use the gateway's code
+// (images imports only images/ and the shared leaves such as sipauth).
 
 func randHex(n int) string {
 	b := make([]byte, n)
@@ -81,15 +82,12 @@ func waitSIP(ctx context.Context, addr string) error {
 }
 
 var (
-	challengeRE = regexp.MustCompile(`(?mi)^WWW-Authenticate:\s*Digest\s+(.*)$`)
-	paramRE     = regexp.MustCompile(`(\w+)=("([^"]*)"|[^,\s]+)`)
+	challengeRE = regexp.MustCompile(`(?mi)^WWW-Authenticate:\s*(Digest\s.*)$`)
 	statusRE    = regexp.MustCompile(`^SIP/2\.0 (\d{3})`)
 )
 
-func md5hex(s string) string { h := md5.Sum([]byte(s)); return hex.EncodeToString(h[:]) }
-
 // sipRegister registers user@domain at addr with its password, answering
-// the MD5 challenge, and returns the final status line.
+// the digest challenge with sipauth (the one digest client).
 func sipRegister(addr, user, password, domain string) error {
 	c, err := net.Dial("udp", addr)
 	if err != nil {
@@ -117,34 +115,19 @@ func sipRegister(addr, user, password, domain string) error {
 	if !strings.HasPrefix(resp, "SIP/2.0 401") {
 		return fmt.Errorf("REGISTER without credentials: want 401, got %q", firstLine(resp))
 	}
-	var params map[string]string
+	var chals []string
 	for _, m := range challengeRE.FindAllStringSubmatch(resp, -1) {
-		p := map[string]string{}
-		for _, kv := range paramRE.FindAllStringSubmatch(m[1], -1) {
-			v := kv[2]
-			if kv[3] != "" || strings.HasPrefix(v, `"`) {
-				v = kv[3]
-			}
-			p[strings.ToLower(kv[1])] = v
-		}
-		if a := strings.ToUpper(p["algorithm"]); a == "" || a == "MD5" {
-			params = p
-			break
-		}
+		chals = append(chals, strings.TrimSpace(m[1]))
 	}
-	if params == nil {
-		return fmt.Errorf("REGISTER: no MD5 digest challenge in %q", resp)
+	dc := sipauth.Client{Username: user, Password: password}
+	if _, err := dc.Challenge(401, chals); err != nil {
+		return fmt.Errorf("REGISTER: %w in %q", err, resp)
 	}
-	uri := "sip:" + domain
-	cnonce, nc := randHex(8), "00000001"
-	ha1 := md5hex(user + ":" + params["realm"] + ":" + password)
-	ha2 := md5hex("REGISTER:" + uri)
-	response := md5hex(ha1 + ":" + params["nonce"] + ":" + nc + ":" + cnonce + ":auth:" + ha2)
-	auth := fmt.Sprintf("Authorization: Digest username=\"%s\", realm=\"%s\", nonce=\"%s\", uri=\"%s\", response=\"%s\", algorithm=MD5, cnonce=\"%s\", qop=auth, nc=%s",
-		user, params["realm"], params["nonce"], uri, response, cnonce, nc)
-	if o := params["opaque"]; o != "" {
-		auth += fmt.Sprintf(", opaque=\"%s\"", o)
+	name, value, err := dc.Authorization("REGISTER", "sip:"+domain)
+	if err != nil {
+		return fmt.Errorf("REGISTER: %w", err)
 	}
+	auth := name + ": " + value
 	resp, err = sipExchange(c, req(2, auth+"\r\n"), callID, 3*time.Second)
 	if err != nil {
 		return fmt.Errorf("REGISTER with credentials: %w", err)

@@ -1,41 +1,30 @@
 package upstream
 
 import (
-	"errors"
-	"fmt"
-	"strings"
-
 	"github.com/emiago/sipgo/sip"
-	"github.com/icholy/digest"
+
+	"github.com/outpost/outpost/sipauth"
 )
 
-// authCache answers HQ's digest challenges for one user (RFC 3261 §22,
-// RFC 7616). It keeps the last challenge with qop=auth and authorises the
-// next REGISTER to the same target pre-emptively with the nonce count
-// incremented, so that a refresh normally costs one transaction instead
-// of a 401 round trip. Challenges without qop are answered but not
-// reused: without a nonce count a reused response is a replay.
+// authCache answers HQ's digest challenges for one user with sipauth's
+// client, remembering whose challenge it holds: a kept qop=auth challenge
+// authorises the next REGISTER to the same target with the same
+// credentials pre-emptively, so that a refresh normally costs one
+// transaction instead of a 401 round trip.
 //
 // An authCache belongs to one entry and is used only by the worker that
 // holds the entry, so it has no lock.
 type authCache struct {
-	target   string // the target whose challenge this is
-	username string // the credentials it was answered with
-	password string
-	header   string // "Authorization" or "Proxy-Authorization"
-	chal     *digest.Challenge
-	nc       int
+	target string // the target whose challenge this is
+	c      sipauth.Client
 }
 
-var errNoChallenge = errors.New("no usable digest challenge")
-
 // authorize adds credentials to req if a reusable challenge from target
-// is cached for these credentials.
+// is kept for these credentials.
 func (a *authCache) authorize(req *sip.Request, target, username, password string) error {
-	if a.chal == nil || a.target != target || a.username != username || a.password != password {
+	if !a.c.Kept() || a.target != target || a.c.Username != username || a.c.Password != password {
 		return nil
 	}
-	a.nc++
 	return a.apply(req)
 }
 
@@ -43,55 +32,28 @@ func (a *authCache) authorize(req *sip.Request, target, username, password strin
 // req and reports whether HQ said the previous nonce was merely stale
 // (RFC 7616 §3.3: retry with the new nonce, the password is right).
 func (a *authCache) challenge(req *sip.Request, res *sip.Response, target, username, password string) (stale bool, err error) {
-	hdr, answer := "WWW-Authenticate", "Authorization"
-	if res.StatusCode == sip.StatusProxyAuthRequired {
-		hdr, answer = "Proxy-Authenticate", "Proxy-Authorization"
-	}
-	// Several challenges (one per algorithm, RFC 8760 §2.4) come in the
-	// server's order of preference: take the first one we can answer.
-	var chal *digest.Challenge
+	*a = authCache{target: target, c: sipauth.Client{Username: username, Password: password}}
+	hdr, _ := sipauth.Headers(res.StatusCode)
+	var values []string
 	for _, h := range res.GetHeaders(hdr) {
-		c, err := digest.ParseChallenge(h.Value())
-		if err != nil {
-			continue
-		}
-		c.Algorithm = strings.ToUpper(c.Algorithm)
-		if digest.CanDigest(c) && (len(c.QOP) == 0 || c.SupportsQOP("auth")) {
-			chal = c
-			break
-		}
+		values = append(values, h.Value())
 	}
-	if chal == nil {
-		a.chal = nil
-		return false, fmt.Errorf("%d: %w", res.StatusCode, errNoChallenge)
-	}
-	*a = authCache{target: target, username: username, password: password, header: answer, chal: chal, nc: 1}
-	if err := a.apply(req); err != nil {
-		a.chal = nil
+	if stale, err = a.c.Challenge(res.StatusCode, values); err != nil {
 		return false, err
 	}
-	if !chal.SupportsQOP("auth") {
-		a.chal = nil // answer this once; never reuse a response without nc
-	}
-	return chal.Stale, nil
+	return stale, a.apply(req)
 }
 
-// forget drops the cached challenge (HQ rejected it).
-func (a *authCache) forget() { a.chal = nil }
+// forget drops the kept challenge (HQ rejected it).
+func (a *authCache) forget() { a.c.Forget() }
 
 func (a *authCache) apply(req *sip.Request) error {
-	cred, err := digest.Digest(a.chal, digest.Options{
-		Method:   req.Method.String(),
-		URI:      req.Recipient.String(),
-		Username: a.username,
-		Password: a.password,
-		Count:    a.nc,
-	})
+	name, value, err := a.c.Authorization(req.Method.String(), req.Recipient.String())
 	if err != nil {
-		return fmt.Errorf("digest: %w", err)
+		return err
 	}
 	req.RemoveHeader("Authorization")
 	req.RemoveHeader("Proxy-Authorization")
-	req.AppendHeader(sip.NewHeader(a.header, cred.String()))
+	req.AppendHeader(sip.NewHeader(name, value))
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/sipauth"
 )
 
 // Sockets opens the agent's sockets; *net.ListenConfig satisfies it. The
@@ -187,8 +189,7 @@ func (t *transport) send(ctx context.Context, m regMsg) (regResult, error) {
 		return regResult{cseq: m.cseq}, fmt.Errorf("media/msr: REGISTER to %v: %w", m.target, err)
 	}
 	if res.StatusCode == sip.StatusUnauthorized || res.StatusCode == sip.StatusProxyAuthRequired {
-		// DoDigestAuth bumps the CSeq and replaces the Via (new branch).
-		res, err = t.client.DoDigestAuth(ctx, req, res, m.auth)
+		res, err = t.answerChallenge(ctx, req, res, m.auth)
 		if err == nil && res == nil {
 			err = errNoResponse
 		}
@@ -201,6 +202,30 @@ func (t *transport) send(ctx context.Context, m regMsg) (regResult, error) {
 		r.granted = grantedExpiry(res, m)
 	}
 	return r, nil
+}
+
+// answerChallenge sends req again with sipauth's answer to the 401/407
+// res, as a new transaction: the next CSeq and a new Via (new branch).
+func (t *transport) answerChallenge(ctx context.Context, req *sip.Request, res *sip.Response, auth sipgo.DigestAuth) (*sip.Response, error) {
+	c := sipauth.Client{Username: auth.Username, Password: auth.Password}
+	hdr, _ := sipauth.Headers(res.StatusCode)
+	var chals []string
+	for _, h := range res.GetHeaders(hdr) {
+		chals = append(chals, h.Value())
+	}
+	if _, err := c.Challenge(res.StatusCode, chals); err != nil {
+		return nil, err
+	}
+	name, value, err := c.Authorization(req.Method.String(), req.Recipient.String())
+	if err != nil {
+		return nil, err
+	}
+	req.RemoveHeader("Authorization")
+	req.RemoveHeader("Proxy-Authorization")
+	req.AppendHeader(sip.NewHeader(name, value))
+	req.CSeq().SeqNo++
+	req.RemoveHeader("Via")
+	return t.client.Do(ctx, req)
 }
 
 // errClosed: the socket was replaced or closed.
