@@ -7,18 +7,24 @@ import (
 	"time"
 )
 
-// Document is the whole configuration of one box, as HQ pushes it. Field
-// names follow config.example.json (DESIGN.md §3). The zero value of every
-// field means "the default"; the Effective* methods apply the defaults.
+// Document is the whole configuration of one box, as HQ pushes it. The zero
+// value of every field means "the default"; the Effective* methods apply
+// the defaults (docs/config-reference.md lists every field).
 type Document struct {
 	// Schema is the document schema version; only 1 exists.
-	Schema         int            `json:"schema"`
-	Site           Site           `json:"site"`
-	SIP            SIP            `json:"sip"`
-	Users          []User         `json:"users,omitempty"`
-	HQ             HQ             `json:"hq,omitzero"`
-	PSTN           PSTN           `json:"pstn,omitzero"`
-	Dialplan       []Rule         `json:"dialplan,omitempty"`
+	Schema int  `json:"schema"`
+	Site   Site `json:"site"`
+	SIP    SIP  `json:"sip"`
+	// Users are the local SIP accounts.
+	Users []User `json:"users,omitempty"`
+	HQ    HQ     `json:"hq,omitzero"`
+	PSTN  PSTN   `json:"pstn,omitzero"`
+	// Dialplan is the outbound dial plan: rules tried in order on the
+	// dialled number, the first that matches routes the call.
+	Dialplan []Rule `json:"dialplan,omitempty"`
+	// Inbound are the rules that turn a DID called from the PSTN into an
+	// extension: tried in order, the first whose result is a known
+	// extension wins, and a rule whose result is not one falls through.
 	Inbound        []InboundRule  `json:"inbound,omitempty"`
 	WAN            WAN            `json:"wan,omitzero"`
 	Media          Media          `json:"media,omitzero"`
@@ -27,75 +33,84 @@ type Document struct {
 	Management     Management     `json:"management,omitzero"`
 	Status         Status         `json:"status,omitzero"`
 	Capture        Capture        `json:"capture,omitzero"`
-	// Pool, when set, makes this box one member of a registrar pool
-	// (DESIGN §3 pool): absent = one box.
+	// Pool, when set, makes this box one member of a registrar pool;
+	// absent = one box.
 	Pool *Pool `json:"pool,omitempty"`
 }
 
 // Site names this branch.
 type Site struct {
-	Name   string `json:"name"`             // human name, required
-	Domain string `json:"domain,omitempty"` // SIP domain; the default realm
-	Zone   string `json:"zone,omitempty"`   // media zone (media resource selection)
-	Site   string `json:"site,omitempty"`   // media site: row/column of media_resources.matrix
+	Name   string `json:"name"`             // human name of the branch; the warn-agent of the survivable Warning
+	Domain string `json:"domain,omitempty"` // SIP domain of the branch; the default digest realm
+	Zone   string `json:"zone,omitempty"`   // media zone, for the choice of media resources
+	Site   string `json:"site,omitempty"`   // media site: this box's row and column of media_resources.matrix
 }
 
 // SIP is the local SIP service: listeners, digest realm, registration limits.
 type SIP struct {
-	// Listen holds "TRANSPORT:HOST[:PORT]" specs, see ParseListen.
+	// Listen holds the listeners as "TRANSPORT:HOST[:PORT]": transport
+	// udp, tcp or tls; HOST an IP literal (IPv6 in brackets), an interface
+	// name, or "*" for every interface but loopback (the box follows the
+	// interface's addresses as they come and go); PORT 0 (ephemeral) to
+	// 65535, 5060 when omitted (5061 for tls).
 	Listen []string `json:"listen"`
-	// Realm is the digest realm; empty = Site.Domain (see EffectiveRealm).
+	// Realm is the digest realm of the local users; empty = site.domain.
 	Realm string `json:"realm,omitempty"`
-	// MinExpiresS and MaxExpiresS bound REGISTER expiry in seconds
-	// (0 = 60 and 3600); read them with MinExpires and MaxExpires.
+	// MinExpiresS is the shortest registration expiry the registrar
+	// accepts (423 Interval Too Brief below it), in seconds.
 	MinExpiresS int `json:"min_expires,omitempty"`
+	// MaxExpiresS is the longest registration expiry the registrar
+	// grants, in seconds; a longer request is shortened to it.
 	MaxExpiresS int `json:"max_expires,omitempty"`
-	// Digest lists the challenge algorithms in order ("MD5", "SHA-256");
-	// empty = both, MD5 first (see DigestAlgorithms).
+	// Digest lists the digest challenge algorithms, in the order of the
+	// WWW-Authenticate headers ("MD5", "SHA-256").
 	Digest    []string  `json:"digest,omitempty"`
 	Registrar Registrar `json:"registrar,omitzero"`
 	// DrainS is how long a stopping box (SIGTERM, firmware update,
 	// outpostctl drain) lets calls in progress finish while it refuses new
-	// ones; 0 = 60 s. See EffectiveDrain.
+	// ones, in seconds.
 	DrainS int `json:"drain_s,omitempty"`
 	// SurvivableWarning is the text of the Warning (RFC 3261 §20.43, code
 	// 399, warn-agent = site.name) the box adds to its answers to REGISTER
-	// and INVITE while in survivable mode; "" = "Survivable mode: limited
-	// service". SurvivableWarningOff drops the header altogether.
-	SurvivableWarning    string `json:"survivable_warning,omitempty"`
-	SurvivableWarningOff bool   `json:"survivable_warning_off,omitempty"`
+	// and INVITE while in survivable mode.
+	SurvivableWarning string `json:"survivable_warning,omitempty"`
+	// SurvivableWarningOff drops the survivable Warning header altogether.
+	SurvivableWarningOff bool `json:"survivable_warning_off,omitempty"`
 	// TLS is the certificate the tls: listeners present to phones.
 	TLS SIPTLS `json:"tls,omitzero"`
 }
 
-// SIPTLS is the certificate (chain, leaf first) and private key of the
-// tls: listeners, in PEM. Both empty = the box's own self-signed
-// certificate, made at first boot and kept in the data directory
-// (outpostctl status shows its fingerprint for the phones to pin).
+// SIPTLS is the certificate and private key of the tls: listeners. Both
+// empty = the box's own self-signed certificate, made at first boot and
+// kept in the data directory (outpostctl status shows its fingerprint for
+// the phones to pin).
 type SIPTLS struct {
+	// CertPEM is the certificate chain of the tls: listeners in PEM, leaf
+	// first.
 	CertPEM string `json:"cert_pem,omitempty"`
-	KeyPEM  string `json:"key_pem,omitempty"` // secret
+	// KeyPEM is the private key of CertPEM in PEM.
+	KeyPEM string `json:"key_pem,omitempty"`
 }
 
-// Registrar tunes the local registrar's protections. Zero = default.
+// Registrar tunes the local registrar's protections.
 type Registrar struct {
 	// AuthFailLimit is the number of failed authentications per source and
-	// user per minute before that pair's failures are slowed down. 0 = 10.
+	// user per minute before that pair's failures are slowed down.
 	AuthFailLimit int `json:"auth_fail_limit,omitempty"`
 	// StormRate is the number of new registrations admitted per second
-	// before the registrar answers 503. 0 = 2000, -1 = no limit.
+	// before the registrar answers 503; -1 = no limit.
 	StormRate int `json:"storm_rate,omitempty"`
 	// ChallengeRate bounds the stateless refusals (407/403/400 to INVITEs
 	// without valid credentials) sent to one source IP per second, burst
-	// twice that. 0 = 200, -1 = no limit.
+	// twice that; -1 = no limit.
 	ChallengeRate int `json:"challenge_rate,omitempty"`
-	// RetryAfterS is the Retry-After (seconds) of the storm guard's 503. 0 = 5.
+	// RetryAfterS is the Retry-After of the storm guard's 503, in seconds.
 	RetryAfterS int `json:"retry_after_s,omitempty"`
 	// PersistIntervalMS is how often changed bindings are written to the
-	// store, in milliseconds. 0 = 1000.
+	// store, in milliseconds.
 	PersistIntervalMS int `json:"persist_interval_ms,omitempty"`
 	// AllowRFC2069 accepts digest responses without qop (RFC 2069: no
-	// nonce count, replayable while the nonce lives). false = qop=auth is
+	// nonce count, replayable while the nonce lives); false = qop=auth is
 	// required.
 	AllowRFC2069 bool `json:"allow_rfc2069,omitempty"`
 }
@@ -103,16 +118,28 @@ type Registrar struct {
 // User is one local account. On the wire HQ sends Password; the box stores
 // only the digest HA1 values (see Document.Seal).
 type User struct {
+	// Extension is the user's number and digest user name.
 	Extension string `json:"extension"`
-	Password  string `json:"password,omitempty"`
-	Name      string `json:"name,omitempty"`
-	DID       string `json:"did,omitempty"`
-	Voicemail bool   `json:"voicemail,omitempty"`
+	// Password is the SIP digest password in clear text. The box stores
+	// only its HA1 values; sent back empty or redacted it keeps them,
+	// unless the realm changed.
+	Password string `json:"password,omitempty"`
+	// Name is the display name.
+	Name string `json:"name,omitempty"`
+	// DID is the user's E.164 number: calls from the PSTN to it reach the
+	// user (through the inbound rules).
+	DID string `json:"did,omitempty"`
+	// Voicemail sends the user's unanswered calls to hq.voicemail_pilot
+	// after a ring time.
+	Voicemail bool `json:"voicemail,omitempty"`
 	// Admin lets the user open the local status page (HTTP Basic with the
 	// extension and the SIP password).
 	Admin bool `json:"admin,omitempty"`
-	// HA1MD5 and HA1SHA256 are lowercase hex of H(extension:realm:password).
-	HA1MD5    string `json:"ha1_md5,omitempty"`
+	// HA1MD5 is lowercase hex of MD5(extension:realm:password), for a
+	// user given without a password (pre-hashed by HQ, or sealed).
+	HA1MD5 string `json:"ha1_md5,omitempty"`
+	// HA1SHA256 is lowercase hex of SHA-256(extension:realm:password), as
+	// ha1_md5.
 	HA1SHA256 string `json:"ha1_sha256,omitempty"`
 }
 
@@ -120,35 +147,57 @@ type User struct {
 // and how its health is probed. An empty HQ (no domain, no targets) makes the
 // box standalone.
 type HQ struct {
-	Domain    string   `json:"domain,omitempty"`    // resolved per RFC 3263
-	Targets   []string `json:"targets,omitempty"`   // static SIP targets (siptarget: [transport:]host[:port]; the prefix overrides Transport)
-	Transport string   `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
+	// Domain is HQ's SIP domain, resolved per RFC 3263 (NAPTR, SRV, A/AAAA).
+	Domain string `json:"domain,omitempty"`
+	// Targets are static SIP targets ([transport:]host[:port], the prefix
+	// overriding hq.transport).
+	Targets []string `json:"targets,omitempty"`
+	// Transport is the transport towards HQ: udp, tcp or tls.
+	Transport string `json:"transport,omitempty"`
 	// SRVService is the SRV service label of Domain's lookup, e.g.
-	// "_sipinternaltls._tcp" for a Lync/Skype pool; "" = by transport:
+	// "_sipinternaltls._tcp" for a Lync/Skype pool; empty = by transport:
 	// _sip._udp, _sip._tcp, or for tls _sips._tcp then _sip._tls.
 	SRVService string `json:"srv_service,omitempty"`
 	// CAPEM is the CA bundle that signs HQ's TLS certificates (transport
-	// tls); "" = the system roots. The certificate must name hq.domain, or
-	// the static target's host when there is no domain.
+	// tls). The certificate must name hq.domain, or the static target's
+	// host when there is no domain.
 	CAPEM string `json:"ca_pem,omitempty"`
-	// ClientCertPEM and ClientKeyPEM are the box's certificate (chain,
-	// leaf first) and key for mutual TLS with HQ: both or neither.
-	ClientCertPEM     string   `json:"client_cert_pem,omitempty"`
-	ClientKeyPEM      string   `json:"client_key_pem,omitempty"` // secret
-	DNSServers        []string `json:"dns_servers,omitempty"`    // IP:port; empty = system resolver
-	OptionsIntervalMS int      `json:"options_interval_ms,omitempty"`
-	DownAfter         int      `json:"down_after,omitempty"` // failed probes before "down"; 0 = 3
-	UpAfter           int      `json:"up_after,omitempty"`   // good probes before "up"; 0 = 3
-	HoldS             int      `json:"hold_s,omitempty"`     // seconds healthy before failback; 0 = 10
-	RegisterUpstream  bool     `json:"register_upstream,omitempty"`
-	AuthUsername      string   `json:"auth_username,omitempty"` // the box's trunk credentials at HQ
-	AuthPassword      string   `json:"auth_password,omitempty"` // secret
-	VoicemailPilot    string   `json:"voicemail_pilot,omitempty"`
-	PSTNPrefix        string   `json:"pstn_prefix,omitempty"` // extension → E.164 prefix in survivable mode
+	// ClientCertPEM is the box's certificate (chain, leaf first) for
+	// mutual TLS with HQ.
+	ClientCertPEM string `json:"client_cert_pem,omitempty"`
+	// ClientKeyPEM is the private key of hq.client_cert_pem.
+	ClientKeyPEM string `json:"client_key_pem,omitempty"`
+	// DNSServers are the resolvers (IP:port) for hq.domain and
+	// hq.backup.domain.
+	DNSServers []string `json:"dns_servers,omitempty"`
+	// OptionsIntervalMS is the period of the OPTIONS probe of every HQ
+	// target, in milliseconds.
+	OptionsIntervalMS int `json:"options_interval_ms,omitempty"`
+	// DownAfter is the number of failed probes in a row before HQ is down
+	// (the box goes survivable).
+	DownAfter int `json:"down_after,omitempty"`
+	// UpAfter is the number of good probes in a row before HQ is up again.
+	UpAfter int `json:"up_after,omitempty"`
+	// HoldS is how long HQ must stay up before the box fails back to
+	// normal mode, in seconds.
+	HoldS int `json:"hold_s,omitempty"`
+	// RegisterUpstream registers the box at HQ as a trunk, with
+	// auth_username and auth_password.
+	RegisterUpstream bool `json:"register_upstream,omitempty"`
+	// AuthUsername is the box's trunk user name at HQ.
+	AuthUsername string `json:"auth_username,omitempty"`
+	// AuthPassword is the box's trunk password at HQ.
+	AuthPassword string `json:"auth_password,omitempty"`
+	// VoicemailPilot is the number at HQ that takes the users' voicemail.
+	VoicemailPilot string `json:"voicemail_pilot,omitempty"`
+	// PSTNPrefix turns a number the dial plan routes to HQ into an E.164
+	// number in survivable mode (prefix + the rule's translated number),
+	// for rules without a survivable alternative.
+	PSTNPrefix string `json:"pstn_prefix,omitempty"`
 	// CallFallback: a call whose every HQ target fails by the retry rule
 	// (408, 503, 504, timeout, transport error) goes out at once by its
 	// survivable route (the rule's alternative or pstn_prefix), in normal
-	// mode, without waiting for the probes. Absent = true.
+	// mode, without waiting for the probes.
 	CallFallback *bool `json:"call_fallback,omitempty"`
 	// Backup is a second HQ pool, used only when every target of the
 	// primary pool has failed (calls, then its own probes): the box goes
@@ -164,11 +213,15 @@ type HQ struct {
 // HQBackup is the backup HQ pool: a domain (RFC 3263) and/or static
 // targets, resolved with hq.dns_servers and probed like the primary.
 type HQBackup struct {
-	Domain    string   `json:"domain,omitempty"`
-	Targets   []string `json:"targets,omitempty"`   // [transport:]host[:port]; the prefix overrides Transport
-	Transport string   `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
-	// SRVService as hq.srv_service, for Domain. TLS (CA, client
-	// certificate) is hq's.
+	// Domain is the backup pool's SIP domain, resolved per RFC 3263.
+	Domain string `json:"domain,omitempty"`
+	// Targets are the backup pool's static targets ([transport:]host[:port],
+	// the prefix overriding hq.backup.transport).
+	Targets []string `json:"targets,omitempty"`
+	// Transport is the transport towards the backup pool: udp, tcp or tls.
+	Transport string `json:"transport,omitempty"`
+	// SRVService is as hq.srv_service, for hq.backup.domain. TLS (CA,
+	// client certificate) is hq's.
 	SRVService string `json:"srv_service,omitempty"`
 }
 
@@ -177,14 +230,16 @@ func (b HQBackup) EffectiveTransport() string { return orDefaultString(b.Transpo
 
 // PSTN is the local PSTN breakout.
 type PSTN struct {
+	// Gateways are the local PSTN gateways (FXO ports, SBCs), tried in
+	// order for a call routed to pstn.
 	Gateways []Gateway `json:"gateways,omitempty"`
 	// Emergency numbers always go to the PSTN, in every mode.
 	Emergency []string `json:"emergency,omitempty"`
 	// OptionsIntervalMS is the period of the OPTIONS probe of every
 	// gateway, in milliseconds; 0 = no probes. Either way a gateway whose
 	// call attempt fails by the retry rule (408, 503, 504, no response) is
-	// blocked for 30 s; probes also take a silent gateway out (3 failed
-	// probes) and back (3 good ones) before a call has to find out.
+	// blocked for a while; probes also take a silent gateway out and back
+	// before a call has to find out.
 	OptionsIntervalMS int `json:"options_interval_ms,omitempty"`
 }
 
@@ -195,26 +250,41 @@ func (p PSTN) OptionsInterval() time.Duration {
 
 // Gateway is one PSTN gateway.
 type Gateway struct {
-	Name      string `json:"name"`
-	Target    string `json:"target"`              // [transport:]host[:port] (siptarget); the prefix overrides Transport
-	Transport string `json:"transport,omitempty"` // udp|tcp|tls; "" = udp
+	// Name names the gateway in logs and status.
+	Name string `json:"name"`
+	// Target is where the gateway is reached: [transport:]host[:port]
+	// (siptarget), the prefix overriding transport.
+	Target string `json:"target"`
+	// Transport is the transport towards the gateway: udp, tcp or tls.
+	Transport string `json:"transport,omitempty"`
 }
 
 // Rule is one outbound dial plan rule; rules are tried in order.
 type Rule struct {
-	Name    string `json:"name,omitempty"`
-	Match   string `json:"match"`             // Go regexp on the dialled number
-	Route   string `json:"route"`             // local|hq|pstn
-	Strip   int    `json:"strip,omitempty"`   // leading characters removed
-	Prepend string `json:"prepend,omitempty"` // prefix added after Strip
-	// Survivable, when set, replaces Route/Strip/Prepend in survivable mode.
+	// Name names the rule in logs and traces.
+	Name string `json:"name,omitempty"`
+	// Match is a Go regular expression on the dialled number.
+	Match string `json:"match"`
+	// Route is where a matching call goes: local (a user of this box), hq
+	// or pstn.
+	Route string `json:"route"`
+	// Strip is the number of leading characters removed from the number.
+	Strip int `json:"strip,omitempty"`
+	// Prepend is the prefix added after strip.
+	Prepend string `json:"prepend,omitempty"`
+	// Survivable, when set, replaces route, strip and prepend in
+	// survivable mode.
 	Survivable *Survivable `json:"survivable,omitempty"`
 }
 
 // Survivable is a rule's alternative in survivable mode.
 type Survivable struct {
-	Route   string `json:"route"`
-	Strip   int    `json:"strip,omitempty"`
+	// Route is where a matching call goes in survivable mode: local, hq or
+	// pstn.
+	Route string `json:"route"`
+	// Strip is the number of leading characters removed in survivable mode.
+	Strip int `json:"strip,omitempty"`
+	// Prepend is the prefix added after strip in survivable mode.
 	Prepend string `json:"prepend,omitempty"`
 }
 
@@ -224,28 +294,43 @@ type Survivable struct {
 // tried in order; a rule whose result is not a known extension falls through
 // to the next rule.
 type InboundRule struct {
+	// Match is a Go regular expression on the called number.
 	Match string `json:"match"`
-	To    string `json:"to"`
+	// To is the extension, or a template of it: "$1", "${name}" are
+	// groups of match, "$$" is a "$".
+	To string `json:"to"`
 }
 
 // WAN names the uplink whose link/route state drives survivable mode.
 type WAN struct {
+	// Interface is the uplink's interface name; empty = the link state
+	// plays no part.
 	Interface string `json:"interface,omitempty"`
 }
 
 // Media is the RTP relay.
 type Media struct {
-	Relay      bool     `json:"relay,omitempty"`
-	PortMin    int      `json:"port_min,omitempty"` // 0 = 20000
-	PortMax    int      `json:"port_max,omitempty"` // 0 = 29999
+	// Relay anchors every call's media in the box's relay (NAT, VLAN
+	// separation, statistics); false = only calls whose two legs face
+	// different local addresses, or that need SRTP.
+	Relay bool `json:"relay,omitempty"`
+	// PortMin is the first RTP port of the relay (even: RTCP on the odd
+	// port above).
+	PortMin int `json:"port_min,omitempty"`
+	// PortMax is the last RTP/RTCP port of the relay.
+	PortMax int `json:"port_max,omitempty"`
+	// Interfaces names the interfaces of the media relay. Validated
+	// (Linux interface names, no duplicates) but not yet used: the relay
+	// serves every interface.
 	Interfaces []string `json:"interfaces,omitempty"`
-	Codecs     []string `json:"codecs,omitempty"` // 0 = PCMU, PCMA, telephone-event
+	// Codecs are the codecs offered and accepted, in preference order.
+	Codecs []string `json:"codecs,omitempty"`
 	// InactivityS ends a call whose relayed, not-held media has been silent
-	// this long (a phone that lost power sends no BYE); 0 = 30.
+	// this long (a phone that lost power sends no BYE), in seconds.
 	InactivityS int `json:"inactivity_s,omitempty"`
 	// SRTP is the SDES-SRTP (RFC 4568) policy of every relayed leg: "off"
-	// (default: plain RTP only), "offer" (offer RTP/SAVP with the box's
-	// keys, accept RTP) or "require" (no SRTP, no call: 488).
+	// (plain RTP only), "offer" (offer RTP/SAVP with the box's keys,
+	// accept RTP) or "require" (no SRTP, no call: 488).
 	SRTP string `json:"srtp,omitempty"`
 	// SRTPRoutes overrides SRTP for the leg a call is routed to, by the
 	// dial plan's route: "local", "hq", "pstn".
@@ -285,25 +370,43 @@ func (m Media) SRTPFor(route string) string {
 	return m.EffectiveSRTP()
 }
 
-// MSR is the per-interface media-server registration towards HQ (DESIGN.md §1).
+// MSR is the per-interface media-server registration towards HQ.
 type MSR struct {
-	Enabled           bool     `json:"enabled,omitempty"`
-	Name              string   `json:"name,omitempty"`
-	Servers           []string `json:"servers,omitempty"`           // [udp:]host[:port] (siptarget; port default 5060)
-	ServiceInterface  string   `json:"service_interface,omitempty"` // "" = wan.interface
-	Interfaces        []string `json:"interfaces,omitempty"`        // names or globs; empty = "*"
-	Username          string   `json:"username,omitempty"`          // "" = "msr"
-	Password          string   `json:"password,omitempty"`          // secret; "" = "mediaserver"
-	RegisterIntervalS int      `json:"register_interval_s,omitempty"`
-	RetryIntervalS    int      `json:"retry_interval_s,omitempty"`
-	ControlPort       int      `json:"control_port,omitempty"`  // 0 = 5700
-	HeaderPrefix      string   `json:"header_prefix,omitempty"` // "" = "P-Eltex-MSR-"
+	// Enabled registers the box's media resources at msr.servers and
+	// accepts other media servers' MSR registrations.
+	Enabled bool `json:"enabled,omitempty"`
+	// Name is the box's MSR name at the softswitch.
+	Name string `json:"name,omitempty"`
+	// Servers are the softswitches the box registers at: [udp:]host[:port]
+	// (siptarget; port 5060 when omitted).
+	Servers []string `json:"servers,omitempty"`
+	// ServiceInterface is the interface the MSR signalling and control
+	// channel use.
+	ServiceInterface string `json:"service_interface,omitempty"`
+	// Interfaces are the interfaces (names or globs) registered as media
+	// resources, one MSR UA each.
+	Interfaces []string `json:"interfaces,omitempty"`
+	// Username is the MSR digest user name, at the servers and for other
+	// media servers registering here.
+	Username string `json:"username,omitempty"`
+	// Password is the MSR digest password.
+	Password string `json:"password,omitempty"`
+	// RegisterIntervalS is the re-registration period of a confirmed UA,
+	// in seconds.
+	RegisterIntervalS int `json:"register_interval_s,omitempty"`
+	// RetryIntervalS is the retry period of a UA the server did not
+	// confirm, in seconds.
+	RetryIntervalS int `json:"retry_interval_s,omitempty"`
+	// ControlPort is the TCP port of the control channel.
+	ControlPort int `json:"control_port,omitempty"`
+	// HeaderPrefix is the prefix of the MSR headers (…Name, …Iface-Name).
+	HeaderPrefix string `json:"header_prefix,omitempty"`
 	// ContactID is the {msr-contact-id} of every UA URI and the Acc-Id
-	// header; "" = "1".
+	// header.
 	ContactID string `json:"contact_id,omitempty"`
-	// CapacityPPS is the relay's RTP packet rate announced as 100 % load;
-	// 0 = 50000 (bench/RESULTS.md: the relay's loss-free rate on half a
-	// core). The announced load is max(CPU %, packets/s ÷ CapacityPPS).
+	// CapacityPPS is the relay's RTP packet rate announced as 100 % load
+	// (bench/RESULTS.md: the relay's loss-free rate on half a core). The
+	// announced load is max(CPU %, packets/s ÷ capacity_pps).
 	CapacityPPS int `json:"capacity_pps,omitempty"`
 	// ControlAllow are CIDRs allowed to open the control channel besides
 	// the addresses the servers resolve to (always allowed); empty = those
@@ -311,30 +414,35 @@ type MSR struct {
 	ControlAllow []string `json:"control_allow,omitempty"`
 }
 
-// MediaResources drives the choice between media resources (DESIGN.md §1).
+// MediaResources drives the choice between media resources.
 type MediaResources struct {
 	// Matrix is site → site → distance; a missing entry forbids the pair,
 	// 0 means "equal".
 	Matrix map[string]map[string]int `json:"matrix,omitempty"`
-	// Performance is MSR name → coefficient (missing = 1).
+	// Performance is MSR name → coefficient; a missing name has the
+	// default.
 	Performance map[string]float64 `json:"performance,omitempty"`
 }
 
 // Management is the remote management API (mutual TLS).
 type Management struct {
-	Listen      string `json:"listen,omitempty"` // host:port; "" = no remote API
-	CertPEM     string `json:"cert_pem,omitempty"`
-	KeyPEM      string `json:"key_pem,omitempty"` // secret
+	// Listen is the API's address, IP:port; empty = no remote API.
+	Listen string `json:"listen,omitempty"`
+	// CertPEM is the API's server certificate chain in PEM, leaf first.
+	CertPEM string `json:"cert_pem,omitempty"`
+	// KeyPEM is the private key of management.cert_pem.
+	KeyPEM string `json:"key_pem,omitempty"`
+	// ClientCAPEM is the CA bundle that signs the clients' certificates:
+	// with it the API requires one (mutual TLS).
 	ClientCAPEM string `json:"client_ca_pem,omitempty"`
-	// AllowedClients restricts which certificates signed by ClientCAPEM
+	// AllowedClients restricts which certificates signed by client_ca_pem
 	// may use the API: a client is allowed when its certificate's subject
 	// CN, or one of its subject alternative names (DNS name, email address
-	// or URI), equals an entry. Empty = every certificate the CA signed.
+	// or URI), equals an entry.
 	AllowedClients []string `json:"allowed_clients,omitempty"`
 	// RevokedSerials are serial numbers of client certificates that may no
 	// longer use the API although the CA signed them: hexadecimal, colons
 	// between bytes allowed, any case ("0A:1B:..." = "0a1b...").
-	// EffectiveRevokedSerials gives them normalised.
 	RevokedSerials []string `json:"revoked_serials,omitempty"`
 }
 
@@ -342,12 +450,12 @@ type Management struct {
 // a Homer capture server (HEPv3). Empty = no export (outpostctl trace
 // works without it).
 type Capture struct {
-	// HEPServer is "udp:HOST:PORT" or "tcp:HOST:PORT".
+	// HEPServer is the capture server: "udp:HOST:PORT" or "tcp:HOST:PORT".
 	HEPServer string `json:"hep_server,omitempty"`
-	// NodeID is the capture agent id Homer shows for this box (0..2^32-1:
-	// HEP carries 32 bits).
+	// NodeID is the capture agent id Homer shows for this box (HEP carries
+	// 32 bits).
 	NodeID int64 `json:"node_id,omitempty"`
-	// Password is the HEP auth key; "" = none. Secret.
+	// Password is the HEP auth key; empty = none.
 	Password string `json:"password,omitempty"`
 }
 
@@ -357,25 +465,32 @@ type Capture struct {
 // members' names (gateway/rendezvous), the first healthy one serves it,
 // and members learn each other's health by OPTIONS.
 type Pool struct {
-	Self    string       `json:"self"`    // this box's name among Members
-	Members []PoolMember `json:"members"` // every member, this box included
-	// OptionsIntervalMS, DownAfter, UpAfter and HoldS tune the members'
-	// OPTIONS health like hq's (0 = 1000 ms, 3, 3, 10 s). HoldS is how
-	// long a recovered member must stay healthy before its users are
-	// sent back to it (failback).
+	// Self is this box's name among pool.members.
+	Self string `json:"self"`
+	// Members lists every member, this box included.
+	Members []PoolMember `json:"members"`
+	// OptionsIntervalMS is the period of the OPTIONS probe of the other
+	// members, in milliseconds.
 	OptionsIntervalMS int `json:"options_interval_ms,omitempty"`
-	DownAfter         int `json:"down_after,omitempty"`
-	UpAfter           int `json:"up_after,omitempty"`
-	HoldS             int `json:"hold_s,omitempty"`
+	// DownAfter is the number of failed probes before a member is down.
+	DownAfter int `json:"down_after,omitempty"`
+	// UpAfter is the number of good probes before a member is up again.
+	UpAfter int `json:"up_after,omitempty"`
+	// HoldS is how long a recovered member must stay healthy before its
+	// users are sent back to it (failback), in seconds.
+	HoldS int `json:"hold_s,omitempty"`
 	// Secret keys the HMAC that INVITEs between members carry (trust by
-	// address and secret, never by address alone). Secret; required.
+	// address and secret, never by address alone).
 	Secret string `json:"secret,omitempty"`
 }
 
 // PoolMember is one box of the pool.
 type PoolMember struct {
-	Name   string `json:"name"`
-	Target string `json:"target"` // [transport:]host[:port] (siptarget), udp or tcp: where its phones and members reach it
+	// Name is the member's name; the rendezvous hash orders members by it.
+	Name string `json:"name"`
+	// Target is where its phones and the other members reach it:
+	// [transport:]host[:port] (siptarget), udp or tcp, with an IP address.
+	Target string `json:"target"`
 }
 
 // EffectiveOptionsInterval is pool.options_interval_ms (default 1 s).
@@ -395,9 +510,11 @@ func (p Pool) EffectiveHold() time.Duration {
 }
 
 // Status is the local read-only status page (HTTP Basic for the users
-// with Admin set).
+// with admin set).
 type Status struct {
-	Listen string `json:"listen,omitempty"` // host:port; "" = no status page
+	// Listen is the status page's address, IP:port (port 0 = any free
+	// port); empty = no status page.
+	Listen string `json:"listen,omitempty"`
 }
 
 // Defaults of the Effective* methods.
