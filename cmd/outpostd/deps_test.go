@@ -76,6 +76,11 @@ func allowed(from, to string) bool {
 	if under(to, from) {
 		return true
 	}
+	// gateway/siptest is the SIP test harness: only _test.go files may
+	// import it (TestDependencyRules reads the non-test imports).
+	if under(to, "gateway/siptest") {
+		return false
+	}
 	for leaf, users := range sharedLeaves {
 		if under(to, leaf) {
 			if users == nil {
@@ -194,6 +199,9 @@ func TestAllowedSharedLeaves(t *testing.T) {
 		{"images", "sipauth", true},
 		{"media/relay", "sipauth", false},
 		{"sipauth", "siptarget", false},
+		{"gateway/upstream", "gateway/siptest", false},
+		{"gateway", "gateway/siptest", false},
+		{"gateway/siptest", "sipauth", true},
 	} {
 		if got := allowed(tc.from, tc.to); got != tc.want {
 			t.Errorf("allowed(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)

@@ -12,6 +12,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/digest"
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 // Test identities.
@@ -180,16 +181,11 @@ func (n fakeNet) Do(ctx context.Context, req *sip.Request) (*sip.Response, error
 	via := &sip.ViaHeader{ProtocolName: "SIP", ProtocolVersion: "2.0", Transport: req.Transport(), Host: "198.18.0.2", Port: 5060}
 	via.Params.Add("branch", sip.GenerateBranch())
 	wire.PrependHeader(via)
-	parsed, err := sip.ParseMessage([]byte(wire.String()))
+	parsed, err := siptest.RoundTrip(wire)
 	if err != nil {
-		return nil, fmt.Errorf("request does not parse: %w\n%s", err, wire)
+		return nil, err
 	}
-	res := h.handle(parsed.(*sip.Request))
-	back, err := sip.ParseMessage([]byte(res.String()))
-	if err != nil {
-		return nil, fmt.Errorf("response does not parse: %w", err)
-	}
-	return back.(*sip.Response), nil
+	return siptest.RoundTrip(h.handle(parsed))
 }
 
 // handleSilent records a request that is never answered.

@@ -3,8 +3,6 @@ package upstream
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -12,69 +10,23 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 // These tests run the Agent over real UDP on loopback, through sipgo,
 // against in-process sipgo servers standing in for HQ registrars.
 
-// wait bounds every wait for a message in this file.
-const wait = 10 * time.Second
-
-// serveUDP serves srv on a fresh loopback socket until the test ends and
-// returns its address.
-func serveUDP(t *testing.T, ua *sipgo.UserAgent, srv *sipgo.Server) string {
-	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.ServeUDP(conn)
-	}()
-	t.Cleanup(func() {
-		_ = ua.Close()
-		_ = conn.Close()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			t.Error("server did not stop")
-		}
-	})
-	addr := conn.LocalAddr().String()
-	// ServeUDP registers the socket with sipgo's transport from its own
-	// goroutine; a request pinned to it (Laddr) before that fails. Poll
-	// (bounded) for the registration.
-	deadline := time.Now().Add(wait)
-	for {
-		if c, err := ua.TransportLayer().GetConnection("udp", addr); err == nil && c != nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("listener never registered")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // startHQ runs h as a sipgo registrar on loopback and returns its address.
 func startHQ(t *testing.T, h *hq) string {
 	t.Helper()
-	ua, err := sipgo.NewUA(sipgo.WithUserAgent("hq-" + h.name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sipgo.NewServer(ua)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.OnRegister(func(req *sip.Request, tx sip.ServerTransaction) {
+	u := siptest.NewUA(t, sipgo.WithUserAgent("hq-"+h.name))
+	u.Server.OnRegister(func(req *sip.Request, tx sip.ServerTransaction) {
 		if err := tx.Respond(h.handle(req)); err != nil {
 			t.Logf("hq %s: respond: %v", h.name, err)
 		}
 	})
-	return serveUDP(t, ua, srv)
+	return u.ListenUDP()
 }
 
 // startBox runs an Agent on a sipgo UA with one loopback listener, whose
@@ -89,20 +41,13 @@ func startBox(t *testing.T, cfg Config) (*Agent, string) {
 // Agent (a restart of the box: a new Agent, new Call-IDs).
 func startBoxStop(t *testing.T, cfg Config) (*Agent, string, func()) {
 	t.Helper()
-	ua, err := sipgo.NewUA(sipgo.WithUserAgent("outpost"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sipgo.NewServer(ua)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveUDP(t, ua, srv)
+	u := siptest.NewUA(t, sipgo.WithUserAgent("outpost"))
+	addr := u.ListenUDP()
 	cfg.ContactHost, cfg.LocalAddr, cfg.Domain = addr, addr, domain
 	if cfg.Username == "" {
 		cfg.Username, cfg.Password = trunkUser, trunkPass
 	}
-	a, err := New(ua, cfg, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	a, err := New(u.UserAgent, cfg, siptest.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,17 +63,10 @@ func startBoxStop(t *testing.T, cfg Config) (*Agent, string, func()) {
 	return a, addr, stop
 }
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 // next waits (bounded) for the next record of h matching ok.
 func next(t *testing.T, h *hq, what string, ok func(rec) bool) rec {
 	t.Helper()
-	timeout := time.After(wait)
+	timeout := time.After(siptest.Wait)
 	for {
 		select {
 		case r := <-h.ch:
@@ -145,21 +83,17 @@ func next(t *testing.T, h *hq, what string, ok func(rec) bool) rec {
 // job: HQ records its answer before the box reads it.
 func settled(t *testing.T, a *Agent, ok func(Entry) bool) []Entry {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		st := a.Status()
-		all := true
+	var st []Entry
+	siptest.Until(t, "the agent's status to settle", func() bool {
+		st = a.Status()
 		for _, e := range st {
-			all = all && ok(e)
+			if !ok(e) {
+				return false
+			}
 		}
-		if all {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status never settled: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true
+	})
+	return st
 }
 
 func TestLoopbackRegisterFailoverRefreshRemove(t *testing.T) {

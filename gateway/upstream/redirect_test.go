@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 // A Director (A) sends the user to its home pool (B) with 302: the user
@@ -116,12 +118,12 @@ func TestMovedTo(t *testing.T) {
 	} {
 		res.AppendHeader(sip.NewHeader("Contact", c))
 	}
-	back, err := sip.ParseMessage([]byte(res.String()))
+	back, err := siptest.RoundTrip(res)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, m := range movedTo(back.(*sip.Response), "udp") {
+	for _, m := range movedTo(back, "udp") {
 		got = append(got, m.name+" "+m.transport+" "+m.dest)
 	}
 	want := "udp:[2001:db8::5]:5070 UDP [2001:db8::5]:5070; tls:198.18.1.20:5061 TLS 198.18.1.20:5061; tcp:pool2.hq.example:5060 TCP pool2.hq.example:5060"
