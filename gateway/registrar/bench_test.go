@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 // BenchmarkRegister measures one whole registration inside the registrar
@@ -47,8 +49,7 @@ func BenchmarkRegister(b *testing.B) {
 		if res.StatusCode != 401 {
 			b.Fatalf("first: %d", res.StatusCode)
 		}
-		ch := res.GetHeader("WWW-Authenticate").Value()
-		authz := benchAnswer(ch, fmt.Sprintf("user%04d", i), fmt.Sprintf("pw%04d", i))
+		authz := siptest.Answer(b, res, siptest.Creds{User: fmt.Sprintf("user%04d", i), Password: fmt.Sprintf("pw%04d", i), Method: "REGISTER", URI: "sip:" + realm})
 		second := fmt.Sprintf("REGISTER sip:%[2]s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:5080;branch=z9hG4bK-%[1]d-2\r\n"+
 			"From: <sip:user%04[1]d@%[2]s>;tag=t%[1]d\r\nTo: <sip:user%04[1]d@%[2]s>\r\nCall-ID: c%[1]d-%[3]d\r\nCSeq: 2 REGISTER\r\n"+
 			"Contact: <sip:user%04[1]d@127.0.0.1:5080;transport=UDP>\r\nAuthorization: %[4]s\r\nExpires: 3600\r\nContent-Length: 0\r\n\r\n", i, realm, n, authz)

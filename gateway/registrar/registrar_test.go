@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	icdigest "github.com/icholy/digest"
-
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/digest"
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 const realm = "test.local"
@@ -90,11 +89,7 @@ func (m msg) request(t *testing.T) *sip.Request {
 		b.WriteString(h + "\r\n")
 	}
 	b.WriteString("User-Agent: test-phone\r\nContent-Length: 0\r\n\r\n")
-	parsed, err := sip.ParseMessage([]byte(b.String()))
-	if err != nil {
-		t.Fatalf("parse test message: %v\n%s", err, b.String())
-	}
-	req := parsed.(*sip.Request)
+	req := siptest.Parse[*sip.Request](t, b.String())
 	src := m.src
 	if src == "" {
 		src = "198.18.0.10:5060"
@@ -116,25 +111,11 @@ func register(t *testing.T, r *Registrar, m msg, password string) *sip.Response 
 	return r.HandleRegister(m.request(t), "udp:127.0.0.1:5060")
 }
 
-// answer computes credentials with an independent client implementation.
+// answer computes credentials for a REGISTER's challenge of algorithm
+// alg with the product's digest client (independent of gateway/digest).
 func answer(t *testing.T, res *sip.Response, alg, user, password string, nc int) string {
 	t.Helper()
-	for _, h := range res.GetHeaders("WWW-Authenticate") {
-		ch, err := icdigest.ParseChallenge(h.Value())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ch.Algorithm != alg {
-			continue
-		}
-		cr, err := icdigest.Digest(ch, icdigest.Options{Method: "REGISTER", URI: "sip:" + realm, Username: user, Password: password, Count: nc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cr.String()
-	}
-	t.Fatalf("no %s challenge in %s", alg, res)
-	return ""
+	return siptest.Answer(t, res, siptest.Creds{User: user, Password: password, Method: "REGISTER", URI: "sip:" + realm, Algorithm: alg, NC: nc})
 }
 
 func contactsOf(res *sip.Response) []string {
@@ -500,11 +481,7 @@ func inviteFrom(t *testing.T, from, proxyAuthz string) *sip.Request {
 	if proxyAuthz != "" {
 		m += "Proxy-Authorization: " + proxyAuthz + "\r\n"
 	}
-	parsed, err := sip.ParseMessage([]byte(m + "Content-Length: 0\r\n\r\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := parsed.(*sip.Request)
+	req := siptest.Parse[*sip.Request](t, m+"Content-Length: 0\r\n\r\n")
 	req.SetSource("198.18.0.10:5060")
 	return req
 }
@@ -512,15 +489,7 @@ func inviteFrom(t *testing.T, from, proxyAuthz string) *sip.Request {
 // answerProxy computes Proxy-Authorization for an INVITE's 407.
 func answerProxy(t *testing.T, res *sip.Response, user, password string) string {
 	t.Helper()
-	ch, err := icdigest.ParseChallenge(res.GetHeader("Proxy-Authenticate").Value())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := icdigest.Digest(ch, icdigest.Options{Method: "INVITE", URI: "sip:1002@" + realm, Username: user, Password: password, Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cr.String()
+	return siptest.Answer(t, res, siptest.Creds{User: user, Password: password, Method: "INVITE", URI: "sip:1002@" + realm})
 }
 
 func TestAuthorizeCall(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	icdigest "github.com/icholy/digest"
 
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 // forgedAuthz is an Authorization whose response is made up: what anyone
@@ -219,15 +221,7 @@ func TestNoQopRefusedUnlessAllowed(t *testing.T) {
 // the given digest-uri.
 func answerURI(t *testing.T, ch *sip.Response, user, password, uri string) string {
 	t.Helper()
-	c, err := icdigest.ParseChallenge(ch.GetHeaders("WWW-Authenticate")[0].Value())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := icdigest.Digest(c, icdigest.Options{Method: "REGISTER", URI: uri, Username: user, Password: password, Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cr.String()
+	return siptest.Answer(t, ch, siptest.Creds{User: user, Password: password, Method: "REGISTER", URI: uri})
 }
 
 // Item 3: the digest-uri must designate the Request-URI's resource (RFC
@@ -265,26 +259,14 @@ func TestDigestURIMustMatchRequestURI(t *testing.T) {
 	// Calls too: credentials for another Request-URI do not authorize.
 	r, _ := newTestRegistrar(t, Config{}, nil)
 	_, ch := r.AuthorizeCall(inviteFrom(t, "1001", ""))
-	pc, err := icdigest.ParseChallenge(ch.GetHeader("Proxy-Authenticate").Value())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := icdigest.Digest(pc, icdigest.Options{Method: "INVITE", URI: "sip:1003@" + realm, Username: "1001", Password: "pw1001", Count: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, res := r.AuthorizeCall(inviteFrom(t, "1001", cr.String())); res == nil || res.StatusCode != 400 {
+	other := siptest.Answer(t, ch, siptest.Creds{User: "1001", Password: "pw1001", Method: "INVITE", URI: "sip:1003@" + realm})
+	if _, res := r.AuthorizeCall(inviteFrom(t, "1001", other)); res == nil || res.StatusCode != 400 {
 		t.Fatalf("INVITE with another digest-uri: %v, want 400", res)
 	}
 	// A digest-uri naming only the box (SIPp's) is accepted.
 	_, ch = r.AuthorizeCall(inviteFrom(t, "1001", ""))
-	if pc, err = icdigest.ParseChallenge(ch.GetHeader("Proxy-Authenticate").Value()); err != nil {
-		t.Fatal(err)
-	}
-	if cr, err = icdigest.Digest(pc, icdigest.Options{Method: "INVITE", URI: "sip:198.18.0.1:5060", Username: "1001", Password: "pw1001", Count: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if user, res := r.AuthorizeCall(inviteFrom(t, "1001", cr.String())); res != nil || user != "1001" {
+	box := siptest.Answer(t, ch, siptest.Creds{User: "1001", Password: "pw1001", Method: "INVITE", URI: "sip:198.18.0.1:5060"})
+	if user, res := r.AuthorizeCall(inviteFrom(t, "1001", box)); res != nil || user != "1001" {
 		t.Fatalf("INVITE with a digest-uri naming the box: %q %v", user, res)
 	}
 }

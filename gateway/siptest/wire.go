@@ -91,7 +91,9 @@ func Answer(t testing.TB, res *sip.Response, c Creds) string {
 	hdr, _ := sipauth.Headers(res.StatusCode)
 	var chals []string
 	for _, h := range res.GetHeaders(hdr) {
-		if ch, err := digest.ParseChallenge(h.Value()); err == nil && (c.Algorithm == "" || strings.EqualFold(ch.Algorithm, c.Algorithm)) {
+		if c.Algorithm == "" {
+			chals = append(chals, h.Value())
+		} else if ch, err := digest.ParseChallenge(h.Value()); err == nil && strings.EqualFold(ch.Algorithm, c.Algorithm) {
 			chals = append(chals, h.Value())
 		}
 	}
