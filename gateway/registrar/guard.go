@@ -22,7 +22,7 @@ func newStormGuard(perSecond int, now func() time.Time) *stormGuard {
 
 func (g *stormGuard) allow() bool { return g.lim.AllowN(g.now(), 1) }
 
-// failLimiter counts failed authentications per key with a leaky budget of
+// failLimiter counts failed authentications per key with a budget of
 // limit failures per window. The registrar keeps two: one keyed by source
 // IP and user name (wrong passwords for a real user), one keyed by source IP
 // alone (unknown users, user names that are not the AOR). A key that has
@@ -32,16 +32,17 @@ func (g *stormGuard) allow() bool { return g.lim.AllowN(g.now(), 1) }
 // (see the package doc for why).
 type failLimiter struct {
 	mu      sync.Mutex
-	limit   float64
+	limit   int
 	window  time.Duration
 	now     func() time.Time
 	sources map[string]*failSource
 }
 
+// failSource is one key's budget: a token bucket of limit failures that
+// refills at limit per window.
 type failSource struct {
-	spent   float64 // failures not yet refilled
-	last    time.Time
-	blocked bool // logged as blocked, reset when it refills
+	budget  *rate.Limiter
+	blocked bool // logged as blocked, reset when the budget is whole again
 }
 
 // maxFailSources bounds the table against spoofed-source floods; beyond it
@@ -49,25 +50,24 @@ type failSource struct {
 const maxFailSources = 65536
 
 func newFailLimiter(limit int, window time.Duration, now func() time.Time) *failLimiter {
-	return &failLimiter{limit: float64(limit), window: window, now: now, sources: map[string]*failSource{}}
+	return &failLimiter{limit: limit, window: window, now: now, sources: map[string]*failSource{}}
 }
+
+func (f *failLimiter) every() rate.Limit { return rate.Limit(float64(f.limit) / f.window.Seconds()) }
 
 func (f *failLimiter) setLimit(limit int) {
 	f.mu.Lock()
-	f.limit = float64(limit)
-	f.mu.Unlock()
-}
-
-func (f *failLimiter) refill(s *failSource, now time.Time) {
-	el := now.Sub(s.last)
-	if el <= 0 {
-		return
+	defer f.mu.Unlock()
+	f.limit = limit
+	now := f.now()
+	for _, s := range f.sources {
+		s.budget.SetLimitAt(now, f.every())
+		s.budget.SetBurstAt(now, limit)
 	}
-	s.spent = math.Max(0, s.spent-f.limit*el.Seconds()/f.window.Seconds())
-	s.last = now
 }
 
-// blocked reports whether key has no failures left to spend.
+// blocked reports whether key has no whole failure left to spend: it
+// stays blocked until one has refilled (window/limit, the Retry-After).
 func (f *failLimiter) blocked(key string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -75,23 +75,19 @@ func (f *failLimiter) blocked(key string) bool {
 	if s == nil {
 		return false
 	}
-	f.refill(s, f.now())
-	if s.spent < f.limit {
+	left := s.budget.TokensAt(f.now())
+	if left >= float64(f.limit) {
 		// The episode (logged once) ends when the budget is whole again,
 		// not at the first refilled failure, so a steady guesser is
 		// logged once, not every window/limit.
-		if s.spent == 0 {
-			s.blocked = false
-		}
-		return false
+		s.blocked = false
 	}
-	return true
+	return left < 1
 }
 
-// fail records a failure and reports whether key just became blocked
-// (so the caller logs once per episode, not once per guess). The spent
-// budget never exceeds the limit, so a key is unblocked at most one
-// refill step (window/limit) after its last failure.
+// fail spends one failure of key's budget and reports whether key just
+// became blocked (so the caller logs once per episode, not once per
+// guess).
 func (f *failLimiter) fail(key string) (nowBlocked bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -101,12 +97,11 @@ func (f *failLimiter) fail(key string) (nowBlocked bool) {
 		if len(f.sources) >= maxFailSources {
 			f.pruneLocked(now, true)
 		}
-		s = &failSource{last: now}
+		s = &failSource{budget: rate.NewLimiter(f.every(), f.limit)}
 		f.sources[key] = s
 	}
-	f.refill(s, now)
-	s.spent = math.Min(s.spent+1, f.limit)
-	if s.spent >= f.limit && !s.blocked {
+	s.budget.AllowN(now, 1)
+	if s.budget.TokensAt(now) < 1 && !s.blocked {
 		s.blocked = true
 		return true
 	}
@@ -118,7 +113,7 @@ func (f *failLimiter) fail(key string) (nowBlocked bool) {
 func (f *failLimiter) retryAfter() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return max(1, int(math.Ceil(f.window.Seconds()/max(f.limit, 1))))
+	return max(1, int(math.Ceil(f.window.Seconds()/float64(max(f.limit, 1)))))
 }
 
 // prune forgets keys whose budget has fully refilled.
@@ -130,8 +125,7 @@ func (f *failLimiter) prune() {
 
 func (f *failLimiter) pruneLocked(now time.Time, hard bool) {
 	for key, s := range f.sources {
-		f.refill(s, now)
-		if s.spent == 0 || (hard && !s.blocked) {
+		if s.budget.TokensAt(now) >= float64(f.limit) || (hard && !s.blocked) {
 			delete(f.sources, key)
 		}
 	}

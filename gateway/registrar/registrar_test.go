@@ -621,3 +621,26 @@ func TestBindingTargets(t *testing.T) {
 		t.Error("a source naming a host parsed as an address")
 	}
 }
+
+// A spent budget stays spent until one failure has refilled
+// (window/limit, what Retry-After says), not merely until the clock moves.
+func TestBlockedUntilAFailureRefills(t *testing.T) {
+	r, clk := newTestRegistrar(t, Config{AuthFailLimit: 2}, nil)
+	guess := func(id string) int {
+		return register(t, r, msg{aor: "1001", callID: id, contacts: []string{"<sip:1001@198.18.0.66>"}}, "guess").StatusCode
+	}
+	if a, b := guess("g1"), guess("g2"); a != 403 || b != 403 {
+		t.Fatalf("within the budget: %d %d", a, b)
+	}
+	clk.add(time.Second)
+	if c := guess("g3"); c != 503 {
+		t.Fatalf("1 s after the budget was spent: %d, want 503", c)
+	}
+	clk.add(30 * time.Second) // 60 s / 2: one failure refilled
+	if c := guess("g4"); c != 403 {
+		t.Fatalf("after one refill step: %d, want 403", c)
+	}
+	if c := guess("g5"); c != 503 {
+		t.Fatalf("the refilled failure spent again: %d, want 503", c)
+	}
+}
