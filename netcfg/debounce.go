@@ -30,6 +30,3 @@ func (d *Debounce) C() <-chan time.Time { return d.c }
 // Fired marks the wake-up taken, so that the next Hint starts a new
 // cool-down.
 func (d *Debounce) Fired() { d.c = nil }
-
-// Pending reports whether a wake-up is due.
-func (d *Debounce) Pending() bool { return d.c != nil }

@@ -4,7 +4,8 @@
 //
 //   - UA: a sipgo user agent and server serving loopback UDP and TCP
 //     sockets on port 0 until the test ends, ready for requests pinned to
-//     them (Laddr) when Listen returns, quiet while it closes;
+//     them (Laddr) when Listen returns, quiet while it closes; Do sends a
+//     request and waits (bounded) for its final response;
 //   - Peer: a plain UDP socket that sends wire text and reads answers,
 //     for tests of what goes over the wire byte for byte;
 //   - Parse, Wire and RoundTrip: messages written as wire text, and a

@@ -1,7 +1,6 @@
 package siptest
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -24,11 +23,8 @@ func TestUAServesUDPAndTCP(t *testing.T) {
 		req := sip.NewRequest(sip.OPTIONS, sip.Uri{Scheme: "sip", Host: "box.test"})
 		req.SetTransport(tc.transport)
 		req.SetDestination(tc.addr)
-		ctx, cancel := context.WithTimeout(t.Context(), Wait)
-		res, err := c.Do(ctx, req)
-		cancel()
-		if err != nil || res.StatusCode != 200 {
-			t.Fatalf("%s OPTIONS: %v %v", tc.transport, res, err)
+		if res := Do(t, c, req); res.StatusCode != 200 {
+			t.Fatalf("%s OPTIONS: %v", tc.transport, res)
 		}
 	}
 	p := NewPeer(t, "udp:"+udp)

@@ -1,6 +1,7 @@
 package siptest
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"strings"
@@ -144,4 +145,17 @@ type logWriter struct{ t testing.TB }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// Do sends req with c and returns its final response, failing the test
+// on a transaction error or when none came within Wait.
+func Do(t testing.TB, c *sipgo.Client, req *sip.Request) *sip.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	res, err := c.Do(ctx, req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.Recipient.String(), err)
+	}
+	return res
 }
