@@ -29,6 +29,7 @@ type call struct {
 	branch  string // Via branch of A's INVITE (Looped)
 	d       dialplan.Decision
 	local   callLocal
+	setup   callSetup // dropped under mu (setupDone)
 	// rel sends the caller's provisionals reliably (its INVITE had
 	// Require: 100rel); nil = unreliably, as RFC 3261 does.
 	rel   *uasReliable
@@ -37,7 +38,9 @@ type call struct {
 
 	// mu guards what follows, and the state of the parties whose home
 	// this call is (party.home; doc.go, "State and locks").
-	mu        sync.Mutex
+	mu sync.Mutex
+	// info's State, Target, Route and Answered change under mu; the rest
+	// is set before the call is listed (logs read info.ID unlocked).
 	info      CallInfo
 	parties   [2]*party // LegA, LegB once answered
 	anchor    Anchor    // nil = SDP passes through
@@ -48,7 +51,6 @@ type call struct {
 	xfer      *party      // the transferor while a transfer of this call runs
 	cdr       CDR
 	keepTimer *time.Timer // the keep-alive (startKeepalive)
-	setup     callSetup
 
 	life context.Context    // ends with the call
 	kill context.CancelFunc // ends life
