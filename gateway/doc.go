@@ -20,19 +20,9 @@
 //	                exact ip:port; TCP and TLS: IP; same transport; HQ
 //	                networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)
-//	hq.go           the HQ trunk: primary and backup pools, targets, health,
-//	                OPTIONS probing lifecycle, unresolved pools, and the
+//	hq.go           the HQ trunk's place in the Server: its verdicts for
+//	                the mode logic (OnHQTarget), its health, and the
 //	                per-call fallback the B2BUA asks for (router.HQFallback)
-//	hqtls.go        HQ over TLS: certificates verified against hq.ca_pem
-//	                and HQ's name (not the dialled IP), the client
-//	                certificate for mutual TLS, the tls.Config of sipgo's
-//	                own dials; the Request-URI host of requests to HQ
-//	                (hq.domain: a target is only the next hop). PSTN
-//	                gateways over TLS are still refused
-//	hqdial.go       the box dials HQ's TLS connections itself (SNI, the
-//	                target's name) and hands them to sipgo's pool through
-//	                a listener sipgo serves
-//	probe.go        the OPTIONS pinger and the prober's place in the Server
 //	pstn.go         the PSTN gateways' health: blocks by the retry rule
 //	                from call outcomes, optional OPTIONS probes
 //	                (PSTNProbeInterval), status (PSTNHealth)
@@ -69,6 +59,10 @@
 //	digest/     digest authentication, server side
 //	dialplan/   routing decisions by number and mode
 //	b2bua/      the back-to-back user agent that carries calls
+//	hqtrunk/    the HQ trunk: primary and backup pools, their targets,
+//	            health and OPTIONS probes, TLS to HQ (verified by HQ's
+//	            name, dialled by the box itself), the candidates of
+//	            upstream registration
 //	resolve/    RFC 3263 location of the HQ servers
 //	health/     target health and the failover rule
 //	upstream/   the upstream registration agent

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/registrar"
 )
 
@@ -248,7 +249,7 @@ func (a *admittedCalls) put(key uint64, now time.Time) {
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
 // localFor picks the listener facing a B leg's destination (localaddr.go).
-func (c Config) b2buaConfig(hq *hqTrunk, pstn *pstnHealth, warning func() string, local *localAddrs, sign func(*sip.Request)) b2bua.Config {
+func (c Config) b2buaConfig(hq *hqtrunk.Trunk, pstn *pstnHealth, warning func() string, local *localAddrs, sign func(*sip.Request)) b2bua.Config {
 	bc := c.Calls
 	bc.SignPool = sign
 	bc.LocalFor = local.from

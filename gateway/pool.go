@@ -48,7 +48,7 @@ func (pp *poolPart) start(ctx context.Context, s *Server) {
 	p, done := pp.cur, pp.done
 	go func() {
 		defer close(done)
-		_ = p.Run(ctx, s.probe.pinger())
+		_ = p.Run(ctx, s.probe.Pinger(nil))
 	}()
 }
 
@@ -70,7 +70,7 @@ func (pp *poolPart) swap(s *Server, next *pool.Pool) {
 	}
 	pp.stop()
 	pp.cur = next
-	pp.start(s.probe.ctx, s)
+	pp.start(s.probe.Context(), s)
 }
 
 // redirect is the registrar's SetRedirect hook: the home member's URI when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
@@ -24,7 +25,7 @@ type Change struct {
 	s        *Server
 	cfg      Config
 	plan     *dialplan.Plan
-	hq       *hqTrunk
+	hq       *hqtrunk.Trunk
 	pstn     *pstnHealth
 	b2b      func()
 	reg      *registrar.Change
@@ -61,11 +62,11 @@ func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	if c.plan, err = dialplan.Compile(cfg.Dialplan); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	if c.hq, err = nextHQ(hq, cfg); err != nil {
-		return nil, err
+	if c.hq, err = hqtrunk.Next(hq, cfg.HQTrunk); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	if c.hq != nil && c.hq != hq {
-		c.hq.connect = s.connectHQ
+		c.hq.UseDialer(s.hqDial)
 	}
 	c.pstn = nextPSTN(pstn, cfg)
 	if c.pool, err = nextPool(pl, cfg); err != nil {
@@ -116,11 +117,11 @@ func (c *Change) Commit() {
 	s.plan.Store(c.plan)
 	s.fp.SetRefusalRate(c.cfg.refusalRate())
 	s.local.set(c.cfg, c.next)
-	s.probe.swap(s.hq, c.hq, s.log)
+	s.probe.Swap(s.hq, c.hq, s.log)
 	s.hq = c.hq
 	s.hqNow.Store(c.hq)
 	s.pstn.close()
-	c.pstn.start(s.probe.ctx, s.pstn, s.probe.pinger(), s.log.With("part", "pstn-probe"))
+	c.pstn.start(s.probe.Context(), s.pstn, s.probe.Pinger(nil), s.log.With("part", "pstn-probe"))
 	s.pstn = c.pstn
 	s.pstnNow.Store(c.pstn)
 	s.cfg.Store(&c.cfg)
@@ -138,7 +139,7 @@ func (c *Change) closeNew() { c.next.CloseNew(c.running) }
 
 // checkedUpstream is the upstream agent's configuration for cfg, checked;
 // nil when cfg asks for no upstream registration.
-func checkedUpstream(cfg Config, hq *hqTrunk, ls listen.Set) (*upstream.Config, error) {
+func checkedUpstream(cfg Config, hq *hqtrunk.Trunk, ls listen.Set) (*upstream.Config, error) {
 	if cfg.Upstream == nil || hq == nil {
 		return nil, nil
 	}

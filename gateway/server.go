@@ -19,6 +19,7 @@ import (
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/fastpath"
+	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
@@ -82,7 +83,7 @@ type Config struct {
 // PSTNGateway is one local PSTN gateway.
 type PSTNGateway struct {
 	Name   string
-	Target siptarget.Target // udp or tcp: tls is refused (the TLS client configuration is HQ's, hqtls.go)
+	Target siptarget.Target // udp or tcp: tls is refused (the TLS client configuration is HQ's: hqtrunk.ClientTLS)
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.
@@ -111,13 +112,13 @@ type Server struct {
 	// cfg and hqNow are what calls and the API read, without a lock: the
 	// configuration in force and its HQ trunk (nil = no HQ).
 	cfg   atomic.Pointer[Config]
-	hqNow atomic.Pointer[hqTrunk]
+	hqNow atomic.Pointer[hqtrunk.Trunk]
 	// pstnNow is the PSTN gateways' health (pstn.go); nil = no gateway.
 	pstnNow atomic.Pointer[pstnHealth]
 	// local is where requests the box sends leave from (localaddr.go).
 	local localAddrs
-	// probe is what the HQ prober needs from the Server (see probe.go).
-	probe prober
+	// probe runs the HQ trunk's probes (and starts the PSTN and pool ones).
+	probe *hqtrunk.Prober
 	up    upstreamPart // upstream registration at HQ (upstream.go)
 	// capture is the trace tap of the listeners and the HEP exporter (capture.go).
 	capture capturePart
@@ -127,11 +128,11 @@ type Server struct {
 	// tlsCert is the certificate tls listeners present (tls.go); tlsConf
 	// is their configuration, which reads it at every handshake.
 	tlsCert atomic.Pointer[tls.Certificate]
-	hqDial  hqDialer // TLS connections to HQ (hqdial.go)
+	hqDial  *hqtrunk.Dialer // TLS connections to HQ
 	tlsConf *tls.Config
 
-	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
-	hq        *hqTrunk   // the trunk being probed; replaced only when the hq section changes
+	mu        sync.Mutex     // serialises Commit, Run's start and stop, and Close
+	hq        *hqtrunk.Trunk // the trunk being probed; replaced only when the hq section changes
 	pstn      *pstnHealth
 	listeners listen.Set // keyed by the configured spec
 	serving   sync.WaitGroup
@@ -168,7 +169,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.fp.SetRefusalRate(cfg.refusalRate())
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
-		sipgo.WithUserAgenTLSConfig(s.clientTLS()),
+		sipgo.WithUserAgenTLSConfig(hqtrunk.ClientTLS(s.hqNow.Load)),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
 		sipgo.WithUserAgentTransactionLayerOptions(
 			sip.WithTransactionLayerLogger(sipLog),
@@ -209,9 +210,13 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.plan.Store(plan)
 	s.mode.Store(&cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
-	if s.hq, err = nextHQ(nil, cfg); err == nil {
+	s.hqDial = hqtrunk.NewDialer(func(dest string) bool {
+		c, _ := ua.TransportLayer().GetConnection("tls", dest)
+		return c != nil
+	})
+	if s.hq, err = hqtrunk.Next(nil, cfg.HQTrunk); err == nil {
 		if s.hq != nil {
-			s.hq.connect = s.connectHQ
+			s.hq.UseDialer(s.hqDial)
 		}
 		s.hqNow.Store(s.hq)
 	} else {
@@ -255,7 +260,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.listeners = bound
 	s.fp.SetSockets(bound.UDP())
 	s.local.set(cfg, bound)
-	s.probe.init(ua, s.local.from, s.hqRequestHost, s.connectHQ)
+	s.probe = hqtrunk.NewProber(ua, s.local.from)
 	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
 	reg.OnPresence(s.up.presence)
 	ucfg, err := checkedUpstream(cfg, s.hq, bound)
@@ -323,13 +328,14 @@ func (s *Server) serve(l *listen.Socket) {
 func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.capture.run() // before the listeners: the first message is exported too
-	s.runHQDialer()
+	l := s.hqDial.Listener()
+	s.serving.Go(func() { _ = s.srv.ServeTLS(l) })
 	for _, l := range s.listeners {
 		s.serve(l)
 		s.log.Info("sip listening", "listener", l.Bound)
 	}
-	s.probe.run(ctx, s.hq, s.log)
-	s.pstn.start(ctx, nil, s.probe.pinger(), s.log.With("part", "pstn-probe"))
+	s.probe.Run(ctx, s.hq, s.log)
+	s.pstn.start(ctx, nil, s.probe.Pinger(nil), s.log.With("part", "pstn-probe"))
 	s.up.run(ctx)
 	s.pool.start(ctx, s)
 	s.mu.Unlock()
@@ -339,7 +345,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.capture.stop()
 		s.up.close()
 		s.pstn.close()
-		s.probe.stop(s.hq)
+		s.probe.Stop(s.hq)
 		s.mu.Unlock()
 	}()
 
@@ -357,7 +363,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.listeners.CloseAll()
 	s.mu.Unlock()
-	s.stopHQDialer()
+	s.hqDial.Stop()
 	s.serving.Wait()
 	s.ua.Close()
 	s.fp.Wait() // the INVITEs' handlers: their B legs' transactions ended with the UA

@@ -10,6 +10,7 @@ import (
 	"github.com/emiago/sipgo"
 
 	"github.com/outpost/outpost/gateway/facing"
+	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/upstream"
 	"github.com/outpost/outpost/mode"
@@ -136,34 +137,14 @@ func (u *upstreamPart) mode(m mode.Mode) {
 	}
 }
 
-// hqDest is an HQ target's host:port to find the listener facing HQ: one
-// the prober knows (no DNS query: this runs under the Server's lock, and a
-// dead WAN must not stall the SIP side), else, before the first probe
-// round, whatever the resolver answers within a second.
-func hqDest(hq *hqTrunk) string {
-	for _, t := range hq.Health() {
-		if g, err := siptarget.Parse(t.Target, siptarget.UDP); err == nil {
-			return g.HostPort()
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if ts, err := hq.Targets(ctx); err == nil && len(ts) > 0 {
-		if g, err := siptarget.Parse(ts[0], siptarget.UDP); err == nil {
-			return g.HostPort()
-		}
-	}
-	return ""
-}
-
 // upstreamSettings builds the agent's Config: the Contact is the UDP
 // listener facing HQ's first target (or Calls.LocalAddr when set), so HQ
 // calls the box back on the address it can reach; a wildcard listener
 // announces the source address the kernel would use (gateway/facing).
-func upstreamSettings(cfg Config, hq *hqTrunk, ls listen.Set) (upstream.Config, error) {
+func upstreamSettings(cfg Config, hq *hqtrunk.Trunk, ls listen.Set) (upstream.Config, error) {
 	uc := cfg.Upstream
 	local := cfg.Calls.LocalAddr
-	dest := hqDest(hq)
+	dest := hq.FirstDest()
 	if local == "" {
 		udp := ls.UDPAddrs()
 		if dest == "" && len(udp) > 0 {
@@ -177,20 +158,20 @@ func upstreamSettings(cfg Config, hq *hqTrunk, ls listen.Set) (upstream.Config, 
 		return upstream.Config{}, fmt.Errorf("gateway: upstream registration needs a UDP listener")
 	}
 	contact := local
-	if hq.transport == siptarget.TCP || hq.transport == siptarget.TLS {
+	if tr := hq.Transport(); tr == siptarget.TCP || tr == siptarget.TLS {
 		// Over TCP or TLS the Contact names the box's listener of that
 		// transport (with the transport parameter), so that HQ's calls
 		// come back over it; the REGISTER itself leaves from an ephemeral
 		// port. Without such a listener, the UDP one.
 		var la localAddrs
 		la.set(Config{}, ls)
-		if a := la.stream(hq.transport.SIPName(), dest); a != nil {
+		if a := la.stream(tr.SIPName(), dest); a != nil {
 			contact = a.String()
 		}
 	}
-	return upstream.Config{Trunk: hq, Transport: hq.transport, ContactHost: contact, LocalAddr: local,
-		Domain: uc.Domain, Registrar: hq.cfg.Domain, Username: uc.Username, Password: uc.Password, Expires: uc.Expires, ReplayRate: uc.ReplayRate,
-		Recheck: hq.pools[0].tracker.Config().Interval}, nil // a target's health changes at most once per probe
+	return upstream.Config{Trunk: hq, Transport: hq.Transport(), ContactHost: contact, LocalAddr: local,
+		Domain: uc.Domain, Registrar: hq.Domain(), Username: uc.Username, Password: uc.Password, Expires: uc.Expires, ReplayRate: uc.ReplayRate,
+		Recheck: hq.ProbeInterval()}, nil // a target's health changes at most once per probe
 }
 
 // Upstream is the state of every upstream registration (nil when off).

@@ -116,6 +116,16 @@ func allowed(from, to string) bool {
 		if under(from, "gateway/b2bua") && to == "media/sdprewrite" {
 			return true
 		}
+		// The HQ trunk is pools, their resolution and health, and the
+		// candidates it offers upstream registration: the B2BUA and the
+		// upstream agent see it through their own interfaces, and only
+		// the Server builds one.
+		if under(from, "gateway/hqtrunk") {
+			return to == "gateway/health" || to == "gateway/resolve" || to == "gateway/upstream"
+		}
+		if under(to, "gateway/hqtrunk") && from != "gateway" {
+			return false
+		}
 		// A sub-package never imports the root: the Server uses its
 		// sub-packages, they know nothing of it.
 		if to == "gateway" && from != "gateway" {
@@ -210,6 +220,13 @@ func TestAllowedSharedLeaves(t *testing.T) {
 		{"gateway/upstream", "gateway/siptest", false},
 		{"gateway", "gateway/siptest", false},
 		{"gateway/siptest", "sipauth", true},
+		{"gateway", "gateway/hqtrunk", true},
+		{"gateway/hqtrunk", "gateway/resolve", true},
+		{"gateway/hqtrunk", "siptarget", true},
+		{"gateway/hqtrunk", "gateway/dialplan", false},
+		{"gateway/hqtrunk", "gateway/b2bua", false},
+		{"gateway/b2bua", "gateway/hqtrunk", false},
+		{"gateway/upstream", "gateway/hqtrunk", false},
 	} {
 		if got := allowed(tc.from, tc.to); got != tc.want {
 			t.Errorf("allowed(%s, %s) = %v, want %v", tc.from, tc.to, got, tc.want)

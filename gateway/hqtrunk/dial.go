@@ -1,4 +1,4 @@
-package gateway
+package hqtrunk
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 	"github.com/outpost/outpost/siptarget"
 )
 
-// The box opens its TLS connections to HQ itself (connectHQ), before the
+// The box opens its TLS connections to HQ itself (Connect), before the
 // first request of a probe, call or upstream REGISTER to a target that has
 // none: each handshake then sends SNI and is verified for the name of the
 // target it dials (hq.domain, a static host, or its IP), which sipgo's
-// own dial cannot do (hqtls.go). The connection is handed to sipgo
+// own dial cannot do (tls.go). The connection is handed to sipgo
 // through a listener sipgo serves (ServeTLS): sipgo reads it and sends
 // every later request to that address over it, as for a connection a
 // phone opened. A connection that closes is opened again by the next
-// request: by connectHQ, or (an in-dialog request, which does not pass
-// here) by sipgo with the clientTLS configuration.
+// request: by Connect, or (an in-dialog request, which does not pass
+// here) by sipgo with the ClientTLS configuration.
 
 // connInjector is a net.Listener whose connections are the ones hand
 // gives it; sipgo's ServeTLS accepts them.
@@ -85,14 +85,21 @@ func (l *connInjector) hand(ctx context.Context, c net.Conn) error {
 	}
 }
 
-// hqDialer is the Server's part that opens TLS connections to HQ.
-type hqDialer struct {
-	inj   *connInjector // nil while the Server is not running
+// Dialer opens the TLS connections to HQ of one Server and hands them to
+// its sipgo stack.
+type Dialer struct {
+	// has reports whether sipgo holds a TLS connection to dest already.
+	has   func(dest string) bool
 	mu    sync.Mutex
+	inj   *connInjector          // nil while the Server is not running
 	locks map[string]*sync.Mutex // per destination: one dial at a time
 }
 
-func (d *hqDialer) lock(dest string) *sync.Mutex {
+// NewDialer makes a Dialer; has tells whether sipgo already holds a TLS
+// connection to "ip:port".
+func NewDialer(has func(dest string) bool) *Dialer { return &Dialer{has: has} }
+
+func (d *Dialer) lock(dest string) *sync.Mutex {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.locks == nil {
@@ -106,57 +113,69 @@ func (d *hqDialer) lock(dest string) *sync.Mutex {
 	return m
 }
 
-func (d *hqDialer) injector() *connInjector {
+func (d *Dialer) injector() *connInjector {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.inj
 }
 
-// run serves the injector under the Server's wait group until stop.
-func (s *Server) runHQDialer() {
+// Listener starts the Dialer: sipgo must serve (ServeTLS) the listener it
+// returns, whose connections are the ones the Dialer opens, until Stop.
+func (d *Dialer) Listener() net.Listener {
 	inj := newConnInjector()
-	s.hqDial.mu.Lock()
-	s.hqDial.inj = inj
-	s.hqDial.mu.Unlock()
-	s.serving.Go(func() { _ = s.srv.ServeTLS(inj) })
+	d.mu.Lock()
+	d.inj = inj
+	d.mu.Unlock()
+	return inj
 }
 
-func (s *Server) stopHQDialer() {
-	s.hqDial.mu.Lock()
-	inj := s.hqDial.inj
-	s.hqDial.inj = nil
-	s.hqDial.mu.Unlock()
+// Stop closes the listener; later Connects open nothing.
+func (d *Dialer) Stop() {
+	d.mu.Lock()
+	inj := d.inj
+	d.inj = nil
+	d.mu.Unlock()
 	if inj != nil {
 		inj.Close()
 	}
 }
 
-// connectHQ makes sure sipgo has a TLS connection to the HQ target
-// ("tls:198.18.1.10:5061"), opening one when it has none. Other
-// transports, and a Server that is not running, need nothing.
-func (s *Server) connectHQ(ctx context.Context, target string) error {
+// UseDialer makes the trunk open its TLS connections through d (Connect).
+// It is called once, before the trunk is shared.
+func (h *Trunk) UseDialer(d *Dialer) { h.dialer = d }
+
+// Connect makes sure sipgo has a TLS connection to the HQ target
+// ("tls:198.18.1.10:5061"), opening one when it has none, before a probe,
+// a B leg's INVITE or an upstream REGISTER (the B2BUA's and the upstream
+// agent's optional Connector interface). Other transports, a trunk without
+// a Dialer and a stopped Dialer need nothing.
+func (h *Trunk) Connect(ctx context.Context, target string) error {
+	if h == nil || h.dialer == nil {
+		return nil
+	}
+	d := h.dialer
 	g, err := siptarget.Parse(target, siptarget.UDP)
 	if err != nil || g.Transport != siptarget.TLS || !g.IsIP() {
 		return nil
 	}
-	inj, hq := s.hqDial.injector(), s.hqNow.Load()
-	if inj == nil || hq == nil {
+	inj := d.injector()
+	if inj == nil {
 		return nil
 	}
 	dest := g.HostPort()
-	m := s.hqDial.lock(dest)
+	m := d.lock(dest)
 	m.Lock()
 	defer m.Unlock()
-	if c, _ := s.ua.TransportLayer().GetConnection("tls", dest); c != nil {
+	if d.has(dest) {
 		return nil
 	}
-	name := hq.tlsName(g.Addr.Unmap())
+	name := h.tlsName(g.Addr.Unmap())
 	if name == "" {
 		name = g.Addr.Unmap().String() // a static IP literal: its certificate names the IP
 	}
-	cfg := &tls.Config{ServerName: name, RootCAs: hq.tls.roots, MinVersion: tls.VersionTLS12}
-	if hq.tls.cert != nil {
-		cfg.Certificates = []tls.Certificate{*hq.tls.cert}
+	cfg := &tls.Config{ServerName: name, RootCAs: h.tls.roots, MinVersion: tls.VersionTLS12}
+	if h.tls.cert != nil {
+		cfg.Certificates = []tls.Certificate{*h.tls.cert}
 	}
 	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", dest)
 	if err != nil {
@@ -168,13 +187,4 @@ func (s *Server) connectHQ(ctx context.Context, target string) error {
 		return fmt.Errorf("tls to %s as %s: %w", dest, name, err)
 	}
 	return inj.hand(ctx, c)
-}
-
-// Connect is connectHQ for the B2BUA and the upstream agent (their
-// optional Connector interface): before a request to target.
-func (h *hqTrunk) Connect(ctx context.Context, target string) error {
-	if h.connect == nil {
-		return nil
-	}
-	return h.connect(ctx, target)
 }

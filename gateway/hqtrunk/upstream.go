@@ -1,11 +1,13 @@
-package gateway
+package hqtrunk
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/outpost/outpost/gateway/upstream"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // Candidates makes the HQ trunk an upstream.Pool: every resolved target
@@ -17,7 +19,7 @@ import (
 // backupPriority), so registrations move there only when no primary
 // target is eligible; an unresolved pool is skipped without waiting for
 // its DNS.
-func (h *hqTrunk) Candidates(ctx context.Context) ([]upstream.Candidate, error) {
+func (h *Trunk) Candidates(ctx context.Context) ([]upstream.Candidate, error) {
 	var out []upstream.Candidate
 	var errs []error
 	for i, pool := range h.pools {
@@ -45,4 +47,34 @@ func (h *hqTrunk) Candidates(ctx context.Context) ([]upstream.Candidate, error) 
 // priority (0-65535) of the primary.
 const backupPriority = 1 << 16
 
-var _ upstream.Pool = (*hqTrunk)(nil)
+var _ upstream.Pool = (*Trunk)(nil)
+
+// Transport is the transport of the primary domain's SRV lookup, the
+// upstream registrations' default.
+func (h *Trunk) Transport() siptarget.Transport { return h.transport }
+
+// Domain is HQ's SIP domain (the upstream REGISTERs' Request-URI).
+func (h *Trunk) Domain() string { return h.cfg.Domain }
+
+// ProbeInterval is how often a target's health may change: once per probe.
+func (h *Trunk) ProbeInterval() time.Duration { return h.pools[0].tracker.Config().Interval }
+
+// FirstDest is an HQ target's host:port, to find the listener facing HQ:
+// one the prober knows (no DNS query: a dead WAN must not stall a push),
+// else, before the first probe round, whatever the resolver answers
+// within a second; "" = none.
+func (h *Trunk) FirstDest() string {
+	for _, t := range h.Health() {
+		if g, err := siptarget.Parse(t.Target, siptarget.UDP); err == nil {
+			return g.HostPort()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if ts, err := h.Targets(ctx); err == nil && len(ts) > 0 {
+		if g, err := siptarget.Parse(ts[0], siptarget.UDP); err == nil {
+			return g.HostPort()
+		}
+	}
+	return ""
+}

@@ -1,4 +1,4 @@
-package gateway
+package hqtrunk
 
 import (
 	"crypto/tls"
@@ -14,7 +14,7 @@ import (
 )
 
 // HQ over TLS. The box opens its TLS connections to HQ itself before a
-// probe, call or REGISTER needs one (hqdial.go): SNI and verification use
+// probe, call or REGISTER needs one (dial.go): SNI and verification use
 // the name of the target dialled, the chain is checked against hq.ca_pem
 // (the system roots when empty), and hq.client_cert_pem/key_pem are
 // presented for mutual TLS. The name is the pool's domain (hq.domain,
@@ -23,73 +23,73 @@ import (
 // static IP literal (whose certificate must then carry it).
 //
 // sipgo still dials by itself when a request reaches an HQ address with
-// no connection without passing connectHQ (an in-dialog request after the
+// no connection without passing Connect (an in-dialog request after the
 // connection closed), with the one tls.Config of the user agent
-// (clientTLS). It sets that config's ServerName to the IP it dials, so Go
+// (ClientTLS). It sets that config's ServerName to the IP it dials, so Go
 // would check the certificate for the IP and send no SNI, and the
-// handshake's ConnectionState does not say which peer it is. So clientTLS
-// skips Go's own check and verifyHQ verifies: the chain against HQ's
+// handshake's ConnectionState does not say which peer it is. So ClientTLS
+// skips Go's own check and verifies itself: the chain against HQ's
 // roots, and the leaf against any of HQ's names (a certificate for the
 // backup pool's name is then accepted from a primary target: both are
-// HQ). Such a connection carries no SNI. Both read the running HQ trunk at
+// HQ). Such a connection carries no SNI. It reads the running HQ trunk at
 // each handshake, so a push applies to the next connection.
 
-// hqTLS is the TLS client side of an HQ trunk: parsed from HQConfig when
-// the trunk is built, so bad PEM is refused by Prepare.
+// hqTLS is the TLS client side of an HQ trunk: parsed from Config when
+// the trunk is built, so bad PEM refuses the push.
 type hqTLS struct {
 	roots *x509.CertPool   // nil = the system roots
 	cert  *tls.Certificate // nil = no client certificate
 }
 
-func newHQTLS(cfg HQConfig) (hqTLS, error) {
+func newHQTLS(cfg Config) (hqTLS, error) {
 	var h hqTLS
 	if cfg.CAPEM != "" {
 		h.roots = x509.NewCertPool()
 		if !h.roots.AppendCertsFromPEM([]byte(cfg.CAPEM)) {
-			return hqTLS{}, errors.New("gateway: hq: ca_pem holds no certificate")
+			return hqTLS{}, errors.New("hq: ca_pem holds no certificate")
 		}
 	}
 	if cfg.ClientCertPEM != "" || cfg.ClientKeyPEM != "" {
 		c, err := tls.X509KeyPair([]byte(cfg.ClientCertPEM), []byte(cfg.ClientKeyPEM))
 		if err != nil {
-			return hqTLS{}, fmt.Errorf("gateway: hq: client certificate: %w", err)
+			return hqTLS{}, fmt.Errorf("hq: client certificate: %w", err)
 		}
 		h.cert = &c
 	}
 	return h, nil
 }
 
-// clientTLS is the tls.Config sipgo dials TLS with (see above).
-func (s *Server) clientTLS() *tls.Config {
+// ClientTLS is the tls.Config sipgo dials TLS with (see above); current
+// is the running trunk (nil = no HQ), read at each handshake.
+func ClientTLS(current func() *Trunk) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		// Checked by verifyHQ against the name, not the dialled IP.
+		// Checked by VerifyConnection against HQ's names, not the dialled IP.
 		InsecureSkipVerify: true,
-		VerifyConnection:   s.verifyHQ,
+		VerifyConnection:   func(cs tls.ConnectionState) error { return current().verify(cs) },
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			if hq := s.hqNow.Load(); hq != nil && hq.tls.cert != nil {
-				return hq.tls.cert, nil
+			if h := current(); h != nil && h.tls.cert != nil {
+				return h.tls.cert, nil
 			}
 			return &tls.Certificate{}, nil // none: the server decides
 		},
 	}
 }
 
-// verifyHQ verifies a TLS server's certificate chain against HQ's roots
-// and its leaf against HQ's names (see above).
-func (s *Server) verifyHQ(cs tls.ConnectionState) error {
+// verify checks a TLS server's certificate chain against HQ's roots and
+// its leaf against HQ's names (see above).
+func (h *Trunk) verify(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("tls: the server sent no certificate")
 	}
-	hq := s.hqNow.Load()
-	if hq == nil {
+	if h == nil {
 		return errors.New("tls: no HQ configured to verify a server against")
 	}
-	opts := x509.VerifyOptions{Roots: hq.tls.roots, Intermediates: x509.NewCertPool()}
+	opts := x509.VerifyOptions{Roots: h.tls.roots, Intermediates: x509.NewCertPool()}
 	for _, c := range cs.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(c)
 	}
-	names := hq.tlsNames()
+	names := h.tlsNames()
 	leaf := cs.PeerCertificates[0]
 	if _, err := leaf.Verify(opts); err != nil {
 		return fmt.Errorf("tls: certificate of %s: %w", strings.Join(names, " or "), err)
@@ -110,14 +110,14 @@ func (s *Server) verifyHQ(cs tls.ConnectionState) error {
 
 // tlsNames are the names an HQ server's certificate may carry: each
 // pool's domain, else its static targets' hosts.
-func (h *hqTrunk) tlsNames() []string {
+func (h *Trunk) tlsNames() []string {
 	var out []string
 	add := func(n string) {
 		if n = strings.TrimSuffix(n, "."); n != "" && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
-	pools := []HQPool{{Domain: h.cfg.Domain, Static: h.cfg.Static}}
+	pools := []Pool{{Domain: h.cfg.Domain, Static: h.cfg.Static}}
 	if b := h.cfg.Backup; b != nil {
 		pools = append(pools, *b)
 	}
@@ -167,7 +167,7 @@ func (pool *hqPool) nameOf(ip netip.Addr) string {
 
 // tlsName is the name the HQ server at ip is known by ("" = unknown: a
 // static IP literal, or not an HQ target).
-func (h *hqTrunk) tlsName(ip netip.Addr) string {
+func (h *Trunk) tlsName(ip netip.Addr) string {
 	for _, pool := range h.pools {
 		if n := pool.nameOf(ip); n != "" {
 			return n
@@ -179,19 +179,14 @@ func (h *hqTrunk) tlsName(ip netip.Addr) string {
 // RequestHost is the host of the Request-URI of a request to the HQ
 // target ("tls:198.18.1.10:5061"): the HQ domain (or a static target's
 // host name), so that a domain-routed HQ (a Lync pool) recognises the
-// request as its own; "" = the target's address.
-func (h *hqTrunk) RequestHost(target string) string {
+// request as its own; "" = the target's address (or a nil trunk).
+func (h *Trunk) RequestHost(target string) string {
+	if h == nil {
+		return ""
+	}
 	g, err := siptarget.Parse(target, siptarget.UDP)
 	if err != nil || !g.IsIP() {
 		return ""
 	}
 	return h.tlsName(g.Addr.Unmap())
-}
-
-// hqRequestHost is RequestHost of the running trunk ("" without HQ).
-func (s *Server) hqRequestHost(target string) string {
-	if hq := s.hqNow.Load(); hq != nil {
-		return hq.RequestHost(target)
-	}
-	return ""
 }
