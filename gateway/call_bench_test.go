@@ -25,7 +25,7 @@ import (
 // the overload gate's memory criterion is off, so that the benchmark's
 // rate (a call every half millisecond) does not shed its own calls.
 func BenchmarkCall(b *testing.B) {
-	_, gw, callee := pstnCall(b, func(s *Server) { s.overload.heapLimit = math.MaxUint64 })
+	_, gw, callee := pstnCall(b, func(s *Server) { s.overload.SetHeapLimit(math.MaxUint64) })
 	var before, after syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
 		b.Fatal(err)

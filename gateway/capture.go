@@ -68,7 +68,7 @@ func (s *Server) listenOptions(cfg Config) listen.Options {
 	o := cfg.listenOptions()
 	o.Tap = &s.capture.tap
 	o.TLS = s.tlsConf
-	o.Sojourn = func(d time.Duration) { s.overload.observeSocket(d) }
+	o.Sojourn = func(d time.Duration) { s.overload.ObserveSocket(d) }
 	return o
 }
 

@@ -7,13 +7,16 @@
 //	                new calls are routed in (SetMode);
 //	                the loggers of sipgo, the fast path and the registrar,
 //	                each a siplog.Limiter, and their drop counters
+//	running.go      what one push runs (config, dial plan, HQ trunk, PSTN
+//	                health, pool, listener addresses, certificate, B2BUA
+//	                settings): one immutable value stored per commit; a
+//	                request loads it once and works under it to its end
+//	                (a UDP INVITE under the one its admission saw)
 //	reconfigure.go  Prepare/Commit/Abort: a push checked whole, then applied
 //	invite.go       admission and routing of new calls (UDP INVITEs are
 //	                admitted on the fast path, before sipgo keeps any
 //	                state: admitInvite); the router and locator adapters
 //	                the B2BUA asks; voicemail forwarding
-//	overload.go     overload control: new calls get 503 while admitted
-//	                INVITEs queue (CoDel on their queueing delay)
 //	txretention.go  finished sipgo transactions kept 2 s, not 32 s; the
 //	                admitted-INVITE set absorbs later retransmissions
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
@@ -59,6 +62,8 @@
 //	digest/     digest authentication, server side
 //	dialplan/   routing decisions by number and mode
 //	b2bua/      the back-to-back user agent that carries calls
+//	overload/   when new calls are shed (CoDel on the setups' queueing
+//	            delay and the sockets' sojourn, and the live heap)
 //	hqtrunk/    the HQ trunk: primary and backup pools, their targets,
 //	            health and OPTIONS probes, TLS to HQ (verified by HQ's
 //	            name, dialled by the box itself), the candidates of

@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/health"
 	"github.com/outpost/outpost/gateway/hqtrunk"
-	"github.com/outpost/outpost/mode"
 )
 
 // The HQ trunk's configuration and verdicts, as the appliance names them.
@@ -23,26 +21,4 @@ func (s *Server) OnHQTarget(f func(HQTargetEvent)) { s.probe.OnEvent(f) }
 
 // HQHealth is the health of every HQ target (nil without HQ): for
 // outpostctl status, metrics and the mode logic.
-func (s *Server) HQHealth() []health.TargetState {
-	if hq := s.hqNow.Load(); hq != nil {
-		return hq.Health()
-	}
-	return nil
-}
-
-// HQFallback is the per-call fallback the B2BUA asks for (b2bua.HQFallback)
-// when every HQ target of a call failed by the retry rule: the route the
-// number takes in survivable mode (the rule's survivable alternative or
-// the pstn_prefix fallback), if hq.call_fallback is on and that route is
-// not HQ again. The mode is not changed: the probes decide that.
-func (r router) HQFallback(number string) (dialplan.Decision, bool) {
-	cfg := r.s.cfg.Load()
-	if cfg.HQTrunk == nil || !cfg.HQTrunk.CallFallback {
-		return dialplan.Decision{}, false
-	}
-	d, ok := r.s.plan.Load().Outbound(number, mode.Survivable)
-	if !ok || d.Route == "" || d.Route == dialplan.RouteHQ {
-		return dialplan.Decision{}, false
-	}
-	return d, true
-}
+func (s *Server) HQHealth() []health.TargetState { return s.now.Load().hq.Health() }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"hash/maphash"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
-	"github.com/outpost/outpost/gateway/hqtrunk"
+	"github.com/outpost/outpost/gateway/overload"
 	"github.com/outpost/outpost/gateway/registrar"
 )
 
@@ -24,7 +23,8 @@ import (
 // the user in its From header (the PSTN is reachable from here, so an open
 // INVITE would be toll fraud); its call is routed by the dial plan.
 func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
-	if s.refused(req, tx) {
+	run := s.now.Load() // the one push this call is trusted, routed and dialled under
+	if s.refused(run, req, tx) {
 		return
 	}
 	if to := req.To(); to != nil && to.Params.Has("tag") {
@@ -32,7 +32,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	if s.b2b.Looped(req) {
-		s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusLoopDetected, "Loop Detected", nil))
+		s.respond(run, tx, sip.NewResponseFromRequest(req, sip.StatusLoopDetected, "Loop Detected", nil))
 		return
 	}
 	// A UDP INVITE was admitted on the fast path (admitInvite), which
@@ -40,8 +40,11 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	// nonce count) and decided on overload; its queueing delay since then
 	// is the overload signal. Over TCP (no amplification, so no stateless
 	// path) both happen here.
-	at, state := s.admitted.take(admittedKey(req))
+	at, admittedUnder, state := s.admitted.take(admittedKey(req))
 	fast := state == admittedNew
+	if fast {
+		run = admittedUnder
+	}
 	if state == admittedTaken {
 		// A retransmission that outlived its transaction (txretention.go):
 		// absorbed, as the transaction would have done.
@@ -50,42 +53,43 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	if fast {
-		s.overload.observe(time.Since(at))
-	} else if s.overload.refuseNew() {
-		s.respond(tx, s.overloadResponse(req))
+		s.overload.Observe(time.Since(at))
+	} else if s.overload.RefuseNew() {
+		s.respond(run, tx, s.overloadResponse(run, req))
 		return
 	}
-	defer s.overload.finish()
-	if s.fromPSTN(req) {
+	defer s.overload.Finish()
+	pol := run.policy(s.Mode())
+	if run.fromPSTN(req) {
 		did := req.Recipient.User
-		ext, rule, ok := s.plan.Load().InboundDID(did)
+		ext, rule, ok := run.plan.InboundDID(did)
 		if !ok {
-			s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusNotFound, "Not Found", nil))
+			s.respond(run, tx, sip.NewResponseFromRequest(req, sip.StatusNotFound, "Not Found", nil))
 			return
 		}
-		s.b2b.OnInboundInvite(req, tx, dialplan.Decision{Number: did, Target: ext, Route: dialplan.RouteLocal,
+		s.b2b.InboundInvite(req, tx, pol, dialplan.Decision{Number: did, Target: ext, Route: dialplan.RouteLocal,
 			Rule: "inbound", RuleIndex: rule, Explain: "inbound DID " + did + " -> " + ext})
 		return
 	}
-	if s.fromPool(req) {
-		s.b2b.OnInboundInvite(req, tx, poolDecision(req))
+	if s.fromPool(run, req) {
+		s.b2b.InboundInvite(req, tx, pol, poolDecision(req))
 		return
 	}
-	if s.fromHQ(req) {
+	if run.fromHQ(req) {
 		// HQ calls a branch user it knows through upstream registration:
 		// the Request-URI user is the extension (the box is its Contact).
 		ext := req.Recipient.User
-		s.b2b.OnInboundInvite(req, tx, dialplan.Decision{Number: ext, Target: ext, Route: dialplan.RouteLocal,
+		s.b2b.InboundInvite(req, tx, pol, dialplan.Decision{Number: ext, Target: ext, Route: dialplan.RouteLocal,
 			Rule: "from-hq", Explain: "call from HQ to extension " + ext})
 		return
 	}
 	if !fast {
 		if _, res := s.reg.AuthorizeCall(req); res != nil {
-			s.respond(tx, res)
+			s.respond(run, tx, res)
 			return
 		}
 	}
-	s.b2b.OnInvite(req, tx)
+	s.b2b.Invite(req, tx, pol)
 }
 
 // admitInvite is the fast path's Admit (gateway/fastpath): it decides a
@@ -97,48 +101,49 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // admitted INVITE goes to its transaction without asking here, and one
 // that outlived it is admitted again without a second check (onInvite
 // then absorbs it: txretention.go). While the overload gate sheds
-// (overload.go), an INVITE that would be admitted gets 503 instead; the
+// (gateway/overload), an INVITE that would be admitted gets 503 instead; the
 // second result is true for that answer only: its source passed the trust
 // or credential check, so the fast path does not limit it per source like
 // the refusals of unauthenticated requests.
 func (s *Server) admitInvite(req *sip.Request, _ string) (*sip.Response, bool) {
+	run := s.now.Load()
 	if res := checkRequest(req); res != nil {
 		// Malformed or unsupported (RFC 3261 §8.2): refused statelessly
 		// too, before any challenge.
-		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+		res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 		return res, false
 	}
 	key := admittedKey(req)
 	if s.admitted.has(key) {
 		return nil, false // a retransmission (onInvite absorbs it)
 	}
-	if !s.fromPSTN(req) && !s.fromHQ(req) && !s.fromPool(req) {
+	if !run.fromPSTN(req) && !run.fromHQ(req) && !s.fromPool(run, req) {
 		if _, res := s.reg.AuthorizeCall(req); res != nil {
-			s.warn(res)
-			res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+			run.warn(res, s.Mode())
+			res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 			return res, false
 		}
 	}
-	if s.overload.refuseNew() {
-		return s.overloadResponse(req), true
+	if s.overload.RefuseNew() {
+		return s.overloadResponse(run, req), true
 	}
-	s.admitted.put(key, time.Now())
+	s.admitted.put(key, time.Now(), run)
 	return nil, false
 }
 
 // overloadResponse is the 503 of a call shed by the overload gate.
-func (s *Server) overloadResponse(req *sip.Request) *sip.Response {
+func (s *Server) overloadResponse(run *running, req *sip.Request) *sip.Response {
 	res := sip.NewResponseFromRequest(req, sip.StatusServiceUnavailable, "Service Unavailable", nil)
-	res.AppendHeader(sip.NewHeader("Retry-After", overloadRetryAfter))
-	s.warn(res)
-	res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+	res.AppendHeader(sip.NewHeader("Retry-After", overload.RetryAfter))
+	run.warn(res, s.Mode())
+	res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 	return res
 }
 
 // OverloadRefusals counts the new calls refused with 503 by the overload
-// gate (overload.go): while setups queued, and while the heap was full.
+// gate (gateway/overload): while setups queued, and while the heap was full.
 func (s *Server) OverloadRefusals() (queue, memory uint64) {
-	return s.overload.refusedQueue.Load(), s.overload.refusedMemory.Load()
+	return s.overload.Refused()
 }
 
 // admittedKey names an INVITE's server transaction as sipgo matches a
@@ -173,7 +178,7 @@ var admittedSeed = maphash.MakeSeed()
 const admittedWindow = 32 * time.Second
 
 // maxAdmitted bounds the memory (two generations of at most this many
-// keys: about 5 MiB). Every admitted UDP INVITE is remembered, so a
+// keys: about 7 MiB). Every admitted UDP INVITE is remembered, so a
 // generation lasts 32 s up to 2,048 calls a second; beyond that the older
 // generation goes early, and a late retransmission of its INVITEs is
 // decided again.
@@ -188,16 +193,25 @@ const (
 	admittedTaken           // onInvite has seen it: any later copy is a retransmission
 )
 
-// admittedCalls remembers the UDP INVITEs admitted on the fast path, with
-// when they were (0 once onInvite took them), in Unix nanoseconds.
+// admittedCalls remembers the UDP INVITEs admitted on the fast path.
 type admittedCalls struct {
 	mu       sync.Mutex
-	cur, old map[uint64]int64
+	cur, old map[uint64]admitted
 	rotated  time.Time
 }
 
+// admitted is when an INVITE was admitted (Unix nanoseconds; 0 once
+// onInvite took it) and what ran then: onInvite works under the push the
+// fast path trusted or authenticated the caller under, so a push between
+// the two cannot make an HQ's call a local user's (whose credentials
+// were never asked for).
+type admitted struct {
+	at  int64
+	run *running
+}
+
 func newAdmittedCalls() *admittedCalls {
-	return &admittedCalls{cur: map[uint64]int64{}, old: map[uint64]int64{}, rotated: time.Now()}
+	return &admittedCalls{cur: map[uint64]admitted{}, old: map[uint64]admitted{}, rotated: time.Now()}
 }
 
 func (a *admittedCalls) has(key uint64) bool {
@@ -217,55 +231,36 @@ func (a *admittedCalls) has(key uint64) bool {
 // second call. The key stays until its generation goes, so that the fast
 // path passes the transaction's retransmissions on to sipgo instead of
 // deciding them again (under overload: a 503 for a call in progress).
-func (a *admittedCalls) take(key uint64) (time.Time, admission) {
+func (a *admittedCalls) take(key uint64) (time.Time, *running, admission) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	m := a.cur
-	at, ok := m[key]
+	e, ok := m[key]
 	if !ok {
 		m = a.old
-		at, ok = m[key]
+		e, ok = m[key]
 	}
 	switch {
 	case !ok:
-		return time.Time{}, notAdmitted
-	case at == 0:
-		return time.Time{}, admittedTaken
+		return time.Time{}, nil, notAdmitted
+	case e.at == 0:
+		return time.Time{}, nil, admittedTaken
 	}
-	m[key] = 0
-	return time.Unix(0, at), admittedNew
+	m[key] = admitted{}
+	return time.Unix(0, e.at), e.run, admittedNew
 }
 
-func (a *admittedCalls) put(key uint64, now time.Time) {
+func (a *admittedCalls) put(key uint64, now time.Time, run *running) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if now.Sub(a.rotated) >= admittedWindow || len(a.cur) >= maxAdmitted {
-		a.old, a.cur, a.rotated = a.cur, make(map[uint64]int64, len(a.cur)), now
+		a.old, a.cur, a.rotated = a.cur, make(map[uint64]admitted, len(a.cur)), now
 	}
-	a.cur[key] = now.UnixNano()
+	a.cur[key] = admitted{at: now.UnixNano(), run: run}
 }
 
 // Calls returns the calls in progress.
 func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
-
-// localFor picks the listener facing a B leg's destination (localaddr.go).
-func (c Config) b2buaConfig(hq *hqtrunk.Trunk, pstn *pstnHealth, warning func() string, local *localAddrs, sign func(*sip.Request)) b2bua.Config {
-	bc := c.Calls
-	bc.SignPool = sign
-	bc.LocalFor = local.from
-	bc.StreamFor = local.stream
-	bc.PSTNHealth = pstn.tracker()
-	bc.Warning = warning
-	bc.PSTNGateways = nil
-	for _, g := range c.PSTN {
-		bc.PSTNGateways = append(bc.PSTNGateways, g.Target)
-	}
-	bc.HQ = nil
-	if hq != nil {
-		bc.HQ = hq
-	}
-	return bc
-}
 
 // locator hands the B2BUA the registrar's live bindings.
 type locator struct {
@@ -305,27 +300,6 @@ type Voicemail struct {
 	Pilot string
 	// Users are the extensions with voicemail (users[].voicemail).
 	Users []string
-}
-
-// router routes with the current plan in the current mode.
-type router struct{ s *Server }
-
-func (r router) Outbound(number string) (dialplan.Decision, bool) {
-	mode := *r.s.mode.Load()
-	return r.s.plan.Load().Outbound(number, mode)
-}
-
-// Voicemail routes the pilot for ext when ext has voicemail.
-func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
-	vm := r.s.cfg.Load().Voicemail
-	if vm.Pilot == "" || !slices.Contains(vm.Users, ext) {
-		return dialplan.Decision{}, false
-	}
-	d, ok := r.Outbound(vm.Pilot)
-	if !ok || d.Route == "" || d.Route == dialplan.RouteLocal && d.Target == ext {
-		return dialplan.Decision{}, false // no route, or back to the same phone
-	}
-	return d, true
 }
 
 // contactURI is the URI of a Contact value: inside <> when present

@@ -20,9 +20,10 @@ func TestContactURI(t *testing.T) {
 	}
 }
 
-// The voicemail pilot is routed by the dial plan of the current mode: to
-// HQ in normal mode, to the PSTN (survivable alternative) in survivable
-// mode; users without voicemail, and a pilot without a route, get none.
+// The voicemail pilot is routed by the dial plan of the call's mode: to HQ
+// in normal mode, to the PSTN (survivable alternative) in survivable mode;
+// users without voicemail, and a pilot without a route, get none. A call
+// keeps the router it was admitted with; the next one sees the change.
 func TestRouterVoicemailFollowsMode(t *testing.T) {
 	cfg := testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"})
 	cfg.Dialplan = dialplan.Config{Rules: []dialplan.Rule{
@@ -35,7 +36,7 @@ func TestRouterVoicemailFollowsMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := router{s}
+	r := s.policy().Router
 	if d, ok := r.Voicemail("1001"); !ok || d.Route != dialplan.RouteHQ || d.Target != "5000" {
 		t.Errorf("normal mode: %+v %v", d, ok)
 	}
@@ -43,6 +44,10 @@ func TestRouterVoicemailFollowsMode(t *testing.T) {
 		t.Error("a user without voicemail is forwarded")
 	}
 	s.SetMode(mode.Survivable)
+	if d, ok := r.Voicemail("1001"); !ok || d.Route != dialplan.RouteHQ {
+		t.Errorf("a call admitted in normal mode: %+v %v", d, ok)
+	}
+	r = s.policy().Router
 	if d, ok := r.Voicemail("1001"); !ok || d.Route != dialplan.RoutePSTN || d.Target != "+78435555000" {
 		t.Errorf("survivable mode: %+v %v", d, ok)
 	}
@@ -50,7 +55,10 @@ func TestRouterVoicemailFollowsMode(t *testing.T) {
 	if err := s.Reconfigure(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := r.Voicemail("1001"); ok {
+	if _, ok := r.Voicemail("1001"); !ok {
+		t.Error("a call admitted before the push lost its pilot")
+	}
+	if d, ok := s.policy().Router.Voicemail("1001"); ok {
 		t.Errorf("unroutable pilot: %+v", d)
 	}
 	s.Close()

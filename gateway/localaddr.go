@@ -15,20 +15,21 @@ import (
 type LocalChooser = facing.Chooser
 
 // SetLocalChooser installs the chooser consulted for every B leg and probe.
-func (s *Server) SetLocalChooser(f LocalChooser) { s.local.choose.Store(&f) }
+func (s *Server) SetLocalChooser(f LocalChooser) { s.choose.Store(&f) }
 
 // localAddrs is where requests the box originates leave from (B legs, HQ
 // probes): the B2BUA's LocalAddr when configured (the address HQ knows the
 // box by), else the UDP listener facing the destination, as the
 // appliance's LocalChooser or else the routing table decides
 // (gateway/facing). Without it sipgo would open an ephemeral socket with
-// Via 0.0.0.0.
+// Via 0.0.0.0. It holds one push's listeners and is immutable (the
+// chooser is the Server's, set as interfaces come and go).
 type localAddrs struct {
-	fixed  atomic.Pointer[sip.Addr] // Calls.LocalAddr, when configured
-	udp    atomic.Pointer[udpAddrs] // the UDP listeners
-	tcp    atomic.Pointer[udpAddrs] // the TCP listeners (same shape)
-	tls    atomic.Pointer[udpAddrs] // the TLS listeners
-	choose atomic.Pointer[LocalChooser]
+	fixed  *sip.Addr                     // Calls.LocalAddr, when configured
+	udp    udpAddrs                      // the UDP listeners
+	tcp    udpAddrs                      // the TCP listeners (same shape)
+	tls    udpAddrs                      // the TLS listeners
+	choose *atomic.Pointer[LocalChooser] // the Server's; nil = none
 }
 
 // udpAddrs is the UDP listeners' addresses, sorted (listen.Set.UDPAddrs),
@@ -38,25 +39,24 @@ type udpAddrs struct {
 	sip []sip.Addr
 }
 
-// set records the listeners of cfg that requests may leave from.
-func (l *localAddrs) set(cfg Config, ls listen.Set) {
-	l.fixed.Store(nil)
+// newLocalAddrs is the listeners of cfg that requests may leave from;
+// choose is consulted when several face a destination (nil = never).
+func newLocalAddrs(cfg Config, ls listen.Set, choose *atomic.Pointer[LocalChooser]) *localAddrs {
+	l := &localAddrs{udp: addrsOf(ls.UDPAddrs()), tcp: addrsOf(ls.StreamAddrs(false)), tls: addrsOf(ls.StreamAddrs(true)), choose: choose}
 	if a := cfg.Calls.LocalAddr; a != "" {
 		if ap, err := netip.ParseAddrPort(a); err == nil {
-			l.fixed.Store(&sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())})
+			l.fixed = &sip.Addr{IP: ap.Addr().AsSlice(), Port: int(ap.Port())}
 		}
 	}
-	l.udp.Store(addrsOf(ls.UDPAddrs()))
-	l.tcp.Store(addrsOf(ls.StreamAddrs(false)))
-	l.tls.Store(addrsOf(ls.StreamAddrs(true)))
+	return l
 }
 
-func addrsOf(aps []netip.AddrPort) *udpAddrs {
+func addrsOf(aps []netip.AddrPort) udpAddrs {
 	u := udpAddrs{ap: aps}
 	for _, a := range u.ap {
 		u.sip = append(u.sip, sip.Addr{IP: a.Addr().AsSlice(), Port: int(a.Port())})
 	}
-	return &u
+	return u
 }
 
 // stream is the TCP or TLS (transport "TCP", "TLS") listener facing
@@ -67,9 +67,9 @@ func (l *localAddrs) stream(transport, hostport string) *sip.Addr {
 	var u *udpAddrs
 	switch transport {
 	case "TCP", "tcp":
-		u = l.tcp.Load()
+		u = &l.tcp
 	case "TLS", "tls":
-		u = l.tls.Load()
+		u = &l.tls
 	}
 	if u == nil || len(u.ap) == 0 {
 		return nil
@@ -83,9 +83,11 @@ func (l *localAddrs) stream(transport, hostport string) *sip.Addr {
 // facing is the index of u's listener facing hostport: the chooser's pick
 // when several qualify, else the routing table's; -1 = none.
 func (l *localAddrs) facing(u *udpAddrs, hostport string) int {
-	if f := l.choose.Load(); f != nil {
-		if i, ok := facing.Choose(u.ap, hostport, *f); ok {
-			return i
+	if l.choose != nil {
+		if f := l.choose.Load(); f != nil {
+			if i, ok := facing.Choose(u.ap, hostport, *f); ok {
+				return i
+			}
 		}
 	}
 	return facing.Pick(u.ap, hostport, facing.Kernel)
@@ -94,13 +96,10 @@ func (l *localAddrs) facing(u *udpAddrs, hostport string) int {
 // from is the listener a request to hostport leaves from; nil = let sipgo
 // choose.
 func (l *localAddrs) from(hostport string) *sip.Addr {
-	if a := l.fixed.Load(); a != nil {
-		return a
+	if l.fixed != nil {
+		return l.fixed
 	}
-	u := l.udp.Load()
-	if u == nil {
-		return nil
-	}
+	u := &l.udp
 	if i := l.facing(u, hostport); i >= 0 {
 		return &u.sip[i]
 	}

@@ -64,7 +64,6 @@ func (pp *poolPart) stop() {
 // swap makes next the pool (probing it when the Server runs). Caller holds
 // Server.mu.
 func (pp *poolPart) swap(s *Server, next *pool.Pool) {
-	s.poolNow.Store(next)
 	if next == pp.cur {
 		return
 	}
@@ -76,7 +75,7 @@ func (pp *poolPart) swap(s *Server, next *pool.Pool) {
 // redirect is the registrar's SetRedirect hook: the home member's URI when
 // a user's home is another member.
 func (s *Server) redirect(aor string) (string, bool) {
-	p := s.poolNow.Load()
+	p := s.now.Load().pool
 	if p == nil {
 		return "", false
 	}
@@ -103,7 +102,7 @@ type poolLocator struct {
 }
 
 func (l poolLocator) PoolContacts(ext string) []b2bua.Contact {
-	p := l.s.poolNow.Load()
+	p := l.s.now.Load().pool
 	if p == nil {
 		return nil
 	}
@@ -115,10 +114,10 @@ func (l poolLocator) PoolContacts(ext string) []b2bua.Contact {
 	return out
 }
 
-// signPool is the B2BUA's SignPool: the pool's HMAC over the INVITE's
-// Call-ID, From and To users and the time.
-func (s *Server) signPool(req *sip.Request) {
-	p := s.poolNow.Load()
+// signPool signs an INVITE to another member of p (the B2BUA's
+// SignPool): the pool's HMAC over its Call-ID, From and To users and the
+// time.
+func signPool(p *pool.Pool, req *sip.Request) {
 	if p == nil {
 		return
 	}
@@ -143,8 +142,8 @@ func inviteIDs(req *sip.Request) (callID, from, to string) {
 // from a member's address (the trust rule of trust.go) and signed with the
 // pool's secret within its validity window. The address alone is never
 // enough.
-func (s *Server) fromPool(req *sip.Request) bool {
-	p := s.poolNow.Load()
+func (s *Server) fromPool(run *running, req *sip.Request) bool {
+	p := run.pool
 	if p == nil {
 		return false
 	}
@@ -192,7 +191,7 @@ type PoolStatus struct {
 
 // Pool is the registrar pool's status; nil when the box is not in a pool.
 func (s *Server) Pool() *PoolStatus {
-	p := s.poolNow.Load()
+	p := s.now.Load().pool
 	if p == nil {
 		return nil
 	}

@@ -21,7 +21,7 @@ func testPoolServer(t *testing.T) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{log: slog.New(slog.DiscardHandler)}
-	s.poolNow.Store(p)
+	s.now.Store(&running{pool: p})
 	return s
 }
 
@@ -57,21 +57,21 @@ func TestFromPool(t *testing.T) {
 		{"member's IP, other port", signed("198.18.60.2:40000", "shared-between-members", now), false},
 		{"a stranger with a valid signature", signed("198.18.60.9:5060", "shared-between-members", now), false},
 	} {
-		if got := s.fromPool(c.req); got != c.want {
+		if got := s.fromPool(s.now.Load(), c.req); got != c.want {
 			t.Errorf("%s: fromPool = %v, want %v", c.name, got, c.want)
 		}
 	}
 	// Signing and checking agree (the B2BUA signs with signPool).
 	req := memberInvite("198.18.60.2:5060")
-	s.signPool(req)
-	if !s.fromPool(req) {
+	s.now.Load().signPool(req)
+	if !s.fromPool(s.now.Load(), req) {
 		t.Fatal("an INVITE signed by signPool is refused")
 	}
 }
 
 func TestPoolRedirectAndPeers(t *testing.T) {
 	s := testPoolServer(t)
-	p := s.poolNow.Load()
+	p := s.now.Load().pool
 	for _, ext := range []string{"1001", "1002", "1003", "1004"} {
 		uri, away := s.redirect(ext)
 		home := p.Order(ext)[0]

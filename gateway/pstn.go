@@ -106,7 +106,7 @@ type PSTNGatewayHealth struct {
 // PSTNHealth is the health of every PSTN gateway, in the configured order
 // (nil without gateways).
 func (s *Server) PSTNHealth() []PSTNGatewayHealth {
-	p := s.pstnNow.Load()
+	p := s.now.Load().pstn
 	if p == nil {
 		return nil
 	}

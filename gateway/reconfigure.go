@@ -2,13 +2,9 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 
-	"github.com/outpost/outpost/gateway/dialplan"
-	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/listen"
-	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/gateway/trace"
 	"github.com/outpost/outpost/gateway/upstream"
@@ -23,83 +19,64 @@ import (
 // its applies).
 type Change struct {
 	s        *Server
-	cfg      Config
-	plan     *dialplan.Plan
-	hq       *hqtrunk.Trunk
-	pstn     *pstnHealth
-	b2b      func()
+	run      *running // what cfg runs: built, not yet stored
 	reg      *registrar.Change
 	next     listen.Set       // every listener of cfg: kept ones and new ones
 	running  listen.Set       // the listeners when Prepare began
 	upstream *upstream.Config // nil = no upstream registration
 	hep      *trace.Exporter  // the new HEP exporter, when the capture section changed
 	hepNew   bool
-	pool     *pool.Pool // the registrar pool (the running one when its section did not change)
-	tlsCert  *tls.Certificate
 }
 
-// Prepare does every fallible step of applying cfg: compiling the dial
-// plan, building the HQ trunk (when its section changed), checking the
-// B2BUA's and the registrar's settings, binding the listeners cfg adds and
-// working out the upstream registration's settings.
+// Prepare does every fallible step of applying cfg: binding the listeners
+// cfg adds, building what it runs (the dial plan compiled, the HQ trunk
+// when its section changed, the B2BUA's settings), checking the
+// registrar's settings and working out the upstream registration's.
 //
 // It holds no lock of the Server while it works (building a trunk may wait
 // a second for DNS), so calls and probes go on undisturbed.
 func (s *Server) Prepare(ctx context.Context, cfg Config) (*Change, error) {
 	s.mu.Lock()
-	running, hq, pstn, pl := s.listeners, s.hq, s.pstn, s.pool.cur
+	listening, old := s.listeners, s.now.Load()
 	s.mu.Unlock()
-	c := &Change{s: s, cfg: cfg, running: running}
+	c := &Change{s: s, running: listening}
 	var err error
-	if c.tlsCert, err = cfg.TLS.parse(cfg.Listen); err != nil {
-		return nil, err
+	if _, err = cfg.TLS.parse(cfg.Listen); err != nil {
+		return nil, err // before anything is bound
 	}
-	if c.hepNew = cfg.Capture != s.cfg.Load().Capture; c.hepNew {
+	if c.hepNew = cfg.Capture != old.cfg.Capture; c.hepNew {
 		if c.hep, err = s.newExporter(cfg.Capture); err != nil {
 			return nil, err
 		}
 	}
-	if c.plan, err = dialplan.Compile(cfg.Dialplan); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	if c.hq, err = hqtrunk.Next(hq, cfg.HQTrunk); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	if c.hq != nil && c.hq != hq {
-		c.hq.UseDialer(s.hqDial)
-	}
-	c.pstn = nextPSTN(pstn, cfg)
-	if c.pool, err = nextPool(pl, cfg); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	if c.b2b, err = s.b2b.Prepare(cfg.b2buaConfig(c.hq, c.pstn, s.survivableWarning, &s.local, s.signPool)); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
 	if c.reg, err = s.reg.Prepare(cfg.Registrar); err != nil {
 		return nil, err
 	}
-	if c.next, err = listen.BindAll(cfg.Listen, s.listenOptions(cfg), running); err != nil {
+	if c.next, err = listen.BindAll(cfg.Listen, s.listenOptions(cfg), listening); err != nil {
 		return nil, err
 	}
-	if c.upstream, err = checkedUpstream(cfg, c.hq, c.next); err != nil {
+	if c.run, err = s.newRunning(cfg, c.next, old); err == nil {
+		c.upstream, err = checkedUpstream(c.run, c.next)
+	}
+	if err != nil {
 		c.closeNew()
 		return nil, err
 	}
 	return c, nil
 }
 
-// Commit makes the prepared configuration run: the next call uses the new
-// plan and settings (calls in progress keep theirs), new listeners are
-// served, listeners that are gone are closed (unchanged ones keep their
-// sockets), probing moves to a new HQ trunk and upstream registration
-// follows.
+// Commit makes the prepared configuration run: the next request works
+// under it (calls in progress keep what they started with), new listeners
+// are served, listeners that are gone are closed (unchanged ones keep
+// their sockets), probing moves to a new HQ trunk and upstream
+// registration follows.
 func (c *Change) Commit() {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c.b2b()
+	old := s.now.Load()
 	c.reg.Commit()
-	s.tlsCert.Store(c.tlsCert)
+	s.now.Store(c.run) // first: a request on a new listener works under what it serves
 	for k, l := range s.listeners {
 		if c.next[k] == nil {
 			l.Close()
@@ -114,19 +91,12 @@ func (c *Change) Commit() {
 	}
 	s.listeners = c.next
 	s.fp.SetSockets(c.next.UDP())
-	s.plan.Store(c.plan)
-	s.fp.SetRefusalRate(c.cfg.refusalRate())
-	s.local.set(c.cfg, c.next)
-	s.probe.Swap(s.hq, c.hq, s.log)
-	s.hq = c.hq
-	s.hqNow.Store(c.hq)
-	s.pstn.close()
-	c.pstn.start(s.probe.Context(), s.pstn, s.probe.Pinger(nil), s.log.With("part", "pstn-probe"))
-	s.pstn = c.pstn
-	s.pstnNow.Store(c.pstn)
-	s.cfg.Store(&c.cfg)
-	s.pool.swap(s, c.pool)
-	s.up.apply(c.upstream, s.reg.Present(), *s.mode.Load())
+	s.fp.SetRefusalRate(c.run.cfg.refusalRate())
+	s.probe.Swap(old.hq, c.run.hq, s.log)
+	old.pstn.close()
+	c.run.pstn.start(s.probe.Context(), old.pstn, s.probe.Pinger(nil), s.log.With("part", "pstn-probe"))
+	s.pool.swap(s, c.run.pool)
+	s.up.apply(c.upstream, s.reg.Present(), s.Mode())
 	if c.hepNew {
 		s.capture.swap(c.hep)
 	}
@@ -139,11 +109,11 @@ func (c *Change) closeNew() { c.next.CloseNew(c.running) }
 
 // checkedUpstream is the upstream agent's configuration for cfg, checked;
 // nil when cfg asks for no upstream registration.
-func checkedUpstream(cfg Config, hq *hqtrunk.Trunk, ls listen.Set) (*upstream.Config, error) {
-	if cfg.Upstream == nil || hq == nil {
+func checkedUpstream(run *running, ls listen.Set) (*upstream.Config, error) {
+	if run.cfg.Upstream == nil || run.hq == nil {
 		return nil, nil
 	}
-	ucfg, err := upstreamSettings(cfg, hq, ls)
+	ucfg, err := upstreamSettings(run, ls)
 	if err == nil {
 		err = ucfg.Check()
 	}

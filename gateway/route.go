@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/mode"
 )
 
@@ -21,12 +22,13 @@ type RouteExplanation struct {
 // Route explains how a call to number would be routed in mode, without
 // placing it (outpostctl route).
 func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
-	d, ok := s.plan.Load().Outbound(number, mode)
+	run := s.now.Load()
+	d, ok := run.plan.Outbound(number, mode)
 	ex := RouteExplanation{Decision: d, OK: ok, Mode: mode}
 	if !ok {
 		return ex
 	}
-	cfg := s.cfg.Load()
+	cfg := run.cfg
 	switch d.Route {
 	case dialplan.RouteLocal:
 		for _, b := range s.reg.Lookup(d.Target) {
@@ -37,7 +39,7 @@ func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
 			ex.Targets = append(ex.Targets, g.Target.String()+" ("+g.Name+")")
 		}
 	case dialplan.RouteHQ:
-		ex.Targets = s.hqTargetsNow(cfg.HQ)
+		ex.Targets = hqTargetsNow(run.hq, cfg.HQ)
 	}
 	return ex
 }
@@ -45,8 +47,7 @@ func (s *Server) Route(number string, mode mode.Mode) RouteExplanation {
 // hqTargetsNow lists the HQ targets as a call would try them now (resolved,
 // healthy first, each with its health); without an answer from DNS within a
 // second it falls back to the configured description.
-func (s *Server) hqTargetsNow(described []string) []string {
-	hq := s.hqNow.Load()
+func hqTargetsNow(hq *hqtrunk.Trunk, described []string) []string {
 	if hq == nil {
 		return described
 	}

@@ -166,10 +166,10 @@ func supportedExtension(method sip.RequestMethod, tag string) bool {
 }
 
 // refused answers req with checkRequest's refusal, if any, and says so.
-func (s *Server) refused(req *sip.Request, tx sip.ServerTransaction) bool {
+func (s *Server) refused(run *running, req *sip.Request, tx sip.ServerTransaction) bool {
 	res := checkRequest(req)
 	if res != nil {
-		s.respond(tx, res)
+		s.respond(run, tx, res)
 	}
 	return res != nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/outpost/outpost/gateway/fastpath"
 	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/listen"
+	"github.com/outpost/outpost/gateway/overload"
 	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/gateway/siplog"
@@ -104,36 +105,29 @@ type Server struct {
 	// lateInvites counts INVITE retransmissions absorbed after their
 	// transaction ended (txretention.go).
 	lateInvites atomic.Uint64
-	// overload sheds new calls while they queue (overload.go).
-	overload *overloadGate
-	plan     atomic.Pointer[dialplan.Plan]
-	mode     atomic.Pointer[mode.Mode]
-	b2b      *b2bua.B2BUA
-	// cfg and hqNow are what calls and the API read, without a lock: the
-	// configuration in force and its HQ trunk (nil = no HQ).
-	cfg   atomic.Pointer[Config]
-	hqNow atomic.Pointer[hqtrunk.Trunk]
-	// pstnNow is the PSTN gateways' health (pstn.go); nil = no gateway.
-	pstnNow atomic.Pointer[pstnHealth]
-	// local is where requests the box sends leave from (localaddr.go).
-	local localAddrs
+	// overload sheds new calls while they queue (gateway/overload).
+	overload *overload.Gate
+	// now is what runs: one push's configuration and what was built from
+	// it (running.go), stored once per commit and read without a lock.
+	now atomic.Pointer[running]
+	// mode is the mode new calls are routed in (SetMode); choose picks
+	// among listeners facing a destination (SetLocalChooser). Both
+	// change without a push.
+	mode   atomic.Pointer[mode.Mode]
+	choose atomic.Pointer[LocalChooser]
+	b2b    *b2bua.B2BUA
 	// probe runs the HQ trunk's probes (and starts the PSTN and pool ones).
 	probe *hqtrunk.Prober
 	up    upstreamPart // upstream registration at HQ (upstream.go)
 	// capture is the trace tap of the listeners and the HEP exporter (capture.go).
 	capture capturePart
-	// poolNow is the registrar pool (pool.go); nil = one box. pool owns it.
-	poolNow atomic.Pointer[pool.Pool]
-	pool    poolPart
-	// tlsCert is the certificate tls listeners present (tls.go); tlsConf
-	// is their configuration, which reads it at every handshake.
-	tlsCert atomic.Pointer[tls.Certificate]
+	pool    poolPart        // the registrar pool's probes (pool.go)
 	hqDial  *hqtrunk.Dialer // TLS connections to HQ
+	// tlsConf is the tls listeners' configuration, which reads the
+	// certificate of what runs at every handshake (tls.go).
 	tlsConf *tls.Config
 
-	mu        sync.Mutex     // serialises Commit, Run's start and stop, and Close
-	hq        *hqtrunk.Trunk // the trunk being probed; replaced only when the hq section changes
-	pstn      *pstnHealth
+	mu        sync.Mutex // serialises Commit, Run's start and stop, and Close
 	listeners listen.Set // keyed by the configured spec
 	serving   sync.WaitGroup
 }
@@ -150,14 +144,11 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	// letting the kernel fragment; a 200 listing many contacts is legitimate.
 	udpMTUOnce.Do(func() { sip.UDPMTUSize = 65000 })
 
-	s := &Server{log: log, listeners: listen.Set{}, admitted: newAdmittedCalls(), overload: newOverloadGate()}
-	s.cfg.Store(&cfg)
+	s := &Server{log: log, listeners: listen.Set{}, admitted: newAdmittedCalls(), overload: overload.New()}
 	s.tlsConf = listen.ServerTLS(s.certificate)
-	cert, err := cfg.TLS.parse(cfg.Listen)
-	if err != nil {
-		return nil, err
+	if _, err := cfg.TLS.parse(cfg.Listen); err != nil {
+		return nil, err // before anything is bound
 	}
-	s.tlsCert.Store(cert)
 	// Whatever a packet can make a part log, once per packet, goes
 	// through a siplog.Limiter: counted, summarised once per 10 s, its
 	// text truncated and escaped (a garbage flood must not flood the log).
@@ -169,7 +160,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.fp.SetRefusalRate(cfg.refusalRate())
 	ua, err := sipgo.NewUA(
 		sipgo.WithUserAgent(cfg.serverName()),
-		sipgo.WithUserAgenTLSConfig(hqtrunk.ClientTLS(s.hqNow.Load)),
+		sipgo.WithUserAgenTLSConfig(hqtrunk.ClientTLS(func() *hqtrunk.Trunk { return s.now.Load().hq })),
 		sipgo.WithUserAgentTransportLayerOptions(sip.WithTransportLayerLogger(sipLog), sip.WithTransportLayerReadFilter(s.fp.Filter)),
 		sipgo.WithUserAgentTransactionLayerOptions(
 			sip.WithTransactionLayerLogger(sipLog),
@@ -179,7 +170,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 			// 3261 §17.1.3. sipgo's default handler would log each one to
 			// the default logger, past the limiter.
 			sip.WithTransactionLayerUnhandledResponseHandler(func(r *sip.Response) {
-				if s.b2b.OnStrayResponse(r) { // set before any listener is bound
+				if s.b2b.OnStrayResponse(r) { // set before any listener is served
 					return
 				}
 				sipLog.Info("Unhandled sip response", "source", r.Source(), "response", r.StartLine())
@@ -202,39 +193,37 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, err
 	}
-	plan, err := dialplan.Compile(cfg.Dialplan)
-	if err != nil {
-		ua.Close()
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	s.plan.Store(plan)
 	s.mode.Store(&cfg.Mode)
 	s.ua, s.srv, s.reg = ua, srv, reg
 	s.hqDial = hqtrunk.NewDialer(func(dest string) bool {
 		c, _ := ua.TransportLayer().GetConnection("tls", dest)
 		return c != nil
 	})
-	if s.hq, err = hqtrunk.Next(nil, cfg.HQTrunk); err == nil {
-		if s.hq != nil {
-			s.hq.UseDialer(s.hqDial)
-		}
-		s.hqNow.Store(s.hq)
-	} else {
+	if s.capture.exp, err = s.newExporter(cfg.Capture); err != nil {
 		ua.Close()
 		return nil, err
 	}
-	s.pstn = nextPSTN(nil, cfg)
-	s.pstnNow.Store(s.pstn)
-	if s.pool.cur, err = nextPool(nil, cfg); err != nil {
+	bound, err := listen.BindAll(cfg.Listen, s.listenOptions(cfg), nil)
+	if err != nil {
 		ua.Close()
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, err
 	}
-	s.poolNow.Store(s.pool.cur)
+	fail := func(err error) (*Server, error) {
+		bound.CloseAll()
+		ua.Close()
+		return nil, err
+	}
+	run, err := s.newRunning(cfg, bound, nil)
+	if err != nil {
+		return fail(err)
+	}
+	s.now.Store(run)
+	s.listeners, s.pool.cur = bound, run.pool
 	reg.SetRedirect(s.redirect)
-	if s.b2b, err = b2bua.New(ua, cfg.b2buaConfig(s.hq, s.pstn, s.survivableWarning, &s.local, s.signPool), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{s}, log.With("part", "b2bua")); err != nil {
-		ua.Close()
-		return nil, fmt.Errorf("gateway: %w", err)
+	if s.b2b, err = b2bua.New(ua, run.b2buaConfig(s.mode.Load), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{run, cfg.Mode}, log.With("part", "b2bua")); err != nil {
+		return fail(fmt.Errorf("gateway: %w", err))
 	}
+	s.b2b.Follow(s.policy)
 	srv.OnRegister(s.onRegister)
 	srv.OnOptions(s.onOptions)
 	srv.OnInvite(s.onInvite)
@@ -247,27 +236,13 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	// UDP INVITEs (their CANCELs and non-2xx ACKs), BYEs and the ACKs of
 	// 2xx responses are run by the fast path's transactions, not sipgo's.
 	s.fp.Serve(fastpath.Handlers{Invite: s.onInvite, Ack: func(req *sip.Request) { s.b2b.OnAck(req, nil) }, Bye: s.b2b.OnBye})
-
-	if s.capture.exp, err = s.newExporter(cfg.Capture); err != nil {
-		ua.Close()
-		return nil, err
-	}
-	bound, err := listen.BindAll(cfg.Listen, s.listenOptions(cfg), nil)
-	if err != nil {
-		ua.Close()
-		return nil, err
-	}
-	s.listeners = bound
 	s.fp.SetSockets(bound.UDP())
-	s.local.set(cfg, bound)
-	s.probe = hqtrunk.NewProber(ua, s.local.from)
+	s.probe = hqtrunk.NewProber(ua, func(hostport string) *sip.Addr { return s.now.Load().local.from(hostport) })
 	s.up = upstreamPart{ua: ua, log: log.With("part", "upstream")}
 	reg.OnPresence(s.up.presence)
-	ucfg, err := checkedUpstream(cfg, s.hq, bound)
+	ucfg, err := checkedUpstream(run, bound)
 	if err != nil {
-		bound.CloseAll()
-		ua.Close()
-		return nil, err
+		return fail(err)
 	}
 	s.up.apply(ucfg, reg.Present(), cfg.Mode)
 	return s, nil
@@ -289,12 +264,6 @@ func (c Config) listenOptions() listen.Options {
 		maxExp = 3600
 	}
 	return listen.Options{UDPReadBuffer: c.UDPReadBuffer, TCPIdle: time.Duration(maxExp)*time.Second + 5*time.Minute}
-}
-
-func (s *Server) serverName() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cfg.Load().serverName()
 }
 
 // serve starts serving one listener; the Server's wait group owns it. A
@@ -334,8 +303,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.serve(l)
 		s.log.Info("sip listening", "listener", l.Bound)
 	}
-	s.probe.Run(ctx, s.hq, s.log)
-	s.pstn.start(ctx, nil, s.probe.Pinger(nil), s.log.With("part", "pstn-probe"))
+	run := s.now.Load()
+	s.probe.Run(ctx, run.hq, s.log)
+	run.pstn.start(ctx, nil, s.probe.Pinger(nil), s.log.With("part", "pstn-probe"))
 	s.up.run(ctx)
 	s.pool.start(ctx, s)
 	s.mu.Unlock()
@@ -344,8 +314,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.pool.stop()
 		s.capture.stop()
 		s.up.close()
-		s.pstn.close()
-		s.probe.Stop(s.hq)
+		run := s.now.Load()
+		run.pstn.close()
+		s.probe.Stop(run.hq)
 		s.mu.Unlock()
 	}()
 
@@ -429,57 +400,62 @@ func registrarPerRequest(r slog.Record) (string, bool) {
 // Registrar returns the local registrar.
 func (s *Server) Registrar() *registrar.Registrar { return s.reg }
 
-func (s *Server) respond(tx sip.ServerTransaction, res *sip.Response) {
-	s.warn(res)
-	res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+// respond sends res, answered under run: its Warning and Server header.
+func (s *Server) respond(run *running, tx sip.ServerTransaction, res *sip.Response) {
+	run.warn(res, s.Mode())
+	res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 	if err := tx.Respond(res); err != nil {
 		s.log.Debug("sending response failed", "status", res.StatusCode, "err", err)
 	}
 }
 
 func (s *Server) onRegister(req *sip.Request, tx sip.ServerTransaction) {
-	if s.refused(req, tx) {
+	run := s.now.Load()
+	if s.refused(run, req, tx) {
 		return
 	}
-	s.respond(tx, s.reg.HandleRegister(req, localName(req, tx)))
+	s.respond(run, tx, s.reg.HandleRegister(req, localName(req, tx)))
 }
 
 // answerStateless answers the UDP REGISTER and OPTIONS the fast path
 // (gateway/fastpath) takes off sipgo's transaction layer.
 func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
+	run := s.now.Load()
 	if res := checkRequest(req); res != nil {
-		res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+		res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 		return res
 	}
 	var res *sip.Response
 	if req.Method == sip.REGISTER {
 		res = s.reg.HandleRegister(req, local)
-		s.warn(res)
+		run.warn(res, s.Mode())
 	} else {
 		res = optionsAnswer(req)
 	}
-	res.AppendHeader(sip.NewHeader("Server", s.serverName()))
+	res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 	return res
 }
 
 // onPrack passes a PRACK (RFC 3262) to the B2BUA: 200 when it
 // acknowledges a reliable provisional response of a ringing call, else 481.
 func (s *Server) onPrack(req *sip.Request, tx sip.ServerTransaction) {
-	if s.refused(req, tx) {
+	run := s.now.Load()
+	if s.refused(run, req, tx) {
 		return
 	}
 	s.b2b.OnPrack(req, tx)
 }
 
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
-	if s.refused(req, tx) {
+	run := s.now.Load()
+	if s.refused(run, req, tx) {
 		return
 	}
 	if to := req.To(); to != nil && to.Params.Has("tag") {
 		s.b2b.OnOptions(req, tx) // in-dialog: 481 once the call is gone
 		return
 	}
-	s.respond(tx, optionsAnswer(req))
+	s.respond(run, tx, optionsAnswer(req))
 }
 
 // optionsAnswer answers keep-alive and capability queries (RFC 3261 §11).
@@ -493,22 +469,23 @@ func optionsAnswer(req *sip.Request) *sip.Response {
 }
 
 func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {
+	run := s.now.Load()
 	if req.IsAck() {
 		return // ACK to a non-2xx final response is absorbed by the transaction
 	}
-	if s.refused(req, tx) {
+	if s.refused(run, req, tx) {
 		return
 	}
 	switch req.Method {
 	case sip.CANCEL:
 		// A CANCEL that sipgo matched to no INVITE transaction (RFC 3261
 		// §9.2).
-		s.respond(tx, sip.NewResponseFromRequest(req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist", nil))
+		s.respond(run, tx, sip.NewResponseFromRequest(req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist", nil))
 		return
 	}
 	res := sip.NewResponseFromRequest(req, sip.StatusMethodNotAllowed, "Method Not Allowed", nil)
 	res.AppendHeader(sip.NewHeader("Allow", allow))
-	s.respond(tx, res)
+	s.respond(run, tx, res)
 }
 
 // localName names the listener a request arrived on, e.g. "udp:127.0.0.1:5060".

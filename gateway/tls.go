@@ -45,7 +45,7 @@ func (c TLSCert) parse(specs []listen.Spec) (*tls.Certificate, error) {
 
 // certificate is the tls listeners' GetCertificate.
 func (s *Server) certificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	if c := s.tlsCert.Load(); c != nil {
+	if c := s.now.Load().tlsCert; c != nil {
 		return c, nil
 	}
 	return nil, errNoTLSCert
@@ -96,7 +96,7 @@ func describe(x *x509.Certificate) CertInfo {
 // TLSCertInfo describes the certificate the tls listeners present; ok is
 // false when there is none.
 func (s *Server) TLSCertInfo() (CertInfo, bool) {
-	c := s.tlsCert.Load()
+	c := s.now.Load().tlsCert
 	if c == nil || len(c.Certificate) == 0 {
 		return CertInfo{}, false
 	}

@@ -43,8 +43,8 @@ import (
 // Anything else is a local caller and gets the registrar's 407 challenge.
 
 // fromPSTN reports whether req came from a configured PSTN gateway.
-func (s *Server) fromPSTN(req *sip.Request) bool {
-	gws := s.cfg.Load().PSTN
+func (r *running) fromPSTN(req *sip.Request) bool {
+	gws := r.cfg.PSTN
 	targets := make([]siptarget.Target, 0, len(gws))
 	for _, g := range gws {
 		targets = append(targets, g.Target)
@@ -54,15 +54,15 @@ func (s *Server) fromPSTN(req *sip.Request) bool {
 
 // fromHQ reports whether req comes from HQ: from one of its targets (as
 // resolved and probed) or from a network in hq.trusted_networks.
-func (s *Server) fromHQ(req *sip.Request) bool {
+func (r *running) fromHQ(req *sip.Request) bool {
 	var targets []siptarget.Target
-	for _, t := range s.HQHealth() {
+	for _, t := range r.hq.Health() {
 		if g, err := siptarget.Parse(t.Target, siptarget.UDP); err == nil {
 			targets = append(targets, g)
 		}
 	}
 	var nets []netip.Prefix
-	if hq := s.cfg.Load().HQTrunk; hq != nil {
+	if hq := r.cfg.HQTrunk; hq != nil {
 		nets = hq.TrustedNetworks
 	}
 	return trustedHQ(req, targets, nets)

@@ -10,7 +10,6 @@ import (
 	"github.com/emiago/sipgo"
 
 	"github.com/outpost/outpost/gateway/facing"
-	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/upstream"
 	"github.com/outpost/outpost/mode"
@@ -141,9 +140,9 @@ func (u *upstreamPart) mode(m mode.Mode) {
 // listener facing HQ's first target (or Calls.LocalAddr when set), so HQ
 // calls the box back on the address it can reach; a wildcard listener
 // announces the source address the kernel would use (gateway/facing).
-func upstreamSettings(cfg Config, hq *hqtrunk.Trunk, ls listen.Set) (upstream.Config, error) {
-	uc := cfg.Upstream
-	local := cfg.Calls.LocalAddr
+func upstreamSettings(run *running, ls listen.Set) (upstream.Config, error) {
+	uc, hq := run.cfg.Upstream, run.hq
+	local := run.cfg.Calls.LocalAddr
 	dest := hq.FirstDest()
 	if local == "" {
 		udp := ls.UDPAddrs()
@@ -163,9 +162,7 @@ func upstreamSettings(cfg Config, hq *hqtrunk.Trunk, ls listen.Set) (upstream.Co
 		// transport (with the transport parameter), so that HQ's calls
 		// come back over it; the REGISTER itself leaves from an ephemeral
 		// port. Without such a listener, the UDP one.
-		var la localAddrs
-		la.set(Config{}, ls)
-		if a := la.stream(tr.SIPName(), dest); a != nil {
+		if a := run.local.stream(tr.SIPName(), dest); a != nil {
 			contact = a.String()
 		}
 	}

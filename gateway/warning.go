@@ -35,14 +35,14 @@ type SurvivableWarning struct {
 // DefaultWarningText is the warn-text when SurvivableWarning.Text is empty.
 const DefaultWarningText = "Survivable mode: limited service"
 
-// survivableWarning is the Warning header value due now: "" in any mode
-// but survivable, or when disabled. It is read per response, so a mode
-// change (SetMode) or a push applies to the next answer.
-func (s *Server) survivableWarning() string {
-	if m := s.mode.Load(); m == nil || *m != mode.Survivable {
+// warning is the Warning header value due in mode m under r: "" in any
+// mode but survivable, or when disabled. It is worked out per response,
+// so a mode change (SetMode) or a push applies to the next answer.
+func (r *running) warning(m mode.Mode) string {
+	if m != mode.Survivable {
 		return ""
 	}
-	cfg := s.cfg.Load()
+	cfg := r.cfg
 	w := cfg.Warning
 	if w.Off {
 		return ""
@@ -72,14 +72,14 @@ func (s *Server) survivableWarning() string {
 
 // warn adds the survivable Warning to a final response to REGISTER or
 // INVITE (other methods and provisional responses are left alone).
-func (s *Server) warn(res *sip.Response) {
+func (r *running) warn(res *sip.Response, m mode.Mode) {
 	if res.StatusCode < 200 {
 		return
 	}
 	if cs := res.CSeq(); cs == nil || cs.MethodName != sip.REGISTER && cs.MethodName != sip.INVITE {
 		return
 	}
-	if w := s.survivableWarning(); w != "" {
+	if w := r.warning(m); w != "" {
 		res.AppendHeader(sip.NewHeader("Warning", w))
 	}
 }

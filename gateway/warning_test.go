@@ -28,10 +28,7 @@ func TestSurvivableWarningValue(t *testing.T) {
 		{"ipv6 host", mode.Survivable, Config{Listen: []Listen{{Transport: "udp", Addr: "[2001:db8::1]:5060"}}}, `399 [2001:db8::1] "Survivable mode: limited service"`},
 		{"wildcard listener", mode.Survivable, Config{Listen: []Listen{{Transport: "udp", Addr: "0.0.0.0:5060"}}}, `399 outpost "Survivable mode: limited service"`},
 	} {
-		s := &Server{}
-		s.cfg.Store(&tc.cfg)
-		s.mode.Store(&tc.m)
-		if got := s.survivableWarning(); got != tc.want {
+		if got := (&running{cfg: tc.cfg}).warning(tc.m); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}

@@ -215,9 +215,11 @@ type B2BUA struct {
 	log    *slog.Logger
 	client *sipgo.Client
 	acks   *ackStore // our ACKs of 2xx responses, for their retransmissions (acks.go)
-	// set is the configuration new calls start with; a call keeps the one it
-	// started with, so Reconfigure never changes a call in progress.
-	set atomic.Pointer[settings]
+	// set is the configuration new calls start with, with router, unless
+	// follow gives their Policy; a call keeps the one it started with, so
+	// Reconfigure never changes a call in progress.
+	set    atomic.Pointer[Settings]
+	follow atomic.Pointer[func() Policy]
 
 	inflight atomic.Int64 // handlers and call goroutines running (tests wait for 0)
 
@@ -257,8 +259,8 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 	return b, nil
 }
 
-// settings is one Config, parsed.
-type settings struct {
+// Settings is one Config, checked and parsed by Prepare.
+type Settings struct {
 	cfg      Config
 	gateways []siptarget.Target
 	contact  *sip.Uri  // parsed ContactHost, nil = per call
@@ -266,7 +268,7 @@ type settings struct {
 }
 
 // maxCalls is Config.MaxCalls with its default.
-func (s *settings) maxCalls() int {
+func (s *Settings) maxCalls() int {
 	switch {
 	case s.cfg.MaxCalls == 0:
 		return defaultMaxCalls
@@ -280,20 +282,39 @@ func (s *settings) maxCalls() int {
 // measured with 1000 concurrent calls (bench/RESULTS.md).
 const defaultMaxCalls = 4000
 
+// Policy is what a new call is set up under: the Settings of one push
+// and a Router of the same push, so that a call never mixes two (routed by
+// one dial plan, dialled over another push's HQ trunk).
+type Policy struct {
+	Settings *Settings
+	Router   Router
+}
+
+// Follow makes current the source of the Policy of the calls the B2BUA is
+// not handed one for: OnInvite's, and the bridges transfers make. Without
+// it, the Settings of the last Reconfigure and the Router given to New.
+func (b *B2BUA) Follow(current func() Policy) { b.follow.Store(&current) }
+
+func (b *B2BUA) current() Policy {
+	if f := b.follow.Load(); f != nil {
+		return (*f)()
+	}
+	return Policy{Settings: b.set.Load(), Router: b.router}
+}
+
 // Reconfigure checks cfg and makes it the configuration of the next call;
 // calls in progress keep theirs.
 func (b *B2BUA) Reconfigure(cfg Config) error {
-	commit, err := b.Prepare(cfg)
+	set, err := Prepare(cfg)
 	if err != nil {
 		return err
 	}
-	commit()
+	b.set.Store(set)
 	return nil
 }
 
-// Prepare checks cfg without changing what runs; the function it returns
-// makes cfg the configuration of the next call and cannot fail.
-func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
+// Prepare checks cfg and parses it, for the calls a Policy hands it to.
+func Prepare(cfg Config) (*Settings, error) {
 	if cfg.RingTimeout <= 0 {
 		cfg.RingTimeout = defaultRingTimeout
 	}
@@ -312,7 +333,7 @@ func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
 	if cfg.SessionExpires > 0 && cfg.SessionExpires < minSE {
 		return nil, fmt.Errorf("b2bua: session expires %d s: below RFC 4028's minimum of %d s", cfg.SessionExpires, minSE)
 	}
-	s := &settings{cfg: cfg}
+	s := &Settings{cfg: cfg}
 	for i, g := range cfg.PSTNGateways {
 		if g.Transport != siptarget.UDP && g.Transport != siptarget.TCP || g.Port == 0 {
 			return nil, fmt.Errorf("b2bua: pstn gateway %d %s: transport %q not supported (want udp or tcp)", i, g, g.Transport)
@@ -333,7 +354,7 @@ func (b *B2BUA) Prepare(cfg Config) (commit func(), err error) {
 		}
 		s.laddr = &a
 	}
-	return func() { b.set.Store(s) }, nil
+	return s, nil
 }
 
 func parseIPAddr(s string) (sip.Addr, error) {
@@ -432,7 +453,7 @@ func (b *B2BUA) partyByDialog(callID, tag1, tag2 string) *party {
 
 // warnings is the Warning header of the final answers to initial INVITEs
 // (Config.Warning), if one is due now.
-func (s *settings) warnings() []sip.Header {
+func (s *Settings) warnings() []sip.Header {
 	if s.cfg.Warning == nil {
 		return nil
 	}
@@ -450,7 +471,7 @@ func addHeaders(res *sip.Response, hdrs []sip.Header) {
 
 // respondWarn answers an initial INVITE with a final status, extra
 // headers and the Warning of set.
-func respondWarn(set *settings, tx sip.ServerTransaction, req *sip.Request, code int, reason string, hdrs ...sip.Header) {
+func respondWarn(set *Settings, tx sip.ServerTransaction, req *sip.Request, code int, reason string, hdrs ...sip.Header) {
 	res := sip.NewResponseFromRequest(req, code, reason, nil)
 	addHeaders(res, hdrs)
 	addHeaders(res, set.warnings())
@@ -554,27 +575,34 @@ func (b *B2BUA) Looped(req *sip.Request) bool {
 // and blocks until the A leg has its final response (and, for a 2xx, its
 // ACK); an in-dialog one (re-INVITE) is relayed to the other party.
 func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
-	b.handleInvite(req, tx, b.router.Outbound, true)
+	b.Invite(req, tx, b.current())
 }
 
-// OnInboundInvite handles an initial INVITE that the gateway has already
-// routed: a call from a PSTN gateway to a DID, resolved to an extension by
-// the inbound rules. Otherwise it behaves as OnInvite.
-func (b *B2BUA) OnInboundInvite(req *sip.Request, tx sip.ServerTransaction, d dialplan.Decision) {
-	b.handleInvite(req, tx, func(string) (dialplan.Decision, bool) { return d, true }, false)
+// Invite is OnInvite for a caller whose request was admitted under pol
+// (the gateway's view of one push): an initial INVITE is routed by
+// pol.Router and set up with pol.Settings.
+func (b *B2BUA) Invite(req *sip.Request, tx sip.ServerTransaction, pol Policy) {
+	b.handleInvite(req, tx, pol, pol.Router.Outbound, true)
+}
+
+// InboundInvite handles an initial INVITE that the gateway has already
+// routed under pol: a call from a PSTN gateway to a DID, resolved to an
+// extension by the inbound rules. Otherwise it behaves as Invite.
+func (b *B2BUA) InboundInvite(req *sip.Request, tx sip.ServerTransaction, pol Policy, d dialplan.Decision) {
+	b.handleInvite(req, tx, pol, func(string) (dialplan.Decision, bool) { return d, true }, false)
 }
 
 // handleInvite runs an INVITE; trusted says the caller is a local user
 // (authenticated by the gateway), whose transfers may go anywhere the
 // dial plan goes.
-func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route func(number string) (dialplan.Decision, bool), trusted bool) {
+func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Policy, route func(number string) (dialplan.Decision, bool), trusted bool) {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	if to := req.To(); to != nil && to.Params.Has("tag") {
 		b.onReinvite(req, tx)
 		return
 	}
-	set := b.set.Load()
+	set := pol.Settings
 	if b.Looped(req) {
 		respondWarn(set, tx, req, 482, "Loop Detected")
 		return
@@ -630,7 +658,7 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, route f
 	number := req.Recipient.User
 	d, ok := route(number)
 
-	c := newCall(b, set)
+	c := newCall(b, pol)
 	c.setup.a, c.setup.aTx, c.setup.aReq, c.d, c.key = a, tx, a.InviteRequest, d, a.ID
 	c.local = callLocal{arrived: arrived, laddr: laddr, contact: contact}
 	c.trusted, c.initial, c.branch = trusted, true, branchOf(req)
@@ -728,7 +756,7 @@ func LocalAddr(tx sip.ServerTransaction) net.Addr {
 
 // localFor returns the listener the A leg arrived on, the listener B legs
 // leave from and our Contact URI.
-func (b *B2BUA) localFor(set *settings, tx sip.ServerTransaction) (arrived, laddr *sip.Addr, contact sip.Uri, err error) {
+func (b *B2BUA) localFor(set *Settings, tx sip.ServerTransaction) (arrived, laddr *sip.Addr, contact sip.Uri, err error) {
 	udp := false
 	if la := LocalAddr(tx); la != nil {
 		switch a := la.(type) {

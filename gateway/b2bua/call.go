@@ -18,10 +18,13 @@ import (
 // then, once answered, a bridge of two parties until it ends. A bridge
 // made by a transfer is a call without an A-leg INVITE (setup.a == nil).
 type call struct {
-	b     *B2BUA
-	set   *settings // the configuration this call started with
-	key   string    // key in b.calls
-	token string    // loop marker on our INVITEs (loopHeader)
+	b   *B2BUA
+	set *Settings // the configuration this call started with
+	// router is the Router of set's push: the call's voicemail and HQ
+	// fallback are routed as the call was.
+	router Router
+	key    string // key in b.calls
+	token  string // loop marker on our INVITEs (loopHeader)
 	// trusted: the caller is a local user (see party.trusted)
 	trusted bool
 
@@ -82,8 +85,8 @@ type callLocal struct {
 	contact sip.Uri   // our Contact
 }
 
-func newCall(b *B2BUA, set *settings) *call {
-	c := &call{b: b, set: set, token: sip.GenerateTagN(16)}
+func newCall(b *B2BUA, pol Policy) *call {
+	c := &call{b: b, set: pol.Settings, router: pol.Router, token: sip.GenerateTagN(16)}
 	c.ring, c.abort = context.WithCancelCause(context.Background())
 	c.life, c.kill = context.WithCancel(context.Background())
 	return c
@@ -132,7 +135,7 @@ func (c *call) run() {
 
 	vm, hasVM := dialplan.Decision{}, false
 	if c.d.Route == dialplan.RouteLocal {
-		vm, hasVM = c.b.router.Voicemail(c.d.Target)
+		vm, hasVM = c.router.Voicemail(c.d.Target)
 	}
 	spec, err := c.specOf(c.d, c.setup.early)
 	if err != nil {
@@ -211,7 +214,7 @@ func hqFailure(res dialResult) string {
 // there is no fallback (or it has no target); the caller then answers with
 // HQ's failure. The CDR names the new route and target and why.
 func (c *call) fallback(why string) (dialResult, bool) {
-	fr, ok := c.b.router.(HQFallback)
+	fr, ok := c.router.(HQFallback)
 	if !ok || c.ring.Err() != nil {
 		return dialResult{}, false
 	}

@@ -218,7 +218,7 @@ type dialResult struct {
 // ringer runs one dialSpec.
 type ringer struct {
 	b    *B2BUA
-	set  *settings
+	set  *Settings
 	spec dialSpec
 	dua  *sipgo.DialogUA
 
@@ -232,7 +232,7 @@ type ringer struct {
 
 // targets lists where a decision goes: the live contacts (local), the
 // PSTN gateways or the HQ targets, in the order to try.
-func (b *B2BUA) targets(ctx context.Context, set *settings, d dialplan.Decision) ([]target, error) {
+func (b *B2BUA) targets(ctx context.Context, set *Settings, d dialplan.Decision) ([]target, error) {
 	ts, err := b.targetsOf(ctx, set, d)
 	for i := range ts {
 		t := &ts[i]
@@ -252,7 +252,7 @@ func (b *B2BUA) targets(ctx context.Context, set *settings, d dialplan.Decision)
 	return ts, err
 }
 
-func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decision) ([]target, error) {
+func (b *B2BUA) targetsOf(ctx context.Context, set *Settings, d dialplan.Decision) ([]target, error) {
 	switch d.Route {
 	case dialplan.RouteLocal:
 		var ts []target
@@ -348,7 +348,7 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *settings, d dialplan.Decisio
 // others are CANCELled); gateways and HQ targets are tried one after
 // another while health.Retryable allows. It returns when every leg has
 // reported its end (the winner's onAnswer included).
-func (b *B2BUA) dial(ctx context.Context, set *settings, spec dialSpec) dialResult {
+func (b *B2BUA) dial(ctx context.Context, set *Settings, spec dialSpec) dialResult {
 	r := &ringer{b: b, set: set, spec: spec,
 		dua: &sipgo.DialogUA{Client: b.client, ContactHDR: sip.ContactHeader{Address: spec.contact}, RewriteContact: true}}
 	ts := spec.targets

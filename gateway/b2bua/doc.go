@@ -313,8 +313,12 @@
 //
 // Authentication is the gateway's: it only hands this package INVITEs from
 // local users who answered a 407 challenge (registrar.AuthorizeCall), or
-// calls from the PSTN gateways (OnInboundInvite). Reconfigure applies to
-// the next call; calls in progress keep their configuration.
+// calls from the PSTN gateways (InboundInvite). A new call is set up
+// under one Policy (the Settings Prepare made of one push, and a Router of
+// the same push), kept until it ends: a push applies to the next call,
+// and a call never mixes two pushes. The gateway hands each INVITE the
+// Policy it admitted it under; the B2BUA asks Follow's function for the
+// bridges transfers make.
 //
 // Not yet done:
 //   - 300 and 305 redirects (counted as 480), and redirect targets over

@@ -92,7 +92,7 @@ func (b *B2BUA) refuseWhileDraining(req *sip.Request, tx sip.ServerTransaction) 
 	}
 	res := sip.NewResponseFromRequest(req, 503, "Service Unavailable", nil)
 	res.AppendHeader(sip.NewHeader("Retry-After", strconv.Itoa(max(1, int(time.Until(until).Seconds())+1))))
-	addHeaders(res, b.set.Load().warnings())
+	addHeaders(res, b.current().Settings.warnings())
 	_ = tx.Respond(res)
 	return true
 }

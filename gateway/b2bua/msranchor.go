@@ -269,7 +269,7 @@ func (a *msrAnchor) open(ctx context.Context, offer []byte) (*msrConn, []byte, e
 		port = 5060
 	}
 	dest := uri.Host + ":" + strconv.Itoa(port)
-	set := a.b.set.Load()
+	set := a.b.current().Settings
 	laddr := set.laddr
 	if f := set.cfg.LocalFor; f != nil {
 		if l := f(dest); l != nil {

@@ -122,7 +122,7 @@ func tooSmall422(tx sip.ServerTransaction, req *sip.Request) bool {
 // sessionOffer is what the box asks of a callee (the B-leg INVITE): the
 // caller's Session-Expires when it sent one, else Config.SessionExpires
 // (0 = no timer asked for), and a Min-SE no lower than the caller's.
-func (s *settings) sessionOffer(aReq *sip.Request) (se, min int) {
+func (s *Settings) sessionOffer(aReq *sip.Request) (se, min int) {
 	min = max(minSE, minSEOf(aReq))
 	if n, _, ok := sessionExpires(aReq); ok {
 		return max(n, min), min
@@ -134,7 +134,7 @@ func (s *settings) sessionOffer(aReq *sip.Request) (se, min int) {
 }
 
 // sessionExpires is Config.SessionExpires with its default; 0 = off.
-func (s *settings) sessionExpires() int {
+func (s *Settings) sessionExpires() int {
 	switch {
 	case s.cfg.SessionExpires == 0:
 		return defaultSessionExpires
@@ -166,7 +166,7 @@ func calleeSession(req *sip.Request, res *sip.Response) sessionState {
 // is shorter), or the callee's interval, or Config.SessionExpires; the
 // refresher is the one the caller named, else the caller when it supports
 // timers, else the box (RFC 4028 §9). interval 0 = no timer.
-func (s *settings) callerSession(aReq *sip.Request, bIv int) sessionState {
+func (s *Settings) callerSession(aReq *sip.Request, bIv int) sessionState {
 	st := sessionState{update: allowsUpdate(aReq), last: time.Now()}
 	n, ref, ok := sessionExpires(aReq)
 	switch {

@@ -160,9 +160,10 @@ func (p *party) leave() {
 	p.b.forget(p)
 }
 
-// bridgeCall makes the call object of a bridge created by a transfer.
-func (c *call) bridgeCall(y *party, dialled string) *call {
-	nc := newCall(c.b, c.b.set.Load())
+// bridgeCall makes the call object of a bridge created by a transfer: a
+// new call, under the policy in force now (pol).
+func (c *call) bridgeCall(pol Policy, y *party, dialled string) *call {
+	nc := newCall(c.b, pol)
 	nc.local = c.local
 	now := time.Now()
 	id := sip.GenerateTagN(32)
@@ -191,14 +192,15 @@ func (nc *call) newAnchor(a, b netip.Addr) (Anchor, error) {
 // bridges y to whoever answers. It returns the status for the NOTIFY.
 func (c *call) blind(x, y *party, to sip.Uri, extra []sip.Header) int {
 	b := c.b
-	d, ok := b.router.Outbound(to.User)
+	pol := b.current()
+	d, ok := pol.Router.Outbound(to.User)
 	if !ok || d.Route == "" {
 		return 404
 	}
 	if !x.trusted && d.Route != dialplan.RouteLocal {
 		return 403 // only local users may transfer to the PSTN or HQ
 	}
-	nc := c.bridgeCall(y, to.User)
+	nc := c.bridgeCall(pol, y, to.User)
 	set := nc.set
 	nc.d = d
 	nc.info.Target, nc.info.Route = d.Target, d.Route
@@ -378,7 +380,7 @@ func (c *call) attended(x, y *party, to sip.Uri, replaces string) (int, *call) {
 		return code, nil
 	}
 
-	nc := c.bridgeCall(y, z.user)
+	nc := c.bridgeCall(c.b.current(), y, z.user)
 	c2.mu.Lock()
 	nc.cdr.Target, nc.cdr.Route, nc.cdr.Rule = c2.cdr.Target, c2.cdr.Route, c2.cdr.Rule
 	c2.mu.Unlock()

@@ -197,8 +197,11 @@ func New(cfg Config) (*Trunk, error) {
 }
 
 // Health is the state of every HQ target, primary pool first, for status
-// and the mode logic.
+// and the mode logic (none for a nil trunk).
 func (h *Trunk) Health() []health.TargetState {
+	if h == nil {
+		return nil
+	}
 	var out []health.TargetState
 	for _, pool := range h.pools {
 		out = append(out, pool.tracker.Snapshot()...)
