@@ -3,32 +3,32 @@
 // parts that handle them. One file per concept at the root:
 //
 //	server.go       Config, New, Run, Close; REGISTER, OPTIONS and 405
-//	                answers (481 to a stray CANCEL or a PRACK); the mode
-//	                new calls are routed in (SetMode);
-//	                the loggers of sipgo, the fast path and the registrar,
-//	                each a siplog.Limiter, and their drop counters
+//	                answers (481 to a stray CANCEL or a PRACK), each after
+//	                the checks of gateway/sanity; the mode new calls are
+//	                routed in (SetMode); the loggers of sipgo, the fast
+//	                path and the registrar, each a siplog.Limiter, and
+//	                their drop counters; how long finished transactions
+//	                are kept (retainFinished)
 //	running.go      what one push runs (config, dial plan, HQ trunk, PSTN
 //	                health, pool, listener addresses, certificate, B2BUA
 //	                settings): one immutable value stored per commit; a
 //	                request loads it once and works under it to its end
-//	                (a UDP INVITE under the one its admission saw)
+//	                (a UDP INVITE under the one its admission saw); the
+//	                router each call is set up with (b2bua.Policy)
 //	reconfigure.go  Prepare/Commit/Abort: a push checked whole, then applied
 //	invite.go       admission and routing of new calls (UDP INVITEs are
 //	                admitted on the fast path, before sipgo keeps any
-//	                state: admitInvite); the router and locator adapters
-//	                the B2BUA asks; voicemail forwarding
-//	txretention.go  finished sipgo transactions kept 2 s, not 32 s; the
-//	                admitted-INVITE set absorbs later retransmissions
+//	                state: admitInvite, which gateway/overload may
+//	                shed); the locator the B2BUA asks
+//	calls.go        the calls in progress, drain, remote media anchors
 //	trust.go        PSTN gateways and HQ trusted by source address (UDP:
 //	                exact ip:port; TCP and TLS: IP; same transport; HQ
 //	                networks)
 //	localaddr.go    where requests the box sends leave from (LocalChooser)
-//	hq.go           the HQ trunk's place in the Server: its verdicts for
-//	                the mode logic (OnHQTarget), its health, and the
-//	                per-call fallback the B2BUA asks for (router.HQFallback)
-//	pstn.go         the PSTN gateways' health: blocks by the retry rule
-//	                from call outcomes, optional OPTIONS probes
-//	                (PSTNProbeInterval), status (PSTNHealth)
+//	trunks.go       the HQ trunk's verdicts for the mode logic
+//	                (OnHQTarget) and its health; the PSTN gateways'
+//	                health: blocks by the retry rule from call outcomes,
+//	                optional OPTIONS probes (PSTNProbeInterval), status
 //	warning.go      the survivable-mode Warning (RFC 3261 §20.43) on the
 //	                box's final answers to REGISTER and INVITE: added by
 //	                respond, by the fast path's REGISTER answers and
@@ -40,7 +40,6 @@
 //	                registrar's 301 hook, calls to members (signed) and
 //	                from them (trusted by address and signature), status
 //	route.go        explanations of routing decisions (outpostctl route)
-//	sanity.go       request checks before any handler (RFC 3261 §8.2, RFC 4475)
 //	capture.go      the listeners' trace tap (outpostctl trace) and the
 //	                HEPv3 exporter to a Homer server, prepared and committed
 //	                with the rest of a push
@@ -53,6 +52,7 @@
 //	fastpath/   stateless UDP REGISTER/OPTIONS with a retransmission cache
 //	            (ForgetAnswers empties it);
 //	            stateless, rate-limited refusal of unauthenticated INVITEs
+//	sanity/     request checks before any handler (RFC 3261 §8.2, RFC 4475)
 //	siplog/     per-packet log records counted, one line per kind and
 //	            source class per 10 s, values cut and escaped
 //	trace/      SIP traces: the tap the listening sockets' wrappers feed,

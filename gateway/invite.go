@@ -13,6 +13,7 @@ import (
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/overload"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/gateway/sanity"
 )
 
 // onInvite admits a new call. A call from a configured PSTN gateway (by
@@ -46,7 +47,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		run = admittedUnder
 	}
 	if state == admittedTaken {
-		// A retransmission that outlived its transaction (txretention.go):
+		// A retransmission that outlived its transaction (retainFinished):
 		// absorbed, as the transaction would have done.
 		s.lateInvites.Add(1)
 		tx.Terminate()
@@ -100,14 +101,14 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 // verified here only, once per transaction: a retransmission of an
 // admitted INVITE goes to its transaction without asking here, and one
 // that outlived it is admitted again without a second check (onInvite
-// then absorbs it: txretention.go). While the overload gate sheds
+// then absorbs it: retainFinished). While the overload gate sheds
 // (gateway/overload), an INVITE that would be admitted gets 503 instead; the
 // second result is true for that answer only: its source passed the trust
 // or credential check, so the fast path does not limit it per source like
 // the refusals of unauthenticated requests.
 func (s *Server) admitInvite(req *sip.Request, _ string) (*sip.Response, bool) {
 	run := s.now.Load()
-	if res := checkRequest(req); res != nil {
+	if res := sanity.Check(req); res != nil {
 		// Malformed or unsupported (RFC 3261 §8.2): refused statelessly
 		// too, before any challenge.
 		res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
@@ -227,7 +228,7 @@ func (a *admittedCalls) has(key uint64) bool {
 // take reports what the set knows of key, and when it was admitted the
 // first time it is taken: onInvite sees each admitted transaction once.
 // A copy of the INVITE that reaches onInvite after that came after its
-// transaction ended (txretention.go) and is absorbed, never made a
+// transaction ended (retainFinished) and is absorbed, never made a
 // second call. The key stays until its generation goes, so that the fast
 // path passes the transaction's retransmissions on to sipgo instead of
 // deciding them again (under overload: a 503 for a call in progress).
@@ -258,9 +259,6 @@ func (a *admittedCalls) put(key uint64, now time.Time, run *running) {
 	}
 	a.cur[key] = admitted{at: now.UnixNano(), run: run}
 }
-
-// Calls returns the calls in progress.
-func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 
 // locator hands the B2BUA the registrar's live bindings.
 type locator struct {

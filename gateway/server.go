@@ -24,6 +24,7 @@ import (
 	"github.com/outpost/outpost/gateway/overload"
 	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/gateway/sanity"
 	"github.com/outpost/outpost/gateway/siplog"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
@@ -103,7 +104,7 @@ type Server struct {
 	// admitted are the UDP INVITEs admitted on the fast path (invite.go).
 	admitted *admittedCalls
 	// lateInvites counts INVITE retransmissions absorbed after their
-	// transaction ended (txretention.go).
+	// transaction ended (retainFinished).
 	lateInvites atomic.Uint64
 	// overload sheds new calls while they queue (gateway/overload).
 	overload *overload.Gate
@@ -133,6 +134,32 @@ type Server struct {
 }
 
 var udpMTUOnce sync.Once
+
+// retainFinished is how long finished transactions are kept: 2 s (4*T1),
+// not RFC 3261/6026's 32 s over UDP. sipgo keeps a whole transaction for
+// that time (about 6 KiB for the three of a call), and at a few hundred
+// calls a second finished calls would fill the heap and trip the overload
+// gate's memory criterion long before the CPU is busy. The 32 s duties
+// are kept cheaply where they matter:
+//   - Timer L: a late retransmission of an initial UDP INVITE is absorbed
+//     by the admitted-INVITE set (invite.go), never a second call;
+//   - Timer M: the B2BUA keeps its ACK of a 2xx, as bytes, for 2-3 s and
+//     re-sends it for a retransmitted 2xx (gateway/b2bua/acks.go);
+//   - Timer J: a retransmitted BYE is answered again for 2 s, then gets
+//     481, which also means the dialog is over;
+//   - Timer K only absorbs duplicates of a response, within a round trip.
+//
+// Timers D and H keep their RFC values: the ACK ends them early. The
+// fast path's transactions (gateway/fastpath) read the same variables,
+// which sipgo reads when a transaction reaches the state: set once, at
+// initialisation. The figures are in bench/RESULTS.md.
+const retainFinished = 4 * 500 * time.Millisecond
+
+func init() {
+	sip.Timer_L = retainFinished
+	sip.Timer_J = retainFinished
+	sip.Timer_K = retainFinished
+}
 
 // New binds every listener of cfg, restores persisted bindings and
 // prepares the SIP stack; nothing is served until Run. persist may be nil.
@@ -397,6 +424,15 @@ func registrarPerRequest(r slog.Record) (string, bool) {
 	return "", false
 }
 
+// refused answers req with sanity.Check's refusal, if any, and says so.
+func (s *Server) refused(run *running, req *sip.Request, tx sip.ServerTransaction) bool {
+	res := sanity.Check(req)
+	if res != nil {
+		s.respond(run, tx, res)
+	}
+	return res != nil
+}
+
 // Registrar returns the local registrar.
 func (s *Server) Registrar() *registrar.Registrar { return s.reg }
 
@@ -421,7 +457,7 @@ func (s *Server) onRegister(req *sip.Request, tx sip.ServerTransaction) {
 // (gateway/fastpath) takes off sipgo's transaction layer.
 func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
 	run := s.now.Load()
-	if res := checkRequest(req); res != nil {
+	if res := sanity.Check(req); res != nil {
 		res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 		return res
 	}

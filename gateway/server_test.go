@@ -222,3 +222,20 @@ func TestReconfigureListeners(t *testing.T) {
 		t.Fatalf("kept listener: %q", res)
 	}
 }
+
+// A CANCEL matching no INVITE transaction gets 481 (RFC 3261 §9.2), and so
+// does a PRACK outside any ringing call (RFC 3262 §3). Neither is 405:
+// both are methods the box knows.
+func TestStrayCancelAndPrack(t *testing.T) {
+	s := startServer(t, testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"}))
+	p := newPhone(t, s.Listeners()[0])
+	port := p.conn.LocalAddr().(*net.UDPAddr).Port
+	for _, m := range []string{"CANCEL", "PRACK"} {
+		p.send(fmt.Sprintf("%s sip:1002@%s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%s;rport\r\nMax-Forwards: 70\r\n"+
+			"From: <sip:1001@%s>;tag=s1\r\nTo: <sip:1002@%s>\r\nCall-ID: stray-%s\r\nCSeq: 1 %s\r\nContent-Length: 0\r\n\r\n",
+			m, realm, port, m, realm, realm, m, m))
+		if res := p.read(); !strings.HasPrefix(res, "SIP/2.0 481") {
+			t.Errorf("stray %s answered %q, want 481", m, strings.SplitN(res, "\r\n", 2)[0])
+		}
+	}
+}

@@ -72,7 +72,7 @@ func TestFuzzDaemon(t *testing.T) {
 		t.Errorf("registrar not answering throughout: %d of %d registrations, longest gap %s, failures %v", m.OK, m.Attempts, m.MaxGap, m.Failures)
 	}
 	// Memory: the Go heap (GOGC up to 800 while busy) and sipgo's
-	// finished transactions (kept 2 s, gateway/txretention.go)
+	// finished transactions (kept 2 s, gateway/server.go, retainFinished)
 	// grow under the run; a leak proportional to the messages would keep
 	// growing. Wait (bounded) for RSS back under twice the start plus a
 	// margin. (bench/RESULTS.md: RSS levels off at the same value after

@@ -33,7 +33,7 @@ import (
 // at 2,500 calls/s. A retransmitted 2xx then matches no transaction:
 // sipgo hands it to the transaction layer's unhandled-response handler,
 // where the gateway calls OnStrayResponse, which re-sends the ACK. The
-// window is the one the transactions had (gateway/txretention.go): the
+// window is the one the transactions had (gateway retainFinished): the
 // callee retransmits 0.5 and 1.5 s after its first 2xx, and an ACK lost
 // three times is not re-sent later. An ACK is kept right after it is
 // sent (sipgo writes its Via as it sends it); a retransmission, T1 after

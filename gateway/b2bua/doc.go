@@ -257,7 +257,7 @@
 // up (call.setupDone: the INVITEs, 2xx and sipgo dialog sessions of both
 // legs) and keeps its parties' dialog state: 10 KiB of the 24 a call up
 // held (bench/RESULTS.md, issue 16 item 1). sipgo's transactions keep
-// their own references for their timers (2 s, gateway/txretention.go),
+// their own references for their timers (2 s: gateway retainFinished),
 // so the re-ACK of a retransmitted 2xx still works.
 //
 // State and locks: a call owns its parties. A party's mutable state (the

@@ -35,7 +35,7 @@ import (
 //   - A 2xx moves it to Accepted (RFC 6026 §7.1): retransmissions of the
 //     INVITE are absorbed, the TU's retransmissions of its 2xx are sent,
 //     and it ends after Timer L (sipgo's, which the gateway shortens:
-//     txretention.go). These expiries share one timer: every Accepted
+//     retainFinished). These expiries share one timer: every Accepted
 //     transaction lives the same time, so they end in the order they
 //     entered it (a FIFO). Its OnTerminate functions run as it enters
 //     Accepted, not at the end of Timer L, and then are let go: from the

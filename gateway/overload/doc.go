@@ -35,5 +35,6 @@
 // Requests of admitted calls are never shed: the calls the box took, it
 // keeps. Neither target is configurable: they describe the box's CPU, not
 // the site. The figures behind each constant (the knee, the flood, the
-// pause, the memory threshold) are in bench/RESULTS.md, "Overload".
+// pause, the memory threshold) are in bench/RESULTS.md (its overload
+// sections).
 package overload

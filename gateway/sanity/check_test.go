@@ -1,8 +1,6 @@
-package gateway
+package sanity
 
 import (
-	"fmt"
-	"net"
 	"strings"
 	"testing"
 
@@ -49,7 +47,7 @@ func TestCheckRequest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: parse: %v", tc.name, err)
 		}
-		res := checkRequest(m.(*sip.Request))
+		res := Check(m.(*sip.Request))
 		switch {
 		case tc.want == 0 && res != nil:
 			t.Errorf("%s: refused %d %s", tc.name, res.StatusCode, res.Reason)
@@ -72,28 +70,11 @@ func TestCheckRequestUnknownAuthScheme(t *testing.T) {
 			t.Fatal(err)
 		}
 		req := m.(*sip.Request)
-		if res := checkRequest(req); res != nil {
+		if res := Check(req); res != nil {
 			t.Fatalf("%s: refused %d", scheme, res.StatusCode)
 		}
 		if got := req.GetHeader("Authorization") != nil; got != kept {
 			t.Errorf("%s: Authorization kept = %v", scheme, got)
-		}
-	}
-}
-
-// A CANCEL matching no INVITE transaction gets 481 (RFC 3261 §9.2), and so
-// does a PRACK outside any ringing call (RFC 3262 §3). Neither is 405:
-// both are methods the box knows.
-func TestStrayCancelAndPrack(t *testing.T) {
-	s := startServer(t, testConfig(Listen{Transport: "udp", Addr: "127.0.0.1:0"}))
-	p := newPhone(t, s.Listeners()[0])
-	port := p.conn.LocalAddr().(*net.UDPAddr).Port
-	for _, m := range []string{"CANCEL", "PRACK"} {
-		p.send(fmt.Sprintf("%s sip:1002@%s SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:%d;branch=z9hG4bK-%s;rport\r\nMax-Forwards: 70\r\n"+
-			"From: <sip:1001@%s>;tag=s1\r\nTo: <sip:1002@%s>\r\nCall-ID: stray-%s\r\nCSeq: 1 %s\r\nContent-Length: 0\r\n\r\n",
-			m, realm, port, m, realm, realm, m, m))
-		if res := p.read(); !strings.HasPrefix(res, "SIP/2.0 481") {
-			t.Errorf("stray %s answered %q, want 481", m, strings.SplitN(res, "\r\n", 2)[0])
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package sanity
 
 import (
 	"net/http"
@@ -8,14 +8,14 @@ import (
 	"github.com/emiago/sipgo/sip"
 )
 
-// checkRequest is the request validation RFC 3261 §8.2 puts before any
+// Check is the request validation RFC 3261 §8.2 puts before any
 // processing (and before authentication: none of these answers tells an
 // unauthenticated peer anything about users), for what sipgo's parser
 // lets through. It returns the answer to a request that must not go on,
 // or nil. Found with the RFC 4475 torture messages
 // (cmd/outpostd/torture_e2e_test.go), each named below by its file.
 // It may drop an Authorization of an unknown scheme (see below).
-func checkRequest(req *sip.Request) *sip.Response {
+func Check(req *sip.Request) *sip.Response {
 	// §8.2.2.1: a Request-URI scheme the box does not serve (unkscm).
 	switch strings.ToLower(req.Recipient.Scheme) {
 	case "sip", "sips", "tel":
@@ -99,7 +99,7 @@ func checkRequest(req *sip.Request) *sip.Response {
 // singleHeaders are the headers a request carries exactly once (§8.1.1).
 var singleHeaders = [...]string{"To", "From", "Call-ID", "CSeq", "Max-Forwards", "Content-Length"}
 
-// headerScan is what checkRequest reads from the headers, by name compared
+// headerScan is what Check reads from the headers, by name compared
 // case-insensitively as sipgo's GetHeaders does.
 type headerScan struct {
 	single  [len(singleHeaders)]int // how many of each
@@ -163,15 +163,6 @@ func supportedExtension(method sip.RequestMethod, tag string) bool {
 		return method == sip.INVITE
 	}
 	return false
-}
-
-// refused answers req with checkRequest's refusal, if any, and says so.
-func (s *Server) refused(run *running, req *sip.Request, tx sip.ServerTransaction) bool {
-	res := checkRequest(req)
-	if res != nil {
-		s.respond(run, tx, res)
-	}
-	return res != nil
 }
 
 func bad(req *sip.Request, why string) *sip.Response {
