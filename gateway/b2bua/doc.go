@@ -298,8 +298,8 @@
 //     of the caller), ackStore.mu (kept ACKs).
 //
 // Counters and flags read without a lock are atomics: party.cseq (our
-// CSeq), party.conf.acked, exchange.answered, B2BUA.inflight and
-// B2BUA.set; a party's confirmed channel is closed once.
+// CSeq), party.conf.acked, exchange.answered, B2BUA.inflight,
+// B2BUA.set and B2BUA.follow; a party's confirmed channel is closed once.
 //
 // Socket choice: B-leg UDP requests to a registered phone are pinned
 // (sip.Request.Laddr) to the listener its REGISTER arrived on
