@@ -63,7 +63,12 @@ type SIP struct {
 	// grants, in seconds; a longer request is shortened to it.
 	MaxExpiresS int `json:"max_expires,omitempty"`
 	// Digest lists the digest challenge algorithms, in the order of the
-	// WWW-Authenticate headers ("MD5", "SHA-256").
+	// WWW-Authenticate (and Proxy-Authenticate) headers ("MD5",
+	// "SHA-256"). The default is MD5 alone: some clients (libre before
+	// 2.x, so Debian 12's baresip) give up at the first algorithm they do
+	// not know instead of answering one they do, and never register when
+	// SHA-256 is offered at all. A site whose phones all speak RFC 8760
+	// lists "SHA-256" (first, to be preferred).
 	Digest    []string  `json:"digest,omitempty"`
 	Registrar Registrar `json:"registrar,omitzero"`
 	// DrainS is how long a stopping box (SIGTERM, firmware update,
@@ -586,7 +591,7 @@ func (s SIP) EffectiveDrain() time.Duration {
 // default ["MD5", "SHA-256"]).
 func (s SIP) DigestAlgorithms() []string {
 	if len(s.Digest) == 0 {
-		return []string{"MD5", "SHA-256"}
+		return []string{"MD5"}
 	}
 	return append([]string(nil), s.Digest...)
 }

@@ -48,6 +48,22 @@
 //     a captured Authorization can be replayed until the nonce expires; set
 //     Config.RequireQOP to refuse such responses.
 //
+// # Which challenges to offer
+//
+// RFC 8760 lets a server offer one challenge per algorithm, preferred
+// first, and a client answer the first it supports; RFC 7616 §3.7 asks
+// clients to skip the ones they do not know. Not all do: libre before 2.x
+// (Debian 12's baresip) fails at the first unknown algorithm, so offering
+// SHA-256 at all locks it out, and its INVITEs fail the same way. The box
+// therefore offers MD5 alone unless the site asks for more (sip.digest).
+// The trade-off: over TLS an eavesdropper sees no response, whatever the
+// algorithm; over UDP and TCP a captured MD5 response is cheaper to guess
+// the password from offline than a SHA-256 one, which matters for weak
+// passwords (neither protects the request itself: qop=auth covers no
+// header). A site whose phones all speak RFC 8760 lists "SHA-256" first.
+// Both HA1 forms are stored for every user, so switching needs no new
+// passwords.
+//
 // # Nonce key
 //
 // With a nil Config.Key a random key is generated, so nonces do not survive

@@ -17,7 +17,7 @@ type User struct {
 // Config is the registrar's part of the document. Zero fields mean defaults.
 type Config struct {
 	Realm      string
-	Algorithms []digest.Algorithm // challenge order; empty = MD5, SHA-256
+	Algorithms []digest.Algorithm // challenge order; empty = MD5 alone (see gateway/digest)
 	MinExpires int                // seconds; 0 = 60
 	MaxExpires int                // seconds; 0 = 3600
 	Users      []User
@@ -85,7 +85,7 @@ func (c Config) persistInterval() time.Duration {
 func (c Config) maxContacts() int { return orDefault(c.MaxContacts, 16) }
 func (c Config) algorithms() []digest.Algorithm {
 	if len(c.Algorithms) == 0 {
-		return []digest.Algorithm{digest.MD5, digest.SHA256}
+		return []digest.Algorithm{digest.MD5}
 	}
 	return c.Algorithms
 }
