@@ -289,11 +289,13 @@ func (p *party) ackNow(cseq uint32, body []byte, ct string) {
 		ct = "application/sdp"
 	}
 	ack := p.ack(cseq, body, ct)
-	if err := p.b.client.WriteRequest(ack, sipgo.ClientRequestAddVia); err != nil {
-		p.b.log.Warn("b2bua: ack", "to", p.name, "cseq", cseq, "err", err)
-		return
-	}
+	_ = sipgo.ClientRequestAddVia(p.b.client, ack) // cannot fail
+	// Kept before it leaves: a retransmitted 2xx may come back before
+	// the write returns.
 	p.b.acks.keep(ack)
+	if err := p.b.client.WriteRequest(ack, sendAsIs); err != nil {
+		p.b.log.Warn("b2bua: ack", "to", p.name, "cseq", cseq, "err", err)
+	}
 }
 
 // send starts a client transaction for an in-dialog request.

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 )
 
@@ -372,7 +371,7 @@ func (p *party) invite(ctx context.Context, req *sip.Request) (*sip.Response, er
 				return nil, fmt.Errorf("%w to INVITE to %s: %w", errNoResponse, p.name, context.Cause(ctx))
 			}
 			cctx, cancel := withTimeout(byeTimeout)
-			if _, err := p.b.client.Do(cctx, cancelFor(req), func(*sipgo.Client, *sip.Request) error { return nil }); err != nil {
+			if _, err := p.b.client.Do(cctx, cancelFor(req), sendAsIs); err != nil {
 				p.b.log.Debug("b2bua: cancel of re-INVITE", "to", p.name, "err", err)
 			}
 			cancel()
