@@ -5,33 +5,14 @@ import (
 	"hash/crc32"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/overload"
+	"github.com/outpost/outpost/gateway/siptest"
 	"github.com/outpost/outpost/siptarget"
 )
-
-// testClock is the gate's clock in a test: moved by the test, read by the
-// server's goroutines.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // pstnCall starts a server with a PSTN gateway (a UDP socket of the test:
 // its INVITEs are trusted) whose DIDs +1555NNNN reach extension NNNN, and
@@ -61,8 +42,8 @@ func pstnCall(t testing.TB, before ...func(*Server)) (s *Server, gw, callee *pho
 // When the gate clears, new calls are admitted again. Over UDP, from a
 // PSTN gateway (trusted, no digest), to a registered phone.
 func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
-	clock := &testClock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
-	g := overload.NewWith(clock.now, func() uint64 { return 0 })
+	clock := siptest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	g := overload.NewWith(clock.Now, func() uint64 { return 0 })
 	s, gw, callee := pstnCall(t, func(s *Server) { s.overload = g })
 
 	// The admitted call rings at 1001.
@@ -76,9 +57,9 @@ func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
 	}
 
 	// Overload: in the next interval every setup was slow.
-	clock.advance(overload.Interval)
+	clock.Advance(overload.Interval)
 	g.Observe(time.Second)
-	clock.advance(overload.Interval)
+	clock.Advance(overload.Interval)
 	if q, _ := g.Shedding(); !q {
 		t.Fatal("gate not shedding")
 	}
@@ -112,7 +93,7 @@ func TestOverloadShedsNewCallsKeepsAdmitted(t *testing.T) {
 
 	// The gate clears (an interval without admitted setups): new calls
 	// are admitted (1002 is not registered: the B2BUA's 480).
-	clock.advance(2 * overload.Interval)
+	clock.Advance(2 * overload.Interval)
 	gw.send(gw.newInvite("ov-3", "z9hG4bK-ov3", "+15551002"))
 	if res := gw.readStatus("480"); res == "" {
 		t.Fatal("no 480")

@@ -3,42 +3,18 @@ package overload
 import (
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
-// fakeClock drives a Gate in tests (read by the server's
-// goroutines, moved by the test's).
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *fakeClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // testGate is a gate on a fake clock whose live heap is what *heap says.
-func testGate() (*Gate, *fakeClock, *atomic.Uint64) {
-	c := &fakeClock{t: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+func testGate() (*Gate, *siptest.Clock, *atomic.Uint64) {
+	c := siptest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	g := New()
-	g.now = c.now
+	g.now = c.Now
 	var heap atomic.Uint64
 	g.heapLive = heap.Load
 	return g, c, &heap
@@ -46,12 +22,12 @@ func testGate() (*Gate, *fakeClock, *atomic.Uint64) {
 
 // interval records samples spread over the gate's current interval and
 // moves the clock to its end.
-func interval(g *Gate, c *fakeClock, record func(time.Duration), samples ...time.Duration) {
+func interval(g *Gate, c *siptest.Clock, record func(time.Duration), samples ...time.Duration) {
 	for _, d := range samples {
 		record(d)
-		c.advance(g.interval / time.Duration(len(samples)+1))
+		c.Advance(g.interval / time.Duration(len(samples)+1))
 	}
-	c.set(g.start.Add(g.interval))
+	c.Set(g.start.Add(g.interval))
 }
 
 // admitting calls RefuseNew n times and returns how many it admitted.
@@ -68,13 +44,13 @@ func admitting(g *Gate, n int) int {
 // gateStep is one interval of g: offered new calls, each admitted one
 // followed by its setup delay and the end of its setup; it returns how
 // many were admitted.
-func gateStep(g *Gate, c *fakeClock, offered int, delay time.Duration) int {
+func gateStep(g *Gate, c *siptest.Clock, offered int, delay time.Duration) int {
 	return gateStepFinishing(g, c, offered, delay, offered)
 }
 
 // gateStepFinishing is gateStep with at most finishing setups ended in the
 // interval.
-func gateStepFinishing(g *Gate, c *fakeClock, offered int, delay time.Duration, finishing int) int {
+func gateStepFinishing(g *Gate, c *siptest.Clock, offered int, delay time.Duration, finishing int) int {
 	n := 0
 	interval(g, c, func(time.Duration) {
 		if !g.RefuseNew() {
@@ -176,16 +152,16 @@ func TestOverloadGatePause(t *testing.T) {
 	if n := step(200, quick); n != floor {
 		t.Fatalf("after a pause: %d of 200 admitted, want the floor %d (3/4 of the pace)", n, floor)
 	}
-	c.advance(3 * g.interval) // a gap: the process was frozen, nothing read
+	c.Advance(3 * g.interval) // a gap: the process was frozen, nothing read
 	if n := step(200, quick); n >= 200 {
 		t.Fatal("a 300-ms gap lifted the quota")
 	}
-	c.advance(holdFor)
+	c.Advance(holdFor)
 	step(6, slow)
 	if n := step(200, quick); n != 3 {
 		t.Fatalf("a pause while limited: %d admitted, want 3", n)
 	}
-	c.advance(silence)
+	c.Advance(silence)
 	if n := admitting(g, 500); n != 500 {
 		t.Fatalf("after a silence: %d of 500 admitted", n)
 	}
@@ -196,7 +172,7 @@ func TestOverloadGatePause(t *testing.T) {
 func TestOverloadGateFromNothing(t *testing.T) {
 	g, c, _ := testGate()
 	g.Observe(time.Second) // a setup admitted before the gate's first interval, slow
-	c.set(g.start.Add(g.interval))
+	c.Set(g.start.Add(g.interval))
 	if n := gateStep(g, c, 5, time.Millisecond); n != 0 {
 		t.Fatalf("after an overloaded interval without admissions: %d admitted, want 0", n)
 	}
@@ -250,7 +226,7 @@ func TestOverloadGateMemory(t *testing.T) {
 	if !shedding() {
 		t.Fatal("heap read again before heapEvery")
 	}
-	c.advance(heapEvery)
+	c.Advance(heapEvery)
 	if shedding() {
 		t.Fatal("heap back under the limit: still shedding")
 	}
@@ -310,7 +286,7 @@ func TestOverloadGateMemoryNotCalm(t *testing.T) {
 		}
 	}
 	heap.Store(0)
-	c.advance(heapEvery)
+	c.Advance(heapEvery)
 	if n := gateStep(g, c, 200, time.Millisecond); n >= 200 {
 		t.Fatalf("the heap's refusals lifted the quota: %d of 200 admitted", n)
 	}

@@ -13,6 +13,7 @@
 //   - Answer: the answer to a 401/407 with sipauth, the product's digest
 //     client (independent of gateway/digest, the server side);
 //   - CA: certificates for TLS tests (an HQ server's, a client's);
+//   - Clock: a clock the test moves, for parts that take one;
 //   - Recv and Until: bounded waits for a channel or a condition, never a
 //     sleep standing in for an event.
 //
