@@ -297,6 +297,7 @@ type phone struct {
 	// re-INVITE again once the channel closes (a retransmission after a
 	// lost ACK); it is used once.
 	resend2xx chan struct{}
+	acked     map[string]bool // "Call-ID CSeq" of the ACKs received (noteAck)
 	// optionsCode answers in-dialog OPTIONS; 0 = no answer at all.
 	optionsCode atomic.Int32
 	// beforeBye, when set (under mu), runs before a BYE is answered.
@@ -399,6 +400,7 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		}
 	})
 	srv.OnAck(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.noteAck(req)
 		p.acks <- req
 		_ = p.dsc.ReadAck(req, tx)
 	})
@@ -483,6 +485,26 @@ func (p *phone) answerInDialog(req *sip.Request, tx sip.ServerTransaction) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// noteAck records an ACK's Call-ID and CSeq (ackedInvite).
+func (p *phone) noteAck(ack *sip.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.acked == nil {
+		p.acked = map[string]bool{}
+	}
+	p.acked[ack.CallID().Value()+" "+strconv.Itoa(int(ack.CSeq().SeqNo))] = true
+}
+
+// ackedInvite reports whether the phone got an ACK for inv. sipgo's
+// Respond of a 2xx may fail although the ACK came: its retransmission
+// timer (T1) and the ACK can be ready at once, and a BYE right behind
+// the ACK ends the transaction the retransmission goes to.
+func (p *phone) ackedInvite(inv *sip.Request) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.acked[inv.CallID().Value()+" "+strconv.Itoa(int(inv.CSeq().SeqNo))]
 }
 
 func (p *phone) contact() Contact {

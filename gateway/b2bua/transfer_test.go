@@ -16,7 +16,7 @@ func answerWith(user string, sess, port int) script {
 		p.mu.Lock()
 		p.sdpUser, p.sdpSess, p.ver = user, sess, sess
 		p.mu.Unlock()
-		if err := d.Respond(200, "OK", mkSDP(user, sess, sess, port, ""), sip.NewHeader("Content-Type", "application/sdp")); err != nil {
+		if err := d.Respond(200, "OK", mkSDP(user, sess, sess, port, ""), sip.NewHeader("Content-Type", "application/sdp")); err != nil && !p.ackedInvite(req) {
 			p.t.Errorf("%s: 200: %v", p.user, err)
 			return
 		}
