@@ -8,7 +8,9 @@ DATA      ?= $(CURDIR)/run
 CMDS      := outpostd outpostctl
 CROSS     := linux/amd64 linux/arm64 linux/arm
 # Packages whose tests need root (network namespaces, raw sockets) or SIPp run anyway
-# when those are missing; they skip with a reason. CI runs as root with SIPp installed.
+# when those are missing; they skip with a reason. CI runs as root with SIPp installed,
+# and .ci/run sets CI=true: there a test missing root or a tool test-deps installs fails
+# (internal/testenv).
 TESTFLAGS ?= -race -count=1 -timeout 20m
 # make check's tests: -short skips every test that needs root, network namespaces, SIPp or
 # qemu (each says so); no -race, to stay within a few minutes on two cores; -count=1:

@@ -2,7 +2,8 @@
 # Installs what image builds and boot tests need (Debian packages; IMAGES.md)
 # when missing, and enables the arm64 architecture for apt-get download.
 # Without root or apt-get it says what is missing; the image targets then fail
-# and the image tests skip with that reason.
+# and the image tests skip with that reason. internal/testenv (imageDeps) names
+# the package of each tool a test looks for: keep it in step (its test checks).
 set -euo pipefail
 pkgs=(qemu-system-x86 qemu-system-arm qemu-user-static busybox-static squashfs-tools genimage mtools
       dosfstools grub-efi-amd64-bin ovmf qemu-efi-aarch64 cpio e2fsprogs fdisk kmod iproute2)

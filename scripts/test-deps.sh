@@ -4,7 +4,8 @@
 # softphone over TLS with SRTP), Chromium (the status page's headless browser test),
 # promtool (prometheus: deploy/ rules) and ansible-playbook (ansible-core: deploy/ansible). Needs root and
 # apt-get; without them it says what is missing and the tests that need it skip with
-# that reason.
+# that reason, except in CI (CI=true, set by .ci/run), where they fail. The tests know
+# this list from internal/testenv (testDeps): keep the two in step (its test checks).
 set -euo pipefail
 need=()
 command -v sipp >/dev/null 2>&1 || need+=(sip-tester)
@@ -26,7 +27,8 @@ export DEBIAN_FRONTEND=noninteractive
 if ! apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
   apt-get update >/dev/null
   if ! apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
-    # One at a time: a package this release lacks only skips the tests that need it.
+    # One at a time: a package this release lacks only skips the tests that need it
+    # (in CI they fail).
     for p in "${need[@]}"; do
       apt-get install -y --no-install-recommends "$p" >/dev/null 2>&1 ||
         echo "test-deps: cannot install $p; the tests that need it will skip" >&2
