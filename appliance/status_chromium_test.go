@@ -17,22 +17,17 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/outpost/outpost/internal/testenv"
 	"github.com/outpost/outpost/mode"
 )
 
 var screenshots = flag.Bool("screenshots", false, "write the status page screenshots into ../docs/")
 
-// chromium finds a Chromium for headless tests, or says why there is none.
-// scripts/test-deps.sh (make test) installs Debian's chromium as root.
+// chromium finds a Chromium for headless tests, or skips (fails in CI)
+// saying there is none: make test-deps installs Debian's chromium as root.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no chromium in PATH (make test-deps installs Debian's chromium as root): the status page's browser test skips")
-	return ""
+	return testenv.NeedTool(t, "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 }
 
 // headless runs chromium on url with args (--dump-dom, --screenshot=…)

@@ -8,15 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/outpost/outpost/internal/testenv"
 )
 
 // TestBashCompletion: the script is valid bash, and sourced with
 // COMP_WORDS/COMP_CWORD set it offers verbs, sub-verbs, flags and files.
 func TestBashCompletion(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	bash := testenv.NeedTool(t, "bash")
 	var script bytes.Buffer
 	if rc := Main([]string{"completion", "bash"}, &script, os.Stderr); rc != 0 {
 		t.Fatalf("completion bash: rc %d", rc)

@@ -70,7 +70,7 @@ func crashGenBindings(gen int, exp time.Time) ([]Binding, []BindingKey) {
 // in a normal test run.
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv(crashHelperEnv) != "1" {
-		t.Skip("helper process for TestCrashDurability")
+		t.Skip("helper process of TestCrashDurability: runs only when that test starts it")
 	}
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -231,7 +231,7 @@ func equalModel(a, b crashModel) bool {
 
 func TestCrashDurability(t *testing.T) {
 	if os.Getenv(crashHelperEnv) != "" {
-		t.Skip("inside the helper")
+		t.Skip("running as TestCrashDurability's helper process, which only writes")
 	}
 	kills := 25
 	if testing.Short() {

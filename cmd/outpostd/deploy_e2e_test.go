@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outpost/outpost/internal/testenv"
 )
 
 // deployPath is a file of deploy/ (the tests run in cmd/outpostd).
@@ -28,16 +30,6 @@ func deployPath(t *testing.T, rel string) string {
 	p, err := filepath.Abs(filepath.Join("..", "..", "deploy", rel))
 	if err != nil {
 		t.Fatal(err)
-	}
-	return p
-}
-
-// needTool skips the test when bin is missing (make test installs pkg).
-func needTool(t *testing.T, bin, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(bin)
-	if err != nil {
-		t.Skipf("%s (Debian package %s) is not installed and `make test` could not install it (needs root and apt-get): %v", bin, pkg, err)
 	}
 	return p
 }
@@ -238,7 +230,7 @@ var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "
 // use is exported by a running outpostd (one with management, an HQ target
 // and an ended call, so that the labelled families have samples).
 func TestDeployRulesAndDashboard(t *testing.T) {
-	promtool := needTool(t, "promtool", "prometheus")
+	promtool := testenv.NeedTool(t, "promtool")
 	rulesFile := deployPath(t, "prometheus/outpost-rules.yml")
 	if out, err := promtoolCheckRules(t, promtool, rulesFile); err != nil {
 		t.Fatalf("promtool check rules %s: %v\n%s", rulesFile, err, out)
@@ -398,7 +390,7 @@ func TestDeployAnsiblePush(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs ansible-playbook against real boxes (make test runs it)")
 	}
-	playbook := needTool(t, "ansible-playbook", "ansible-core")
+	playbook := testenv.NeedTool(t, "ansible-playbook")
 	hq := newLabPKI(t, "HQ lab CA")
 	tmp := t.TempDir()
 	var boxes []*daemon

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/internal/testenv"
 )
 
 var (
@@ -329,9 +330,7 @@ func needSIPp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: end-to-end test with SIPp (make test runs it)")
 	}
-	if _, err := exec.LookPath("sipp"); err != nil {
-		t.Skip("SIPp (Debian package sip-tester) is not installed and `make test` could not install it (needs root): " + err.Error())
-	}
+	testenv.NeedTool(t, "sipp")
 }
 
 // sipp runs one bounded SIPp scenario against target and returns its

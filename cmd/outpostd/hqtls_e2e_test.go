@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/internal/testenv"
 	"github.com/outpost/outpost/netcfg/netnstest"
 )
 
@@ -228,18 +228,11 @@ func kamailioHop(t *testing.T, m *sipMsg) {
 }
 
 // kamailioBinary is Kamailio with its TLS module (scripts/test-deps.sh
-// installs them), or skips.
+// installs them), or skips (fails in CI).
 func kamailioBinary(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("kamailio")
-	if err != nil {
-		t.Skip("kamailio not installed (Debian kamailio + kamailio-tls-modules; scripts/test-deps.sh installs them)")
-	}
-	if m, _ := filepath.Glob("/usr/lib/*/kamailio/modules/tls.so"); len(m) == 0 {
-		if m, _ = filepath.Glob("/usr/lib/kamailio/modules/tls.so"); len(m) == 0 {
-			t.Skip("Kamailio's TLS module is not installed (Debian kamailio-tls-modules; scripts/test-deps.sh installs it)")
-		}
-	}
+	bin := testenv.NeedTool(t, "kamailio")
+	testenv.NeedFile(t, "kamailio tls.so", "/usr/lib/*/kamailio/modules/tls.so", "/usr/lib/kamailio/modules/tls.so")
 	return bin
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/internal/testenv"
 )
 
 // TestLinphoneOverTLSWithSRTP: a real softphone, Debian's linphonec
@@ -32,9 +33,7 @@ import (
 // only, which mbedTLS then checks.
 func TestLinphoneOverTLSWithSRTP(t *testing.T) {
 	needSIPp(t)
-	if _, err := exec.LookPath("linphonecsh"); err != nil {
-		t.Skip("linphonecsh (Debian linphone-cli) is not installed: make test-deps installs it")
-	}
+	testenv.NeedTool(t, "linphonecsh")
 	caPEM, certPEM, keyPEM, _ := testCAWith(t, func(leaf *x509.Certificate) {
 		leaf.Subject = pkix.Name{CommonName: "127.0.0.1"}
 		leaf.IPAddresses, leaf.DNSNames = nil, nil

@@ -373,7 +373,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestAllocs(t *testing.T) {
-	if raceEnabled || testing.Short() {
+	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under -race")
 	}
 	p := examplePlan(t)

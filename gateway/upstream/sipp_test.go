@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/outpost/outpost/internal/testenv"
 )
 
 // freePorts returns n distinct free UDP ports on loopback for SIPp, which
@@ -38,10 +40,7 @@ func TestSIPpRegistrar(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: test against SIPp (make test runs it)")
 	}
-	sipp, err := exec.LookPath("sipp")
-	if err != nil {
-		t.Skip("sipp not installed")
-	}
+	sipp := testenv.NeedTool(t, "sipp")
 	template, err := os.ReadFile("testdata/hq_registrar.xml")
 	if err != nil {
 		t.Fatal(err)

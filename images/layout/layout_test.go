@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/outpost/outpost/internal/testenv"
 )
 
 func TestEnvRoundTripAndGrubEditenv(t *testing.T) {
@@ -28,10 +30,7 @@ func TestEnvRoundTripAndGrubEditenv(t *testing.T) {
 		t.Errorf("short block: %v", err)
 	}
 	// GRUB's own tool must read what Encode writes, and ParseEnv what it writes.
-	ge, err := exec.LookPath("grub-editenv")
-	if err != nil {
-		t.Skip("grub-editenv not installed: comparison with GRUB's own tool skipped")
-	}
+	ge := testenv.NeedTool(t, "grub-editenv")
 	f := filepath.Join(t.TempDir(), "grubenv")
 	for _, args := range [][]string{{"create"}, {"set", "next=B", "slot=A", "upgrade=1"}} {
 		if out, err := exec.Command(ge, append([]string{f}, args...)...).CombinedOutput(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"net/textproto"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/pion/rtp"
 	"github.com/vishvananda/netns"
 
+	"github.com/outpost/outpost/internal/testenv"
 	"github.com/outpost/outpost/media/relay"
 	"github.com/outpost/outpost/media/sdprewrite"
 	"github.com/outpost/outpost/netcfg"
@@ -49,10 +49,7 @@ import (
 // dialog closes the channel; then 200 INVITE/BYE connections leave no
 // port behind.
 func TestNamespaceSoftswitchJoins(t *testing.T) {
-	sipp, err := exec.LookPath("sipp")
-	if err != nil {
-		t.Skip("sipp not installed: the softswitch of this test is SIPp")
-	}
+	sipp := testenv.NeedTool(t, "sipp") // the softswitch of this test
 	b := newNSBox(t, 10*time.Millisecond)
 	tp := b.topo
 	for _, v := range []struct{ name, box, peer string }{{"vlan10", "198.18.10.1/24", "198.18.10.2/24"}, {"vlan20", "198.18.20.1/24", "198.18.20.2/24"}} {
