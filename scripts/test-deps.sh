@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: SIPp (Debian package sip-tester),
 # iproute2, Kamailio with its TLS module (HQ over TLS), linphonec (linphone-cli: a real
-# softphone over TLS with SRTP), Chromium (the status page's headless browser test),
+# softphone over TLS with SRTP), baresip (baresip-core: a second softphone), Chromium
+# (the status page's headless browser test),
 # promtool (prometheus: deploy/ rules) and ansible-playbook (ansible-core: deploy/ansible). Needs root and
 # apt-get; without them it says what is missing and the tests that need it skip with
 # that reason, except in CI (CI=true, set by .ci/run), where they fail. The tests know
@@ -17,6 +18,7 @@ command -v kamailio >/dev/null 2>&1 || need+=(kamailio)
 # The TLS module is a separate package (HQ over TLS: cmd/outpostd/hqtls_e2e_test.go).
 [ -e /usr/lib/x86_64-linux-gnu/kamailio/modules/tls.so ] || ls /usr/lib/*/kamailio/modules/tls.so >/dev/null 2>&1 || need+=(kamailio-tls-modules)
 command -v linphonecsh >/dev/null 2>&1 || need+=(linphone-cli)
+command -v baresip >/dev/null 2>&1 || need+=(baresip-core)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "test-deps: missing ${need[*]} and cannot install (need root and apt-get); dependent tests will skip" >&2
