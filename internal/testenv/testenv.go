@@ -30,6 +30,7 @@ var testDeps = map[string]string{
 	"kamailio":         "kamailio",
 	"kamailio tls.so":  "kamailio-tls-modules",
 	"linphonecsh":      "linphone-cli",
+	"baresip":          "baresip-core",
 }
 
 // imageDeps is what make image-deps (scripts/image-deps.sh) installs for
