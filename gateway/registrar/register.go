@@ -659,6 +659,9 @@ func reply(req *sip.Request, code int, reason string) *sip.Response {
 	if h := req.CSeq(); h != nil {
 		res.AppendHeader(h)
 	}
+	// RFC 3261 §20.14: required over TCP and TLS, where a client (libre)
+	// that finds none drops the connection and never registers.
+	res.SetBody(nil)
 	return res
 }
 
