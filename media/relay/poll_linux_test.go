@@ -242,7 +242,11 @@ func testPollerDrainsBacklog(t *testing.T) {
 			t.Fatalf("session %d: B got %v", i, got.payload)
 		}
 	}
-	if d := p.paced.Load() - paced; d > 1 {
+	// Serving the backlog ends with one pace; on a loaded machine (CI's
+	// parallel packages) a second round may find the last sockets' reads
+	// still in flight and pace once more. Without the backlog rule the
+	// poller paced 3-4 times here.
+	if d := p.paced.Load() - paced; d > 2 {
 		t.Errorf("the poller paced itself %d times serving %d sockets' backlog", d, n)
 	}
 }
