@@ -17,6 +17,7 @@ import (
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/internal/testenv"
+	"github.com/outpost/outpost/netcfg/netnstest"
 )
 
 // The baresip tests: Debian's baresip (baresip-core 1.0.0 on libre 1.x),
@@ -30,11 +31,9 @@ import (
 // (sndfile): the far end's tone must be there, so audio went both ways
 // through the box, and was not an echo.
 //
-// The phones run over TCP and TLS too (baresipCase.transport), but libre
-// drops a stream connection on a message without Content-Length (RFC 3261
-// §18.3 requires it there), which the registrar's REGISTER answers lack:
-// no test here uses them until those answers carry it. Over TLS, libre
-// 1.x loads sip_cafile but does not check the box's certificate with it.
+// Over TLS, libre 1.x loads sip_cafile but does not check the box's
+// certificate with it: the TLS test proves the transport, not that
+// baresip verifies the box.
 
 // Tones of the baresip calls: the caller's is toneWAV's.
 const (
@@ -60,11 +59,72 @@ func TestBaresipCallWithSRTP(t *testing.T) {
 	baresipCall(t, baresipCase{transport: "udp", callerCodec: "pcmu", calleeCodec: "pcma", srtp: true})
 }
 
+// TestBaresipCallOverTCP: as TestBaresipCallOverUDP, both phones
+// registered and calling over TCP (libre keeps the connection only while
+// every message on it carries Content-Length).
+func TestBaresipCallOverTCP(t *testing.T) {
+	baresipCall(t, baresipCase{transport: "tcp", callerCodec: "pcmu", calleeCodec: "pcma"})
+}
+
+// TestBaresipCallOverTLSWithSRTP: signalling over TLS and SDES-SRTP
+// media, the pair a deployment that protects its keys uses (SDES keys
+// travel in the SDP, so SRTP without TLS hides nothing from a listener).
+func TestBaresipCallOverTLSWithSRTP(t *testing.T) {
+	baresipCall(t, baresipCase{transport: "tls", callerCodec: "pcmu", calleeCodec: "pcma", srtp: true})
+}
+
+// TestBaresipCallBetweenLANs: as TestBaresipCallOverUDP, with the box
+// and each phone in a network namespace of its own: the caller on one LAN,
+// the callee on another, the box on both (a listener per interface) and
+// forwarding no packet between them. The box's relay is the only way the
+// tones can cross, so each one arriving proves the box anchored the media
+// on the right interface of each leg.
+func TestBaresipCallBetweenLANs(t *testing.T) {
+	baresipCall(t, baresipCase{transport: "udp", callerCodec: "pcmu", calleeCodec: "pcma", lans: true})
+}
+
 // baresipCase is one call between two baresip phones.
 type baresipCase struct {
 	transport                string // SIP transport of both phones: udp, tcp or tls
 	callerCodec, calleeCodec string // baresip's names: pcmu, pcma
 	srtp                     bool   // SDES-SRTP mandatory on both phones
+	lans                     bool   // each phone on a LAN of its own (namespaces), else all on loopback
+}
+
+// Addresses of TestBaresipCallBetweenLANs: the box is .1 on each LAN.
+const (
+	floor1Box, floor1Phone = "198.18.40.1", "198.18.40.10"
+	floor2Box, floor2Phone = "198.18.41.1", "198.18.41.10"
+)
+
+// baresipHost is where a phone runs and the box listener it registers to.
+type baresipHost struct {
+	ns        string // kernel name of its network namespace; "" for the test's own
+	addr      string // its address
+	registrar string // the box's listener, host:port
+}
+
+// twoLANs builds the box with a LAN on each side (lan0: floor1, lan1:
+// floor2), forwarding off, and returns the box's namespace and the hosts of
+// the caller (floor1) and the callee (floor2).
+func twoLANs(t *testing.T) (box string, caller, callee baresipHost) {
+	tp := netnstest.New(t)
+	tp.Veth("box", "lan0", "floor1", "lan0")
+	tp.Veth("box", "lan1", "floor2", "lan0")
+	for _, x := range []struct{ ns, ifc, cidr string }{
+		{"box", "lan0", floor1Box + "/24"}, {"floor1", "lan0", floor1Phone + "/24"},
+		{"box", "lan1", floor2Box + "/24"}, {"floor2", "lan0", floor2Phone + "/24"},
+	} {
+		tp.Addr(x.ns, x.ifc, x.cidr)
+		tp.Up(x.ns, x.ifc)
+	}
+	tp.Route("floor1", "add", "default", "via", floor1Box)
+	tp.Route("floor2", "add", "default", "via", floor2Box)
+	if f := strings.TrimSpace(tp.Exec("box", "cat", "/proc/sys/net/ipv4/ip_forward")); f != "0" {
+		t.Fatalf("the box namespace forwards IPv4 (ip_forward %s): the tones could bypass the relay", f)
+	}
+	return tp.NS("box"), baresipHost{ns: tp.NS("floor1"), addr: floor1Phone, registrar: floor1Box + ":5060"},
+		baresipHost{ns: tp.NS("floor2"), addr: floor2Phone, registrar: floor2Box + ":5060"}
 }
 
 func baresipCall(t *testing.T, c baresipCase) {
@@ -73,6 +133,12 @@ func baresipCall(t *testing.T, c baresipCase) {
 	}
 	testenv.NeedTool(t, "baresip")
 	listen := []string{c.transport + ":127.0.0.1:0"}
+	var boxNS string
+	callerAt, calleeAt := baresipHost{addr: "127.0.0.1"}, baresipHost{addr: "127.0.0.1"}
+	if c.lans {
+		boxNS, callerAt, calleeAt = twoLANs(t)
+		listen = []string{c.transport + ":lan0:5060", c.transport + ":lan1:5060"}
+	}
 	var caPEM, certPEM, keyPEM string
 	if c.transport == "tls" {
 		caPEM, certPEM, keyPEM, _ = testCA(t)
@@ -88,15 +154,18 @@ func baresipCall(t *testing.T, c baresipCase) {
 			m["sip"].(map[string]any)["tls"] = map[string]any{"cert_pem": certPEM, "key_pem": keyPEM}
 		}
 	})
-	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
-	registrar := d.listener(c.transport)
+	d := startDaemonIn(t, boxNS, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	if !c.lans {
+		callerAt.registrar = d.listener(c.transport)
+		calleeAt.registrar = callerAt.registrar
+	}
 
 	callee := startBaresip(t, baresipPhone{
-		user: "user0002", password: "pw0002", transport: c.transport, registrar: registrar, caPEM: caPEM,
+		user: "user0002", password: "pw0002", transport: c.transport, at: calleeAt, caPEM: caPEM,
 		codec: c.calleeCodec, srtp: c.srtp, answer: true, source: fmt.Sprintf("ausine,%d", calleeHz),
 	})
 	caller := startBaresip(t, baresipPhone{
-		user: "user0001", password: "pw0001", transport: c.transport, registrar: registrar, caPEM: caPEM,
+		user: "user0001", password: "pw0001", transport: c.transport, at: callerAt, caPEM: caPEM,
 		codec: c.callerCodec, srtp: c.srtp, source: "aufile," + toneWAV(t),
 	})
 	for _, p := range []*baresipUA{callee, caller} {
@@ -211,7 +280,7 @@ func awaitRegistrations(t *testing.T, d *daemon, users ...string) map[string]api
 type baresipPhone struct {
 	user, password string
 	transport      string // udp, tcp, tls
-	registrar      string // the box's listener, host:port
+	at             baresipHost
 	caPEM          string // for tls: the CA of the box's certificate
 	codec          string // its only audio codec
 	srtp           bool   // SDES-SRTP mandatory
@@ -232,14 +301,15 @@ type baresipUA struct {
 }
 
 // startBaresip runs baresip -v for p in the foreground, SIP and RTP on
-// random loopback ports, recording what it decodes into its directory.
+// random ports of p.at's address, recording what it decodes into its
+// directory.
 func startBaresip(t *testing.T, p baresipPhone) *baresipUA {
 	t.Helper()
 	dir := t.TempDir()
 	conf := []string{
 		"poll_method epoll",
-		"sip_listen 127.0.0.1:0",
-		"net_interface 127.0.0.1",
+		"sip_listen " + p.at.addr + ":0",
+		"net_interface " + p.at.addr,
 		"audio_source " + p.source,
 		"audio_player aufile,none", // no player: sndfile records what is decoded
 		"audio_alert aufile,none",
@@ -257,7 +327,7 @@ func startBaresip(t *testing.T, p baresipPhone) *baresipUA {
 		// ausine makes 48 kHz stereo only; baresip resamples to the codec's.
 		conf = append(conf, "ausrc_srate 48000", "ausrc_channels 2")
 	}
-	params := fmt.Sprintf(`;auth_pass=%s;outbound="sip:%s;transport=%s";regint=600;audio_codecs=%s`, p.password, p.registrar, p.transport, p.codec)
+	params := fmt.Sprintf(`;auth_pass=%s;outbound="sip:%s;transport=%s";regint=600;audio_codecs=%s`, p.password, p.at.registrar, p.transport, p.codec)
 	if p.srtp {
 		conf = append(conf, "module srtp.so")
 		params += ";mediaenc=srtp-mand"
@@ -280,7 +350,11 @@ func startBaresip(t *testing.T, p baresipPhone) *baresipUA {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	b := &baresipUA{t: t, user: p.user, dir: dir, log: newNotifyLog(), done: make(chan error, 1)}
-	b.cmd = exec.CommandContext(ctx, "baresip", "-v", "-f", dir)
+	args := []string{"baresip", "-v", "-f", dir}
+	if p.at.ns != "" {
+		args = append([]string{"ip", "netns", "exec", p.at.ns}, args...)
+	}
+	b.cmd = exec.CommandContext(ctx, args[0], args[1:]...)
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	var err error
 	if b.stdin, err = b.cmd.StdinPipe(); err != nil {
