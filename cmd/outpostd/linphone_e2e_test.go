@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,37 @@ func TestLinphoneOverTLSWithSRTP(t *testing.T) {
 		calls, err := d.api.Calls(t.Context())
 		return err == nil && len(calls) == 0
 	})
+	d.stop()
+}
+
+// TestLinphoneWithSHA256Digest: on a site that opts in to RFC 8760
+// (sip.digest ["SHA-256"], no MD5), linphonec registers over TLS: the
+// registrar refuses a response in an algorithm it did not offer, so the
+// binding proves the softphone answered the SHA-256 challenge.
+func TestLinphoneWithSHA256Digest(t *testing.T) {
+	testenv.NeedTool(t, "linphonecsh")
+	caPEM, certPEM, keyPEM, _ := testCAWith(t, func(leaf *x509.Certificate) {
+		leaf.Subject = pkix.Name{CommonName: "127.0.0.1"}
+		leaf.IPAddresses, leaf.DNSNames = nil, nil
+	})
+	doc := benchDoc(2, []string{"tls:127.0.0.1:0"}, func(m map[string]any) {
+		sip := m["sip"].(map[string]any)
+		sip["tls"] = map[string]any{"cert_pem": certPEM, "key_pem": keyPEM}
+		sip["digest"] = []string{"SHA-256"}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	lp := startLinphone(t, d.listener("tls"), caPEM, "user0001", "pw0001")
+	lp.await(t, "registration over TLS with SHA-256", 20*time.Second, func() bool {
+		return strings.HasPrefix(lp.run(t, "status", "register"), "registered,")
+	})
+	regs := awaitRegistrations(t, d, "user0001")
+	log, _ := os.ReadFile(lp.log)
+	if auth := regexp.MustCompile(`(?i)authorization: *digest [^\n]*`).FindAllString(string(log), -1); len(auth) == 0 || !strings.Contains(auth[len(auth)-1], "algorithm=SHA-256") {
+		t.Errorf("linphonec's last Authorization, by its log: %q; want algorithm=SHA-256", auth)
+	}
+	if r := regs["user0001"]; !strings.Contains(strings.ToLower(r.UserAgent), "linphone") {
+		t.Errorf("user0001's binding: %+v, want linphonec's", r)
+	}
 	d.stop()
 }
 
