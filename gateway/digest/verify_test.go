@@ -12,27 +12,11 @@ import (
 	"time"
 
 	icholy "github.com/icholy/digest"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
-// fakeClock is an injectable Config.Now.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newClock() *siptest.Clock { return siptest.NewClock(time.Unix(1_700_000_000, 0)) }
 
 const testRealm = "bench.local"
 

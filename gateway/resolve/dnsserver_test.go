@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 // testDNS is an in-process authoritative DNS server on 127.0.0.1 (UDP and TCP
@@ -259,22 +261,6 @@ func silentUDP(t *testing.T) string {
 	return pc.LocalAddr().String()
 }
 
-// fakeClock is an injectable Now.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+func newClock() *siptest.Clock {
+	return siptest.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 }
