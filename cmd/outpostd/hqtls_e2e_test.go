@@ -3,14 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,6 +14,7 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/gateway/siptest"
 	"github.com/outpost/outpost/internal/testenv"
 	"github.com/outpost/outpost/netcfg/netnstest"
 )
@@ -59,13 +54,15 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 	ns := nsRunner(t, tp.Handle("lab"))
 	dir := t.TempDir()
 
-	ca := newHQTestCA(t, "HQ test CA")
-	other := newHQTestCA(t, "some other CA")
-	hqCert, hqKey := ca.issue(t, "hq", []string{hqDomain}, nil, false)
-	boxCert, boxKey := ca.issue(t, "box", []string{"bench.local"}, []net.IP{net.IPv4(127, 0, 0, 1)}, false)
-	clientCert, clientKey := ca.issue(t, "branch1 client", []string{"branch1.bench.local"}, nil, true)
-	fallbackCert, fallbackKey := ca.issue(t, "fallback", []string{"fallback.invalid"}, nil, false)
-	startKamailio(t, tp, kam, dir, map[string]string{"ca.pem": ca.pem, "hq.pem": hqCert, "hq.key": hqKey,
+	ca := siptest.NewCA(t)
+	other := siptest.NewCA(t)
+	hqCert, hqKey := ca.Issue(t, hqDomain, x509.ExtKeyUsageServerAuth)
+	boxCert, boxKey := ca.IssueWith(t, "bench.local", x509.ExtKeyUsageServerAuth, func(c *x509.Certificate) {
+		c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	})
+	clientCert, clientKey := ca.Issue(t, "branch1.bench.local", x509.ExtKeyUsageClientAuth)
+	fallbackCert, fallbackKey := ca.Issue(t, "fallback.invalid", x509.ExtKeyUsageServerAuth)
+	startKamailio(t, tp, kam, dir, map[string]string{"ca.pem": ca.PEM, "hq.pem": hqCert, "hq.key": hqKey,
 		"default.pem": fallbackCert, "default.key": fallbackKey})
 	var ua *udpUA
 	ns(func() { ua = listenUA(t, hqUAAddr, kamUDP) })
@@ -83,7 +80,7 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 				"register_upstream": true, "auth_username": trunkUser, "auth_password": trunkPass}
 		})
 	}
-	d := startDaemonIn(t, tp.NS("lab"), filepath.Join(dir, "box"), writeJSON(t, filepath.Join(dir, "box.json"), doc(ca.pem)))
+	d := startDaemonIn(t, tp.NS("lab"), filepath.Join(dir, "box"), writeJSON(t, filepath.Join(dir, "box.json"), doc(ca.PEM)))
 	target := "tls:" + kamTLS
 
 	step(t, "probes over TLS", func() {
@@ -100,7 +97,7 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 
 	var phone *tlsPhone
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM([]byte(ca.pem))
+	roots.AppendCertsFromPEM([]byte(ca.PEM))
 	ns(func() { phone = dialPhone(t, d.listener("tls"), roots, "user0001", "10.255.0.11") })
 	phone.register(t, "pw0001")
 
@@ -202,7 +199,7 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 	})
 
 	step(t, "wrong CA refused and reported", func() {
-		w := startDaemonIn(t, tp.NS("lab"), filepath.Join(dir, "wrong"), writeJSON(t, filepath.Join(dir, "wrong.json"), doc(other.pem)))
+		w := startDaemonIn(t, tp.NS("lab"), filepath.Join(dir, "wrong"), writeJSON(t, filepath.Join(dir, "wrong.json"), doc(other.PEM)))
 		st := w.waitFor("hq target down", 10*time.Second, func(s api.Status) bool { return len(s.HQ) == 1 && !s.HQ[0].Up })
 		if e := st.HQ[0].LastError; !strings.Contains(e, "certificate signed by unknown authority") || !strings.Contains(e, hqDomain) {
 			t.Errorf("last_error %q, want the verification failure for %s", e, hqDomain)
@@ -315,48 +312,6 @@ func startKamailio(t *testing.T, tp *netnstest.Topology, bin, dir string, pems m
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// hqTestCA is a CA that issues the test's certificates.
-type hqTestCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  string
-}
-
-func newHQTestCA(t *testing.T, name string) *hqTestCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return &hqTestCA{cert: c, key: key, pem: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
-}
-
-var serial int64 = 100
-
-// issue makes a certificate (server, or client when client) and its key, in PEM.
-func (ca *hqTestCA) issue(t *testing.T, cn string, dns []string, ips []net.IP, client bool) (certPEM, keyPEM string) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial++
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), DNSNames: dns, IPAddresses: ips,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalPKCS8PrivateKey(key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
 }
 
 // udpUA is a UA behind HQ, hand-written SIP over UDP, with Kamailio as

@@ -2,19 +2,14 @@ package main
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/md5"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/textproto"
 	"path/filepath"
@@ -23,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outpost/outpost/gateway/siptest"
 )
 
 // TestPhonesOverTLS: two phones behind a "NAT" (their Via and Contact
@@ -131,27 +128,13 @@ func testCA(t *testing.T) (caPEM, certPEM, keyPEM string, leafDER []byte) {
 // testCAWith is testCA with the leaf's template adjusted by leaf.
 func testCAWith(t *testing.T, adjust func(leaf *x509.Certificate)) (caPEM, certPEM, keyPEM string, leafDER []byte) {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ = x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "box"}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(24 * time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"bench.local"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	adjust(leaf)
-	leafDER, err = x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalPKCS8PrivateKey(key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})), leafDER
+	ca := siptest.NewCA(t)
+	certPEM, keyPEM = ca.IssueWith(t, "box", x509.ExtKeyUsageServerAuth, func(leaf *x509.Certificate) {
+		leaf.IPAddresses, leaf.DNSNames = []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"bench.local"}
+		adjust(leaf)
+	})
+	block, _ := pem.Decode([]byte(certPEM))
+	return ca.PEM, certPEM, keyPEM, block.Bytes
 }
 
 // tlsPhone is a phone with hand-written SIP over one TLS connection; its

@@ -44,12 +44,22 @@ func NewCA(t testing.TB) *CA {
 // authentication), with its PKCS #8 key, both PEM.
 func (ca *CA) Issue(t testing.TB, name string, usage x509.ExtKeyUsage) (certPEM, keyPEM string) {
 	t.Helper()
+	return ca.IssueWith(t, name, usage, nil)
+}
+
+// IssueWith is Issue with the certificate's template changed by edit
+// first (other names, IP addresses), when edit is not nil.
+func (ca *CA) IssueWith(t testing.TB, name string, usage x509.ExtKeyUsage, edit func(*x509.Certificate)) (certPEM, keyPEM string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(time.Hour), DNSNames: []string{name}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+	if edit != nil {
+		edit(tmpl)
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
