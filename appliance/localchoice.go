@@ -18,7 +18,7 @@ import (
 // several of the box's addresses sit on the peer's own subnet (two
 // interfaces on one VLAN, or an interface with several addresses), they are
 // media resources of this box that can all anchor the leg, and the choice is
-// made as DESIGN §1 specifies, by media/selection: the box's zone and site,
+// made as docs/design.md §1 specifies, by media/selection: the box's zone and site,
 // then weighted at random by (100 − load) × performance coefficient. Each
 // address is a resource of its own, named "MSR-NAME/INTERFACE" (so that
 // media_resources.performance can weight interfaces; selection otherwise

@@ -9,7 +9,7 @@ import (
 	"github.com/outpost/outpost/netcfg"
 )
 
-// The mode logic's inputs and outputs (DESIGN §1). Inputs: the WAN
+// The mode logic's inputs and outputs (docs/design.md §1). Inputs: the WAN
 // interface's link, carrier and default routes from netcfg (sub-second:
 // netlink events, debounced), and the HQ targets' probe verdicts from the
 // gateway's prober (down_after failed OPTIONS in a row). Outputs: the

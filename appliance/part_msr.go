@@ -16,7 +16,7 @@ import (
 	"github.com/outpost/outpost/netcfg"
 )
 
-// msrPart is the box's part in distributed media (DESIGN §1): the agent
+// msrPart is the box's part in distributed media (docs/design.md §1): the agent
 // that registers each interface at the HQ softswitch as an MSR UA, and the
 // media resource table that other media servers' MSR REGISTERs fill (the
 // registrar authenticates them and hands them over; see OnMSR).

@@ -13,7 +13,7 @@ import (
 )
 
 // anchorMedia is the B2BUA's MediaFunc. When the box anchors a call
-// (mediaPart's policy) it chooses where, as DESIGN §1 says: among its own
+// (mediaPart's policy) it chooses where, as docs/design.md §1 says: among its own
 // media resources and those other boxes' MSRs registered here
 // (media/selection, chooseMedia). Its own wins → the local relay, as
 // before; another box's MSR wins → the B2BUA sets the media up there
@@ -41,7 +41,7 @@ func (a *App) anchorMedia(callID string, legA, legB netip.Addr, onDead func(reas
 // announces none), remote the table of resources other MSRs registered
 // here. The caller's leg is chosen first (zone and site of this box, the
 // site matrix, weighted by load × coefficient); the called leg then
-// prefers the caller leg's MSR (DESIGN §1), which with both legs in the
+// prefers the caller leg's MSR (docs/design.md §1), which with both legs in the
 // box's own zone and site it always gets. ok is true when another box's
 // MSR won, with its entry and its control-channel address.
 //

@@ -143,7 +143,7 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	}
 	if d.MSR.Enabled {
 		// Other media servers register their resources here with the MSR
-		// credentials (DESIGN §1); a box that takes no part in MSR
+		// credentials (docs/design.md §1); a box that takes no part in MSR
 		// refuses them like any unknown user.
 		user, realm, pw := d.MSR.EffectiveUsername(), reg.Realm, d.MSR.EffectivePassword()
 		reg.MSR = &registrar.MSRAccount{HeaderPrefix: d.MSR.EffectiveHeaderPrefix(), User: registrar.User{Extension: user,

@@ -55,7 +55,7 @@ lines = [
     "<!-- survivable_bench:begin (written by bench/survivable_bench.sh) -->",
     f"Command: `bench/survivable_bench.sh {runs}` (root; runs `go test -run 'TestSurvivableInNamespaces|TestSurvivableBootOutage|TestHQCallFallback' ./cmd/outpostd` {runs} times). "
     f"Machine: {os.cpu_count()} × {model}, {os.uname().release}, {time.strftime('%Y-%m-%d %H:%M %Z')}. "
-    "Topology of DESIGN §5 in namespaces; hq.options_interval_ms 300, down_after 2, up_after 2, hold_s 2; 1000 phones refreshing throughout.",
+    "Topology of docs/design.md §5 in namespaces; hq.options_interval_ms 300, down_after 2, up_after 2, hold_s 2; 1000 phones refreshing throughout.",
     "",
     "| figure | median | min | max | runs | target |",
     "|---|---|---|---|---|---|",

@@ -288,7 +288,7 @@ func (l locator) Contacts(ext string) []b2bua.Contact {
 	return out
 }
 
-// Voicemail is the voicemail forwarding of local users (DESIGN.md §1:
+// Voicemail is the voicemail forwarding of local users (docs/design.md §1:
 // calls a user does not take go to the HQ voicemail pilot).
 type Voicemail struct {
 	// Pilot is the voicemail pilot number (hq.voicemail_pilot). It is

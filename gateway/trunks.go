@@ -32,7 +32,7 @@ func (s *Server) OnHQTarget(f func(HQTargetEvent)) { s.probe.OnEvent(f) }
 // outpostctl status, metrics and the mode logic.
 func (s *Server) HQHealth() []health.TargetState { return s.now.Load().hq.Health() }
 
-// pstnHealth is the health of the PSTN gateways (DESIGN §1, the rule the
+// pstnHealth is the health of the PSTN gateways (docs/design.md §1, the rule the
 // HQ targets follow too): one health.Tracker fed by every call attempt's
 // outcome (the B2BUA observes it by the retry rule: 408, 503, 504, no
 // response or a transport error block the gateway for

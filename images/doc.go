@@ -1,5 +1,5 @@
 // Package images builds Outpost firmware without Buildroot and without the
-// internet beyond Debian's archive: the "offline path" of DESIGN.md §2,
+// internet beyond Debian's archive: the "offline path" of docs/design.md §2,
 // which runs here and in CI and is what the boot tests boot.
 //
 // Build assembles a flashable GPT disk image from Debian's kernel (package

@@ -1,4 +1,4 @@
-// Package media groups the box's media plane (DESIGN.md §1–2); the code
+// Package media groups the box's media plane (docs/design.md §1–2); the code
 // lives in its sub-packages:
 //
 //   - media/relay: the RTP/RTCP relay that anchors a call's audio between

@@ -1,4 +1,4 @@
-// Package mode decides the box's operating mode (DESIGN.md §1): normal,
+// Package mode decides the box's operating mode (docs/design.md §1): normal,
 // survivable or standalone.
 //
 // # Design: events in, transitions out

@@ -1,4 +1,4 @@
-// Package api is the management API of outpostd (DESIGN.md §4): JSON over
+// Package api is the management API of outpostd (docs/design.md §4): JSON over
 // HTTP, served on the local Unix admin socket (and, later, over mutual TLS
 // for HQ). It holds the wire types, the HTTP handler over a Backend that the
 // appliance implements, and the Client that outpostctl uses.

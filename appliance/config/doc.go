@@ -1,4 +1,4 @@
-// Package config is the document HQ pushes to each box (DESIGN.md §3): its
+// Package config is the document HQ pushes to each box (docs/design.md §3): its
 // Go types, whole-document validation with JSON paths, the handling of
 // secrets, and digest HA1 computation.
 //

@@ -10,7 +10,7 @@
 // (appliance adapts a relay.Session to b2bua.Anchor per call); relayd
 // measures the relay alone.
 //
-// Built only with -tags relaybench: DESIGN §2's dependency test lets no
+// Built only with -tags relaybench: docs/design.md §2's dependency test lets no
 // package outside cmd/appliance/media import media, and a bench tool has
 // no place in outpostd's dependency graph.
 //

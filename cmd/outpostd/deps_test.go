@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The architecture is a test (DESIGN.md §2): who may import whom, what the
+// The architecture is a test (docs/design.md §2): who may import whom, what the
 // daemon and the CLI may link, and that every package says what it is for.
 
 const module = "github.com/outpost/outpost/"
@@ -157,7 +157,7 @@ func TestDependencyRules(t *testing.T) {
 				continue
 			}
 			if to := rel(imp); !allowed(from, to) {
-				t.Errorf("%s imports %s: not allowed by DESIGN.md §2", from, to)
+				t.Errorf("%s imports %s: not allowed by docs/design.md §2", from, to)
 			}
 		}
 	}

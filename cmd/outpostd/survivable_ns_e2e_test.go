@@ -20,7 +20,7 @@ import (
 	"github.com/outpost/outpost/netcfg/netnstest"
 )
 
-// The branch of DESIGN.md §5, built in network namespaces:
+// The branch of docs/design.md §5, built in network namespaces:
 //
 //	ns phone (198.18.0.20) ── lan0 ┐             ┌ wan0 ── ns hq   (198.18.1.10: SIPp HQ, DNS)
 //	                               │  ns box     │

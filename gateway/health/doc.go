@@ -1,6 +1,6 @@
 // Package health keeps the health of SIP targets — HQ pool members and
 // local PSTN gateways — and holds the failover rule, so that target
-// selection and the normal/survivable mode logic (DESIGN §1) ask one place.
+// selection and the normal/survivable mode logic (docs/design.md §1) ask one place.
 //
 // Two kinds of evidence feed a Tracker:
 //

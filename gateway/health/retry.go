@@ -45,7 +45,7 @@ func cancelledByUs(err error) bool {
 	return errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// Retryable is the failover rule (DESIGN §1): an INVITE moves on to the
+// Retryable is the failover rule (docs/design.md §1): an INVITE moves on to the
 // next target only after 408, 503, 504 or no final response at all
 // (status 0 or 1xx: a transport error, a timeout such as
 // context.DeadlineExceeded, ErrNoResponse, or any other error). Every other

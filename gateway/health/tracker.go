@@ -231,7 +231,7 @@ func (tr *Tracker) Eligible(name string) bool {
 // Pick orders candidates for one attempt. The eligible ones come first,
 // in the given order (the caller has ordered them by SRV priority and
 // weight). Only if none is eligible, Pick returns exactly one candidate
-// chosen at random, so that traffic can discover a recovery (DESIGN §1:
+// chosen at random, so that traffic can discover a recovery (docs/design.md §1:
 // "if every target is blocked, one blocked target is tried at random").
 // It returns nil for no candidates. The result is a new slice.
 func (tr *Tracker) Pick(candidates []string) []string {

@@ -6,7 +6,7 @@
 // backups. Members learn each other's health by OPTIONS (a health.Tracker
 // fed by a health.Prober).
 //
-// The rules (DESIGN §3 pool):
+// The rules (docs/design.md §3, `pool`):
 //
 //   - A user's home is the first member of its order that is serving:
 //     this box always is; another member is when it is up and, if it has

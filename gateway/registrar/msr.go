@@ -9,7 +9,7 @@ import (
 
 // MSRAccount lets distributed media servers (other boxes' MSR agents, or
 // media servers of the site) register their media resources here
-// (DESIGN §1 "Media resource selection"). Such a REGISTER is recognised by
+// (docs/design.md §1 "Media resource selection"). Such a REGISTER is recognised by
 // its {HeaderPrefix}Name or {HeaderPrefix}Iface-Name header; its AOR is
 // "{interface};{contact-id}@{msr-name}", not an extension, so it is
 // authenticated against this one account instead of a user, and it does

@@ -1,5 +1,5 @@
 // Package upstream registers the box's local users at the HQ registrar
-// (DESIGN.md §1, normal mode): for every user with at least one local
+// (docs/design.md §1, normal mode): for every user with at least one local
 // binding, the HQ registrar holds sip:EXTENSION@SITE-DOMAIN with
 // Contact: <sip:EXTENSION@BOX>, so that HQ can reach branch users through
 // the box. The box answers HQ's digest challenges with its trunk
@@ -27,7 +27,7 @@
 //
 // Each REGISTER goes to its targets in order and moves on only after
 // 408, 503, 504 or no response within Timeout — the failover rule of
-// DESIGN §1, shared with calls through health.Retryable — and every
+// docs/design.md §1, shared with calls through health.Retryable — and every
 // outcome at a Trunk target is reported back to the Trunk as passive
 // health.
 //
@@ -45,7 +45,7 @@
 // others its backups in order; the healthy ones (Candidate.Eligible) are
 // tried, so refreshes never hop between equal targets, and a user moves
 // to a lower priority only when its whole group failed. If none is
-// healthy, the user's primary alone is tried (DESIGN §1 tries one blocked
+// healthy, the user's primary alone is tried (docs/design.md §1 tries one blocked
 // target at random; the hash spreads users as randomly). Adding a target
 // to a group of n moves about 1/(n+1) of the users, all to the new
 // target; removing one moves only its users.

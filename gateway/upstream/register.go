@@ -73,7 +73,7 @@ func (r result) ok() bool { return r.code >= 200 && r.code < 300 }
 // the user is back to the normal order. The normal order is the user's
 // own with a Pool (sticky, see stickyPlan), else the Trunk's; each
 // target is tried in turn, moving to the next one only after 408, 503,
-// 504 or no response (DESIGN §1, the same rule as for calls:
+// 504 or no response (docs/design.md §1, the same rule as for calls:
 // health.Retryable). Each attempt's outcome at a Trunk target is
 // reported to the Trunk unless ctx ended (Pause or stop), which says
 // nothing about the target; redirect targets are not the Trunk's and are

@@ -91,8 +91,8 @@ func (p plan) before(x, y string) bool {
 // stickyPlan is the plan for aor over a Pool's candidates: its
 // preference, of which the eligible targets are tried in order — so a
 // user moves to a lower priority group only when every target of its
-// group has failed (DESIGN §1). When none is eligible, the user's own
-// first choice is tried alone: DESIGN §1 tries one blocked target "at
+// group has failed (docs/design.md §1). When none is eligible, the user's own
+// first choice is tried alone: docs/design.md §1 tries one blocked target "at
 // random", and the hash spreads users over the pool as randomly, without
 // making a user hop.
 func stickyPlan(aor string, cands []Candidate, def siptarget.Transport) plan {

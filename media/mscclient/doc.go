@@ -1,6 +1,6 @@
 // Package mscclient is the client side of an RFC 6230 media control
 // channel: what this box uses to drive another box's MSR (media/msr is the
-// server side) when a call's media is anchored there (DESIGN.md §1 "Media
+// server side) when a call's media is anchored there (docs/design.md §1 "Media
 // resource selection").
 //
 // Dial opens the TCP channel to the address the MSR announced in its

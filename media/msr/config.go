@@ -12,7 +12,7 @@ import (
 	"github.com/outpost/outpost/siptarget"
 )
 
-// Defaults of Config (DESIGN.md §1, appliance/config's Effective* values).
+// Defaults of Config (docs/design.md §1, appliance/config's Effective* values).
 const (
 	DefaultUsername         = "msr"
 	DefaultPassword         = "mediaserver"
@@ -69,7 +69,7 @@ type Config struct {
 	// RegisterInterval is the re-registration period (default 300 s).
 	RegisterInterval time.Duration
 	// RetryInterval is the retry period of an unconfirmed UA (default
-	// 600 s, deliberately long: DESIGN.md §1).
+	// 600 s, deliberately long: docs/design.md §1).
 	RetryInterval time.Duration
 	// Expires is the expiry asked for in each REGISTER; 0 = twice
 	// RegisterInterval, so one lost refresh does not drop the binding.

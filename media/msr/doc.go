@@ -1,5 +1,5 @@
 // Package msr makes the box a distributed media server (MSR) of the HQ
-// softswitch, as DESIGN.md §1 "Per-interface MSR UA registration" asks:
+// softswitch, as docs/design.md §1 "Per-interface MSR UA registration" asks:
 // one SIP UA per announced interface, registered at every address of
 // every configured server, kept in step with the network, plus the
 // RFC 6230 control-channel listener the softswitch connects to.
@@ -48,8 +48,8 @@
 // A UA is registered at once when it appears; refreshed every
 // RegisterInterval (sooner if the registrar grants a shorter expiry);
 // an unconfirmed one (no answer within Timeout, an error response, a
-// rejected password) is retried at RetryInterval, which DESIGN.md makes
-// long on purpose. Expires asks for twice RegisterInterval.
+// rejected password) is retried at RetryInterval, which docs/design.md §1
+// makes long on purpose. Expires asks for twice RegisterInterval.
 //
 // # Following the network
 //

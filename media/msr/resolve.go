@@ -42,7 +42,7 @@ func literalTargets(servers []server) ([]target, bool) {
 }
 
 // resolveServers resolves each server to every address it has (A and
-// AAAA): DESIGN.md §1 registers at each. A server that fails is reported
+// AAAA): docs/design.md §1 registers at each. A server that fails is reported
 // in errs; prev (the last good answer) is kept for it, as the design asks
 // for DNS that is unreachable.
 func resolveServers(ctx context.Context, r Resolver, servers []server, prev []target) resolution {

@@ -1,13 +1,13 @@
 // Package relay is the RTP media relay of outpostd: it anchors a call's
 // audio on the box, between leg A (usually the caller) and leg B, so that
 // calls between VLANs, to the PSTN gateway, or between a µ-law phone and
-// an A-law gateway work (DESIGN §1).
+// an A-law gateway work (docs/design.md §1).
 //
 // The B2BUA drives a Session with the SDP of the call: Offer(from, sdp)
 // for each offer (INVITE, re-INVITE) returns the SDP to send to the other
 // leg; Answer(from, sdp) for each answer (183, 200) returns the SDP for
 // the offerer; Close at the end. The gateway may not import this package
-// (DESIGN §2): it declares the interface it needs (b2bua.Anchor, with its
+// (docs/design.md §2): it declares the interface it needs (b2bua.Anchor, with its
 // own Leg type), and the appliance adapts a Session to it, converting
 // legs with relay.Leg(from) (Leg is an alias of int). The B2BUA answers
 // any Anchor error with 488; ErrNotAcceptable also carries SIPStatus()

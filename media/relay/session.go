@@ -15,7 +15,7 @@ import (
 
 // Leg names one side of a session: A (usually the caller's side) or B.
 // It is an alias of int, so callers convert to it from their own leg
-// type: the gateway may not import this package (DESIGN §2) and declares
+// type: the gateway may not import this package (docs/design.md §2) and declares
 // its own (b2bua.Leg, in b2bua.Anchor), and the appliance adapts a
 // Session to that interface with relay.Leg(from).
 type Leg = int

@@ -1,5 +1,5 @@
 // Package selection chooses the media resource that anchors a call leg, as
-// the ECSS-10 core does (DESIGN.md §1 "Media resource selection").
+// the ECSS-10 core does (docs/design.md §1 "Media resource selection").
 //
 // A media resource is one announced interface of an MSR: this box's own
 // interfaces, or those of other boxes whose MSR UAs register to this box.
@@ -35,11 +35,10 @@
 // called leg if it survived step 1 (its zone allows it) and its site is not
 // forbidden; the random pick is then skipped.
 //
-// The DESIGN worked example (loads 55/40/60, coefficients 1.0/0.9/1.2)
-// gives weights 45, 54 and 48, i.e. intervals 0–45, 45–99 and 99–147. The
-// text of DESIGN.md says "45–101, 101–149", which the formula it states
-// cannot produce ((100 − 40) × 0.9 = 54, not 56); the tests pin the
-// formula's result.
+// The worked example of docs/design.md §1 (loads 55/40/60, coefficients
+// 1.0/0.9/1.2) gives weights 45, 54 and 48, i.e. intervals 0–45, 45–99
+// and 99–147: the ECSS-10 text prints 56 for (100 − 40) × 0.9, and the
+// tests pin the formula's result, not the slip.
 //
 // # What it does not do
 //

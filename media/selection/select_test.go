@@ -23,11 +23,10 @@ func ent(msr, iface string, load int, coef float64) Entry {
 	}
 }
 
-// The DESIGN.md §1 worked example: loads 55/40/60, coefficients
+// The docs/design.md §1 worked example: loads 55/40/60, coefficients
 // 1.0/0.9/1.2. The formula (100 − load) × coefficient gives weights 45, 54,
-// 48, hence intervals 0–45, 45–99, 99–147. DESIGN.md prints "45–101,
-// 101–149", which would need a second weight of 56: the text is wrong,
-// the formula is pinned here.
+// 48, hence intervals 0–45, 45–99, 99–147 (the ECSS-10 text's 56 for the
+// second weight is a slip: the formula is pinned here).
 func TestWorkedExample(t *testing.T) {
 	es := []Entry{ent("msr-a", "lan0", 55, 1.0), ent("msr-b", "lan0", 40, 0.9), ent("msr-c", "lan0", 60, 1.2)}
 	iv := Intervals(es)
