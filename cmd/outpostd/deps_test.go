@@ -64,6 +64,9 @@ var sharedLeaves = map[string][]string{
 	// sipauth is the one SIP digest client: upstream registration, MSR,
 	// the image boot test.
 	"sipauth": {"gateway", "media/msr", "images"},
+	// internal/testenv says what a test needs of the machine; netnstest
+	// is a test helper itself.
+	"internal/testenv": {"netcfg/netnstest"},
 }
 
 // pureLeaves import nothing of ours but the shared leaves. appliance/logsink

@@ -2,7 +2,7 @@
 // tests that need a real kernel: namespaces joined by veth pairs, with
 // addresses and routes, all removed when the test ends (also when it
 // fails). It needs root and iproute2's ip; without them the test is
-// skipped. Use addresses from the benchmarking ranges 198.18.0.0/15 and
+// skipped (failed in CI, internal/testenv). Use addresses from the benchmarking ranges 198.18.0.0/15 and
 // 2001:2::/48, and never route a namespace to the host.
 package netnstest
 
@@ -19,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/outpost/outpost/internal/testenv"
 )
 
 var counter atomic.Int64
@@ -36,19 +38,14 @@ type Topology struct {
 }
 
 // New returns an empty Topology for t, or skips t under -short, when not
-// root or when ip(8) is missing.
+// root or when ip(8) is missing (internal/testenv: in CI those fail t).
 func New(t testing.TB) *Topology {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("netnstest: -short: network namespace test (needs root; make test runs it)")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("netnstest: needs root to create network namespaces")
-	}
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		t.Skip("netnstest: iproute2 'ip' not found in PATH")
-	}
+	testenv.NeedRoot(t, "to create network namespaces")
+	ip := testenv.NeedTool(t, "ip")
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return &Topology{
