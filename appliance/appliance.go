@@ -155,7 +155,11 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	}
 	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })
 	a.gw.SetLocalChooser((&localChooser{a: a, rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x07057))}).choose)
-	if a.msr, err = newMSRPart(first, a.net, a.netState, a.gw.Registrar(), msrMedia{a.media.r}, func() uint64 { return a.media.r.Stats().TotalPackets() }, log.With("part", "msr")); err != nil {
+	inactive, err := a.st.InactiveMSRs(ctx)
+	if err != nil {
+		return nil, partFailed("msr", err)
+	}
+	if a.msr, err = newMSRPart(first, inactive, a.net, a.netState, a.gw.Registrar(), msrMedia{a.media.r}, func() uint64 { return a.media.r.Stats().TotalPackets() }, log.With("part", "msr")); err != nil {
 		return nil, partFailed("msr", err)
 	}
 	if a.admin, err = listenUnix(filepath.Join(opts.DataDir, SocketFile)); err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -39,9 +41,13 @@ type msrPart struct {
 // empty one) and connects the registrar's MSR REGISTERs to the table. The
 // announced load is the larger of the CPU and the relay's packet rate
 // against msr.capacity_pps; packets counts the relay's RTP packets
-// (relay.Stats.TotalPackets).
-func newMSRPart(next *partConfigs, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, media msr.Media, packets func() uint64, log *slog.Logger) (*msrPart, error) {
+// (relay.Stats.TotalPackets). inactive are the MSRs the operator took out
+// of selection before (the database's record).
+func newMSRPart(next *partConfigs, inactive []string, w *netcfg.Watcher, net func() netcfg.State, reg *registrar.Registrar, media msr.Media, packets func() uint64, log *slog.Logger) (*msrPart, error) {
 	p := &msrPart{table: selection.NewTable(next.Selection, time.Now), log: log, net: net, remoteState: newRemoteState()}
+	for _, name := range inactive {
+		p.table.SetActive(name, false)
+	}
 	p.prefix.Store(next.MSR.HeaderPrefix)
 	p.capacity.Store(int64(next.MSRCapacityPPS))
 	load := msr.NewLoad(packets, func() int { return int(p.capacity.Load()) })
@@ -151,7 +157,8 @@ func (a *App) msrStatus() ([]api.MSRUA, *api.ControlChannel) {
 func (a *App) MediaResources(context.Context) api.MediaResources {
 	parts := a.running().parts
 	out := api.MediaResources{Resources: []api.MediaResource{}, Matrix: parts.Selection.Matrix, Performance: parts.Selection.Performance,
-		Zone: parts.Local.Zone, Site: parts.Local.Site}
+		Zone: parts.Local.Zone, Site: parts.Local.Site, AdminInactive: a.msr.table.AdminInactive(),
+		DocumentInactive: slices.Sorted(maps.Keys(parts.Selection.Inactive))}
 	add := func(e selection.Entry, local bool) {
 		r := api.MediaResource{MSR: e.MSR, AccID: e.AccID, Interface: e.Interface, Contact: e.Contact, Zone: e.Zone, Site: e.Site,
 			Load: e.Load, Coefficient: e.Coefficient, Registered: e.Registered, Active: e.Active, Expires: e.Expires.UTC(), Local: local}
@@ -173,11 +180,11 @@ func (a *App) MediaResources(context.Context) api.MediaResources {
 // SetMediaResourceActive is POST /api/v1/media-resources/{name}: the
 // administrative flag of every resource of an MSR (this box's own name or
 // one registered here), for selection (media/selection.Table.SetActive:
-// an inactive resource is never chosen). The flag is kept in memory only:
-// a restart makes every MSR active again (an operator's temporary
-// measure; a lasting exclusion belongs in the document, e.g. a
-// media_resources.matrix without the MSR's site).
-func (a *App) SetMediaResourceActive(_ context.Context, name string, active bool) (api.MediaResourceState, error) {
+// an inactive resource is never chosen). The flag is written to the
+// database before it takes effect, so it outlives a restart; it is the
+// box's own, beside the document's media_resources.inactive (either keeps
+// the MSR out, and setting it active here does not override HQ's list).
+func (a *App) SetMediaResourceActive(ctx context.Context, name string, active bool) (api.MediaResourceState, error) {
 	n := 0
 	for _, e := range append(a.msr.agent.Resources(), a.msr.table.Snapshot()...) {
 		if e.MSR == name {
@@ -188,9 +195,13 @@ func (a *App) SetMediaResourceActive(_ context.Context, name string, active bool
 	if n == 0 && name != a.running().parts.MSR.Name {
 		return api.MediaResourceState{}, fmt.Errorf("media resource %q: %w", name, api.ErrNotFound)
 	}
+	if err := a.st.SetMSRInactive(ctx, name, !active, time.Now()); err != nil {
+		return api.MediaResourceState{}, fmt.Errorf("media resource %q: %w", name, err)
+	}
 	a.msr.table.SetActive(name, active)
 	a.msr.log.Info("msr: media resource set administratively", "msr", name, "active", active)
-	return api.MediaResourceState{MSR: name, Active: active, Resources: n}, nil
+	return api.MediaResourceState{MSR: name, Active: a.msr.table.Active(name), Resources: n, Persistent: true,
+		InactiveByDocument: a.running().parts.Selection.Inactive[name]}, nil
 }
 
 // msrMedia gives the MSR agent its media connections on the relay's port

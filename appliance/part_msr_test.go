@@ -59,7 +59,7 @@ func TestMediaResourceSetInactive(t *testing.T) {
 	// A re-REGISTER keeps the flag; making it active again lets it win.
 	a.msr.table.Upsert(selection.Entry{MSR: "msr-a", Interface: "lan0", Addr: netip.AddrFrom4([4]byte{198, 18, 0, 1}),
 		Registered: true, Expires: time.Now().Add(time.Hour)})
-	if st, err := a.SetMediaResourceActive(context.Background(), "msr-a", true); err != nil || !st.Active || st.Resources != 1 || st.Persistent {
+	if st, err := a.SetMediaResourceActive(context.Background(), "msr-a", true); err != nil || !st.Active || st.Resources != 1 || !st.Persistent {
 		t.Fatalf("set msr-a active: %+v %v", st, err)
 	}
 	seen := map[string]bool{}

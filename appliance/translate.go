@@ -301,7 +301,21 @@ func msrConfig(d *config.Document, hostname string) msr.Config {
 }
 
 func selectionPolicy(d *config.Document) selection.Policy {
-	return selection.Policy{Matrix: d.MediaResources.Matrix, Performance: d.MediaResources.Performance}
+	mr := d.MediaResources
+	p := selection.Policy{Matrix: mr.Matrix, Performance: mr.Performance}
+	if len(mr.Inactive) > 0 {
+		p.Inactive = map[string]bool{}
+		for _, name := range mr.Inactive {
+			p.Inactive[name] = true
+		}
+	}
+	if len(mr.Placement) > 0 {
+		p.Placement = map[string]selection.Placement{}
+		for _, pl := range mr.Placement {
+			p.Placement[pl.MSR] = selection.Placement{Zone: pl.Zone, Site: pl.Site}
+		}
+	}
+	return p
 }
 
 // listeners turns the listen specs into the gateway's listeners. A spec

@@ -28,9 +28,13 @@ type MediaResourceState struct {
 	Active bool   `json:"active"`
 	// Resources is how many resources (interfaces) the MSR has now.
 	Resources int `json:"resources"`
-	// Persistent is false: the flag lives in memory and is lost at a
-	// restart (every MSR is active again).
+	// Persistent is true when the flag is in the box's database and
+	// outlives a restart.
 	Persistent bool `json:"persistent"`
+	// InactiveByDocument is true when the document's
+	// media_resources.inactive lists the MSR: it stays inactive whatever
+	// the box's own flag says.
+	InactiveByDocument bool `json:"inactive_by_document,omitempty"`
 }
 
 // registerMediaResourceAdmin serves POST /api/v1/media-resources/{name}
@@ -58,7 +62,7 @@ func registerMediaResourceAdmin(mux *http.ServeMux, b Backend, h *handler) {
 }
 
 // SetMediaResourceActive makes the MSR name's resources active or
-// inactive (in memory on the box: a restart makes them active again).
+// inactive on the box (kept across its restarts).
 func (c *Client) SetMediaResourceActive(ctx context.Context, name string, active bool) (st MediaResourceState, err error) {
 	body := fmt.Appendf(nil, `{"active":%t}`, active)
 	hdr := http.Header{"Content-Type": {"application/json"}}

@@ -324,6 +324,12 @@ type MediaResources struct {
 	Resources   []MediaResource           `json:"resources"`
 	Matrix      map[string]map[string]int `json:"matrix,omitempty"` // site → site → distance; missing = forbidden
 	Performance map[string]float64        `json:"performance,omitempty"`
+	// AdminInactive are the MSRs this box's operator took out of
+	// selection (outpostctl media-resources set NAME inactive; kept
+	// across restarts), DocumentInactive those the document does
+	// (media_resources.inactive), whether or not they have resources.
+	AdminInactive    []string `json:"admin_inactive,omitempty"`
+	DocumentInactive []string `json:"document_inactive,omitempty"`
 }
 
 // MediaResource is one media resource: an interface of this box (Local)

@@ -427,6 +427,24 @@ type MediaResources struct {
 	// Performance is MSR name → coefficient; a missing name has the
 	// default.
 	Performance map[string]float64 `json:"performance,omitempty"`
+	// Inactive are MSR names taken out of selection on every box that
+	// gets the document, until a document lists them no more (a box's
+	// outpostctl media-resources set NAME inactive is its own, and kept
+	// across restarts too; either makes the MSR inactive).
+	Inactive []string `json:"inactive,omitempty"`
+	// Placement assigns MSRs a zone and site, in place of the ones their
+	// REGISTERs declare.
+	Placement []Placement `json:"placement,omitempty"`
+}
+
+// Placement is HQ's zone and site of one MSR.
+type Placement struct {
+	// MSR is the MSR's name.
+	MSR string `json:"msr"`
+	// Zone replaces the zone the MSR declares; empty = the declared one.
+	Zone string `json:"zone,omitempty"`
+	// Site replaces the site the MSR declares; empty = the declared one.
+	Site string `json:"site,omitempty"`
 }
 
 // Management is the remote management API (mutual TLS).

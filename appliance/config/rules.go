@@ -244,6 +244,13 @@ var fieldRules = map[string]*FieldRule{
 	"media_resources.performance": {Keys: &FieldRule{MinLength: 1},
 		Values:  &FieldRule{Default: func(d *Document) any { return d.MediaResources.EffectivePerformance("") }, Min: num(0), ExclusiveMin: true},
 		Example: map[string]any{"msr-kazan": 0.5}},
+	"media_resources.inactive": {Items: &FieldRule{MinLength: 1, MaxLength: 64, Pattern: noControl}, Example: []any{"msr-kazan"},
+		Checks: "No duplicates."},
+	"media_resources.placement":      {},
+	"media_resources.placement.msr":  {Required: true, MinLength: 1, MaxLength: 64, Pattern: noControl, Example: "msr-kazan", Checks: "Unique."},
+	"media_resources.placement.zone": {MaxLength: 64, Pattern: noControl, Example: "default", Checks: "zone or site (or both) is set."},
+	"media_resources.placement.site": {MaxLength: 64, Pattern: noControl, Example: "kazan",
+		Checks: "When media_resources.matrix is set, a site with a row in it."},
 
 	"management":                 {},
 	"management.listen":          {DefaultText: "no remote API", Example: "198.18.0.1:8443", Checks: "IP:port or :port (port 0 = any free port); not a TCP port of sip.listen."},

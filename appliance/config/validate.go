@@ -708,6 +708,33 @@ func (v *validator) mediaResources() {
 			v.add(p, "coefficient must be greater than 0")
 		}
 	}
+	seen := map[string]int{}
+	for i, name := range mr.Inactive {
+		if name == "" {
+			v.add(index("media_resources.inactive", i), "empty MSR name")
+		}
+		if j, dup := seen[name]; dup {
+			v.add(index("media_resources.inactive", i), "duplicate MSR %q (also media_resources.inactive[%d])", name, j)
+		}
+		seen[name] = i
+	}
+	placed := map[string]int{}
+	for i, p := range mr.Placement {
+		at := index("media_resources.placement", i)
+		if p.MSR == "" {
+			v.add(field(at, "msr"), "required: the MSR's name")
+		}
+		if j, dup := placed[p.MSR]; dup && p.MSR != "" {
+			v.add(field(at, "msr"), "duplicate MSR %q (also media_resources.placement[%d])", p.MSR, j)
+		}
+		placed[p.MSR] = i
+		if p.Zone == "" && p.Site == "" {
+			v.add(at, "sets neither zone nor site")
+		}
+		if _, ok := mr.Matrix[p.Site]; p.Site != "" && len(mr.Matrix) > 0 && !ok {
+			v.add(field(at, "site"), "site %q has no row in media_resources.matrix: the MSR would be forbidden everywhere", p.Site)
+		}
+	}
 }
 
 func (v *validator) management() {

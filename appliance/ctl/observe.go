@@ -119,6 +119,12 @@ func (c *cmd) mediaResources(ctx context.Context, args []string) error {
 	}
 	return c.print(m, func(w *table) {
 		fmt.Fprintf(w, "this box: zone %q, site %q\n", m.Zone, m.Site)
+		if len(m.AdminInactive) > 0 {
+			fmt.Fprintf(w, "inactive on this box: %s\n", strings.Join(m.AdminInactive, ", "))
+		}
+		if len(m.DocumentInactive) > 0 {
+			fmt.Fprintf(w, "inactive by the document: %s\n", strings.Join(m.DocumentInactive, ", "))
+		}
 		w.Columns(col{min: 10}, col{drop: 3, min: 6}, col{}, col{min: 6}, col{min: 6}, col{}, col{drop: 2}, col{}, col{drop: 1})
 		fmt.Fprintln(w, "MSR\tINTERFACE\tADDRESS\tZONE\tSITE\tLOAD\tCOEFF\tSTATE\tEXPIRES")
 		for _, r := range m.Resources {
@@ -173,7 +179,7 @@ func printMatrix(w *table, m map[string]map[string]int) {
 }
 
 // mediaResourcesSet is media-resources set MSR active|inactive: the
-// administrative flag of an MSR's resources (kept in the box's memory).
+// administrative flag of an MSR's resources (kept in the box's database).
 func (c *cmd) mediaResourcesSet(ctx context.Context, args []string) error {
 	if len(args) != 2 || args[1] != "active" && args[1] != "inactive" {
 		return usageError("media-resources set MSR active|inactive")
@@ -184,9 +190,16 @@ func (c *cmd) mediaResourcesSet(ctx context.Context, args []string) error {
 	}
 	return c.print(st, func(w *table) {
 		state := "active: may be chosen"
-		if !st.Active {
+		switch {
+		case st.InactiveByDocument:
+			state = "inactive: the document's media_resources.inactive lists it"
+		case !st.Active:
 			state = "inactive: never chosen"
 		}
-		fmt.Fprintf(w, "%s (%d resources) %s; until the box restarts\n", st.MSR, st.Resources, state)
+		kept := "kept across restarts"
+		if !st.Persistent {
+			kept = "until the box restarts"
+		}
+		fmt.Fprintf(w, "%s (%d resources) %s; %s\n", st.MSR, st.Resources, state, kept)
 	})
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,21 @@ func TestMSRInNamespaces(t *testing.T) {
 	}
 	if out, err := d.ctl("media-resources", "matrix"); err != nil || !strings.Contains(out, "branch1") || !strings.Contains(out, "10") {
 		t.Errorf("media-resources matrix: %v\n%s", err, out)
+	}
+	// HQ places msr-b in this box's site: the table shows the assigned
+	// site in place of the one its REGISTER declared, the zone it kept.
+	doc["media_resources"].(map[string]any)["placement"] = []map[string]any{{"msr": "msr-b", "site": "branch1"}}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.api.Apply(t.Context(), raw, "test", 0, false); err != nil {
+		t.Fatalf("push with media_resources.placement: %v", err)
+	}
+	m, err := d.api.MediaResources(t.Context())
+	if i := slices.IndexFunc(m.Resources, func(r api.MediaResource) bool { return r.MSR == "msr-b" }); err != nil || i < 0 ||
+		m.Resources[i].Site != "branch1" || m.Resources[i].Zone != "kzn" {
+		t.Errorf("msr-b after HQ placed it in branch1: %+v %v", m.Resources, err)
 	}
 	// Wrong MSR credentials are refused.
 	bad := filepath.Join(t.TempDir(), "bad.csv")

@@ -19,6 +19,24 @@ type Policy struct {
 	Matrix map[string]map[string]int
 	// Performance is MSR name → coefficient; missing or ≤ 0 = 1.
 	Performance map[string]float64
+	// Inactive are MSRs the document takes out of selection (beside those
+	// Table.SetActive does).
+	Inactive map[string]bool
+	// Placement is MSR name → the zone and site assigned to it, in place
+	// of those it declares (an empty field keeps the declared one).
+	Placement map[string]Placement
+}
+
+// Placement is an MSR's assigned zone and site.
+type Placement struct{ Zone, Site string }
+
+// place applies the policy's placement of e's MSR to e.
+func (p Policy) place(e Entry) Entry {
+	if pl, ok := p.Placement[e.MSR]; ok {
+		e.Zone = cmp.Or(pl.Zone, e.Zone)
+		e.Site = cmp.Or(pl.Site, e.Site)
+	}
+	return e
 }
 
 // Coefficient returns the performance coefficient of an MSR (default 1).

@@ -2,19 +2,24 @@ package selection
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 )
 
 // Table holds the known media resources. It is safe for concurrent use.
+// Entries are kept as their MSRs declared them; the policy (coefficient,
+// placement, the document's inactive MSRs) and the administrative flag are
+// applied when they are read, so a new policy or flag holds at once and
+// taking it back restores what the MSR declared.
 type Table struct {
 	now func() time.Time
 
 	mu       sync.Mutex
 	entries  map[Key]Entry
 	pol      Policy
-	inactive map[string]bool // MSR name → administratively inactive
+	inactive map[string]bool // MSR name → administratively inactive (SetActive)
 }
 
 // NewTable returns an empty Table governed by pol. now is its clock (nil =
@@ -26,22 +31,27 @@ func NewTable(pol Policy, now func() time.Time) *Table {
 	return &Table{now: now, entries: map[Key]Entry{}, pol: pol, inactive: map[string]bool{}}
 }
 
-// SetPolicy replaces the policy and re-applies the coefficients.
+// SetPolicy replaces the policy.
 func (t *Table) SetPolicy(pol Policy) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pol = pol
-	for k, e := range t.entries {
-		e.Coefficient = pol.Coefficient(e.MSR)
-		t.entries[k] = e
-	}
 }
 
-// Upsert inserts or replaces e (by MSR and interface), setting its
-// Coefficient from the policy and its Active flag from SetActive (an MSR
-// is active unless made inactive). An entry whose Expires is set and not
-// after now removes the resource instead (an unREGISTER); Upsert then
-// reports false.
+// view is e as selection sees it: with its coefficient and placement from
+// the policy, and active unless the policy or SetActive says otherwise.
+func (t *Table) view(e Entry) Entry {
+	e = t.pol.place(e)
+	e.Coefficient = t.pol.Coefficient(e.MSR)
+	e.Active = t.activeLocked(e.MSR)
+	return e
+}
+
+func (t *Table) activeLocked(msr string) bool { return !t.inactive[msr] && !t.pol.Inactive[msr] }
+
+// Upsert inserts or replaces e (by MSR and interface). An entry whose
+// Expires is set and not after now removes the resource instead (an
+// unREGISTER); Upsert then reports false.
 func (t *Table) Upsert(e Entry) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -49,8 +59,6 @@ func (t *Table) Upsert(e Entry) bool {
 		delete(t.entries, e.Key())
 		return false
 	}
-	e.Coefficient = t.pol.Coefficient(e.MSR)
-	e.Active = !t.inactive[e.MSR]
 	t.entries[e.Key()] = e
 	return true
 }
@@ -104,17 +112,26 @@ func (t *Table) SetActive(msr string, active bool) {
 	} else {
 		t.inactive[msr] = true
 	}
-	for k, e := range t.entries {
-		if k.MSR == msr {
-			e.Active = active
-			t.entries[k] = e
-		}
-	}
 }
 
-// Active reports the administrative flag of an MSR (SetActive; true
-// unless made inactive), whether or not it has resources in the table.
+// Active reports whether an MSR may be chosen: neither made inactive
+// (SetActive) nor listed inactive by the policy, whether or not it has
+// resources in the table.
 func (t *Table) Active(msr string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.activeLocked(msr)
+}
+
+// AdminInactive returns the MSRs SetActive made inactive, sorted.
+func (t *Table) AdminInactive() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Sorted(maps.Keys(t.inactive))
+}
+
+// AdminActive reports the administrative flag alone (SetActive).
+func (t *Table) AdminActive(msr string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return !t.inactive[msr]
@@ -132,7 +149,7 @@ func (t *Table) Snapshot() []Entry {
 		if !e.Expires.IsZero() && !e.Expires.After(now) {
 			e.Registered = false
 		}
-		out = append(out, e)
+		out = append(out, t.view(e))
 	}
 	sortEntries(out)
 	return out
@@ -147,7 +164,7 @@ func (t *Table) Select(req Request, rnd Rand, extra ...Entry) (Entry, error) {
 	pol := t.pol
 	extra = slices.Clone(extra)
 	for i := range extra {
-		if t.inactive[extra[i].MSR] {
+		if !t.activeLocked(extra[i].MSR) {
 			extra[i].Active = false
 		}
 	}

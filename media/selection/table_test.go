@@ -154,3 +154,39 @@ func TestTable(t *testing.T) {
 		t.Errorf("RemoveMSR = %d", n)
 	}
 }
+
+// TestTablePolicyPlacementAndInactive: the document's placement replaces
+// the zone and site an MSR declared, its inactive list keeps the MSR out
+// of selection beside SetActive, and a policy without them restores what
+// the MSR declared.
+func TestTablePolicyPlacementAndInactive(t *testing.T) {
+	tb := NewTable(Policy{}, func() time.Time { return t0 })
+	declared := ent("msr-b", "lan0", 10, 1) // zone default, site kazan
+	declared.Expires = time.Time{}
+	tb.Upsert(declared)
+	kazan := Request{Zone: "default", Site: "kazan"}
+	if e, err := tb.Select(kazan, fixed(0)); err != nil || e.MSR != "msr-b" {
+		t.Fatalf("as declared: %+v %v", e, err)
+	}
+	tb.SetPolicy(Policy{Placement: map[string]Placement{"msr-b": {Zone: "voice"}}})
+	if s := tb.Snapshot(); s[0].Zone != "voice" || s[0].Site != "kazan" {
+		t.Errorf("placed in zone voice (site kept): %+v", s[0])
+	}
+	if _, err := tb.Select(kazan, fixed(0)); !errors.Is(err, ErrNoResource) {
+		t.Errorf("an MSR placed in another zone was selected: %v", err)
+	}
+	if e, err := tb.Select(Request{Zone: "voice", Site: "kazan"}, fixed(0)); err != nil || e.MSR != "msr-b" {
+		t.Errorf("in its placed zone: %+v %v", e, err)
+	}
+	tb.SetPolicy(Policy{Inactive: map[string]bool{"msr-b": true}})
+	if tb.Active("msr-b") || !tb.AdminActive("msr-b") || tb.Snapshot()[0].Active {
+		t.Errorf("inactive by the policy: Active %v AdminActive %v snapshot %+v", tb.Active("msr-b"), tb.AdminActive("msr-b"), tb.Snapshot()[0])
+	}
+	if _, err := tb.Select(kazan, fixed(0)); !errors.Is(err, ErrNoResource) {
+		t.Errorf("an MSR the policy lists inactive was selected: %v", err)
+	}
+	tb.SetPolicy(Policy{})
+	if s := tb.Snapshot(); !s[0].Active || s[0].Zone != "default" {
+		t.Errorf("policy taken back: %+v", s[0])
+	}
+}
