@@ -12,6 +12,7 @@ import (
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/statuspage"
 	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/digest"
 	"github.com/outpost/outpost/gateway/pool"
@@ -168,6 +169,7 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 		cfg.PSTN = append(cfg.PSTN, gateway.PSTNGateway{Name: g.Name, Target: t})
 	}
 	cfg.PSTNProbeInterval = d.PSTN.OptionsInterval()
+	cfg.Calls.HQFailover, cfg.Calls.PSTNFailover = failover(d.HQ.Failover), failover(d.PSTN.Failover)
 	cfg.Warning = gateway.SurvivableWarning{Agent: warnAgent(d.Site.Name), Text: d.SIP.SurvivableWarning, Off: d.SIP.SurvivableWarningOff}
 	var static []siptarget.Target
 	for i, s := range d.HQ.Targets {
@@ -220,6 +222,11 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 		cfg.Pool = pc
 	}
 	return cfg, nil
+}
+
+// failover is a route's failover limits for the B2BUA.
+func failover(f config.Failover) b2bua.Failover {
+	return b2bua.Failover{AttemptTimeout: f.EffectiveAttemptTimeout(), MaxTargets: f.MaxTargets, Retry5xx: f.Retry5xx}
 }
 
 func dialplanConfig(d *config.Document) dialplan.Config {

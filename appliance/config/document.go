@@ -186,6 +186,9 @@ type HQ struct {
 	// HoldS is how long HQ must stay up before the box fails back to
 	// normal mode, in seconds.
 	HoldS int `json:"hold_s,omitempty"`
+	// Failover is how a call tries HQ's targets one after another (its
+	// backup pool's too).
+	Failover Failover `json:"failover,omitzero"`
 	// RegisterUpstream registers the box at HQ as a trunk, with
 	// auth_username and auth_password.
 	RegisterUpstream bool `json:"register_upstream,omitempty"`
@@ -246,6 +249,31 @@ type PSTN struct {
 	// blocked for a while; probes also take a silent gateway out and back
 	// before a call has to find out.
 	OptionsIntervalMS int `json:"options_interval_ms,omitempty"`
+	// Failover is how a call tries the gateways one after another.
+	Failover Failover `json:"failover,omitzero"`
+}
+
+// Failover is how a call tries the targets of a route one after another:
+// the client failover rules of the softswitch or gateways behind it.
+type Failover struct {
+	// AttemptTimeoutMS bounds the wait for a first response (a 100
+	// Trying is one) from one target before the next is tried, in
+	// milliseconds.
+	AttemptTimeoutMS int `json:"attempt_timeout_ms,omitempty"`
+	// MaxTargets is how many of the route's targets one call tries; 0 =
+	// all.
+	MaxTargets int `json:"max_targets,omitempty"`
+	// Retry5xx are 5xx answers that also move on to the next target
+	// (503 and 504 always do), e.g. 500 and 502.
+	Retry5xx []int `json:"retry_5xx,omitempty"`
+}
+
+// EffectiveAttemptTimeout is attempt_timeout_ms (default 4 s).
+func (f Failover) EffectiveAttemptTimeout() time.Duration {
+	if f.AttemptTimeoutMS > 0 {
+		return time.Duration(f.AttemptTimeoutMS) * time.Millisecond
+	}
+	return 4 * time.Second
 }
 
 // OptionsInterval is pstn.options_interval_ms as a duration (0 = no probes).

@@ -82,7 +82,21 @@ func probeInterval(def func(d *Document) any, text string) *FieldRule {
 	return &FieldRule{Default: def, DefaultText: text, Min: num(100), Max: num(600000), ZeroOK: true, Unit: "milliseconds", Example: 5000}
 }
 
-func ms(d time.Duration) int  { return int(d / time.Millisecond) }
+func ms(d time.Duration) int { return int(d / time.Millisecond) }
+
+// The rules of a route's failover limits (hq.failover, pstn.failover).
+func attemptTimeout(def func(*Document) any) *FieldRule {
+	return &FieldRule{Default: def, Min: num(100), Max: num(60000), ZeroOK: true, Unit: "milliseconds", Example: 2000}
+}
+
+func maxTargets() *FieldRule {
+	return &FieldRule{DefaultText: "every target", Min: num(0), Unit: "targets", Example: 2}
+}
+
+func retry5xx() *FieldRule {
+	return &FieldRule{Items: &FieldRule{Min: num(500), Max: num(599)}, Example: []any{500, 502},
+		Checks: "5xx statuses other than 503 and 504 (those always move on); no duplicates."}
+}
 func sec(d time.Duration) int { return int(d / time.Second) }
 
 var transportEnum = []string{"udp", "tcp", "tls", ""}
@@ -154,31 +168,39 @@ var fieldRules = map[string]*FieldRule{
 	"hq.client_key_pem":  {Secret: true, Example: pemExample("PRIVATE KEY"), Checks: "With hq.client_cert_pem."},
 	"hq.dns_servers": {DefaultText: "the system resolver", Items: &FieldRule{MinLength: 1}, Example: []any{"198.18.1.2:53"},
 		Checks: "Each IP:port; no duplicates."},
-	"hq.options_interval_ms": probeInterval(func(d *Document) any { return ms(d.HQ.EffectiveOptionsInterval()) }, ""),
-	"hq.down_after":          {Default: func(d *Document) any { return d.HQ.EffectiveDownAfter() }, Min: num(0), Unit: "probes", Example: 1},
-	"hq.up_after":            {Default: func(d *Document) any { return d.HQ.EffectiveUpAfter() }, Min: num(0), Unit: "probes", Example: 5},
-	"hq.hold_s":              {Default: func(d *Document) any { return sec(d.HQ.EffectiveHold()) }, Min: num(0), Unit: "seconds", Example: 60},
-	"hq.register_upstream":   {Example: true, Checks: "Requires hq.domain or hq.targets."},
-	"hq.auth_username":       {MaxLength: 128, Pattern: noControl, Example: "kazan-sba", Checks: "Required when hq.auth_password is set."},
-	"hq.auth_password":       {Secret: true, Example: "change-me-trunk"},
-	"hq.voicemail_pilot":     {Pattern: optNumber, Example: "+74955550199"},
-	"hq.pstn_prefix":         {Pattern: prefixRe.String(), Example: "+7495555"},
-	"hq.call_fallback":       {Default: func(d *Document) any { return d.HQ.EffectiveCallFallback() }, Example: false},
-	"hq.backup":              {Checks: "Requires hq.domain or hq.targets, and a domain or targets of its own."},
-	"hq.backup.domain":       {Example: "hq-dr.example.com"},
-	"hq.backup.targets":      {Items: &FieldRule{MinLength: 1}, Example: []any{"tcp:198.18.2.10:5060"}, Checks: "Each a siptarget; no duplicates."},
-	"hq.backup.transport":    {Default: func(d *Document) any { return d.HQ.Backup.EffectiveTransport() }, Enum: transportEnum, Example: "tcp"},
-	"hq.backup.srv_service":  {DefaultText: "by transport", Pattern: optSRV, Example: "_sip._tcp", Checks: "Requires hq.backup.domain."},
+	"hq.options_interval_ms":         probeInterval(func(d *Document) any { return ms(d.HQ.EffectiveOptionsInterval()) }, ""),
+	"hq.down_after":                  {Default: func(d *Document) any { return d.HQ.EffectiveDownAfter() }, Min: num(0), Unit: "probes", Example: 1},
+	"hq.up_after":                    {Default: func(d *Document) any { return d.HQ.EffectiveUpAfter() }, Min: num(0), Unit: "probes", Example: 5},
+	"hq.hold_s":                      {Default: func(d *Document) any { return sec(d.HQ.EffectiveHold()) }, Min: num(0), Unit: "seconds", Example: 60},
+	"hq.failover":                    {},
+	"hq.failover.attempt_timeout_ms": attemptTimeout(func(d *Document) any { return ms(d.HQ.Failover.EffectiveAttemptTimeout()) }),
+	"hq.failover.max_targets":        maxTargets(),
+	"hq.failover.retry_5xx":          retry5xx(),
+	"hq.register_upstream":           {Example: true, Checks: "Requires hq.domain or hq.targets."},
+	"hq.auth_username":               {MaxLength: 128, Pattern: noControl, Example: "kazan-sba", Checks: "Required when hq.auth_password is set."},
+	"hq.auth_password":               {Secret: true, Example: "change-me-trunk"},
+	"hq.voicemail_pilot":             {Pattern: optNumber, Example: "+74955550199"},
+	"hq.pstn_prefix":                 {Pattern: prefixRe.String(), Example: "+7495555"},
+	"hq.call_fallback":               {Default: func(d *Document) any { return d.HQ.EffectiveCallFallback() }, Example: false},
+	"hq.backup":                      {Checks: "Requires hq.domain or hq.targets, and a domain or targets of its own."},
+	"hq.backup.domain":               {Example: "hq-dr.example.com"},
+	"hq.backup.targets":              {Items: &FieldRule{MinLength: 1}, Example: []any{"tcp:198.18.2.10:5060"}, Checks: "Each a siptarget; no duplicates."},
+	"hq.backup.transport":            {Default: func(d *Document) any { return d.HQ.Backup.EffectiveTransport() }, Enum: transportEnum, Example: "tcp"},
+	"hq.backup.srv_service":          {DefaultText: "by transport", Pattern: optSRV, Example: "_sip._tcp", Checks: "Requires hq.backup.domain."},
 	"hq.trusted_networks": {Items: &FieldRule{MinLength: 1}, Example: []any{"198.18.8.0/24", "2001:db8:8::/48"},
 		Checks: "Each a CIDR without host bits, not /0, not IPv4-mapped; no duplicates; requires hq.domain or hq.targets."},
 
-	"pstn":                     {},
-	"pstn.gateways":            {},
-	"pstn.gateways.name":       {Required: true, Pattern: nameRe.String(), Example: "fxo-1", Checks: "Unique."},
-	"pstn.gateways.target":     {Required: true, MinLength: 1, Example: "198.18.3.2:5060", Checks: "A siptarget ([transport:]host[:port])."},
-	"pstn.gateways.transport":  {Default: func(d *Document) any { return d.PSTN.Gateways[0].EffectiveTransport() }, Enum: transportEnum, Example: "tls"},
-	"pstn.emergency":           {Items: &FieldRule{Pattern: emergencyRe.String()}, Example: []any{"112", "911"}, Checks: "No duplicates."},
-	"pstn.options_interval_ms": probeInterval(func(d *Document) any { return ms(d.PSTN.OptionsInterval()) }, "no probes"),
+	"pstn":                             {},
+	"pstn.gateways":                    {},
+	"pstn.gateways.name":               {Required: true, Pattern: nameRe.String(), Example: "fxo-1", Checks: "Unique."},
+	"pstn.gateways.target":             {Required: true, MinLength: 1, Example: "198.18.3.2:5060", Checks: "A siptarget ([transport:]host[:port])."},
+	"pstn.gateways.transport":          {Default: func(d *Document) any { return d.PSTN.Gateways[0].EffectiveTransport() }, Enum: transportEnum, Example: "tls"},
+	"pstn.emergency":                   {Items: &FieldRule{Pattern: emergencyRe.String()}, Example: []any{"112", "911"}, Checks: "No duplicates."},
+	"pstn.options_interval_ms":         probeInterval(func(d *Document) any { return ms(d.PSTN.OptionsInterval()) }, "no probes"),
+	"pstn.failover":                    {},
+	"pstn.failover.attempt_timeout_ms": attemptTimeout(func(d *Document) any { return ms(d.PSTN.Failover.EffectiveAttemptTimeout()) }),
+	"pstn.failover.max_targets":        maxTargets(),
+	"pstn.failover.retry_5xx":          retry5xx(),
 
 	"dialplan":                    {},
 	"dialplan.name":               {MaxLength: 64, Pattern: noControl, Example: "intl", Checks: "Unique."},

@@ -271,6 +271,7 @@ func (v *validator) users() {
 
 func (v *validator) hq() {
 	h := v.d.HQ
+	v.failover("hq.failover", h.Failover)
 	if h.Domain != "" && !validHost(h.Domain) {
 		v.add("hq.domain", "bad domain name %q", h.Domain)
 	}
@@ -379,7 +380,31 @@ func (v *validator) uniqueName(p, list, what, name string, i int, seen map[strin
 	}
 }
 
+// failover checks a route's failover limits.
+func (v *validator) failover(p string, f Failover) {
+	if t := f.AttemptTimeoutMS; t != 0 && (t < 100 || t > 60000) {
+		v.add(field(p, "attempt_timeout_ms"), "must be between 100 and 60000 (0 = default %d)", ms(Failover{}.EffectiveAttemptTimeout()))
+	}
+	if f.MaxTargets < 0 {
+		v.add(field(p, "max_targets"), "must not be negative (0 = every target)")
+	}
+	seen := map[int]int{}
+	for i, s := range f.Retry5xx {
+		q := index(field(p, "retry_5xx"), i)
+		switch j, dup := seen[s]; {
+		case s < 500 || s > 599:
+			v.add(q, "%d is not a 5xx status", s)
+		case s == 503 || s == 504:
+			v.add(q, "%d always moves on to the next target: leave it out", s)
+		case dup:
+			v.add(q, "duplicate status %d (also %s[%d])", s, field(p, "retry_5xx"), j)
+		}
+		seen[s] = i
+	}
+}
+
 func (v *validator) pstn() {
+	v.failover("pstn.failover", v.d.PSTN.Failover)
 	names := make(map[string]int)
 	for i, g := range v.d.PSTN.Gateways {
 		p := index("pstn.gateways", i)

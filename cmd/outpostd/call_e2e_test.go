@@ -269,3 +269,34 @@ func TestForkingAndCancelWithSIPp(t *testing.T) {
 func TestReliableProvisionalsWithSIPp(t *testing.T) {
 	sippLocalCall(t, "uas_100rel.xml", "uac_call_100rel.xml")
 }
+
+// TestHQRetry5xxWithSIPp: HQ's first target answers 500, by default the
+// call's answer; the document's hq.failover.retry_5xx [500] makes the box
+// try the next target, which answers. (The limits' other fields, and the
+// default, are the b2bua package's tests.)
+func TestHQRetry5xxWithSIPp(t *testing.T) {
+	needSIPp(t)
+	const hq1, hq2 = "127.0.0.97", "127.0.0.98"
+	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "hq", "match": `^2\d{3}$`, "route": "hq"}}
+		m["hq"] = map[string]any{"targets": []string{hq1 + ":5060", hq2 + ":5060"},
+			"failover": map[string]any{"retry_5xx": []int{500}, "max_targets": 2}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	first := startSIPpServer(t, nil, "", hq1, "uas_500.xml")
+	second := startSIPpServer(t, nil, "", hq2, "uas_answer_each.xml")
+	caller := filepath.Join(t.TempDir(), "caller.csv")
+	if err := os.WriteFile(caller, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;2001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "uac_call.xml", d.listener("udp"), caller, 1, 1); err != nil {
+		t.Fatalf("call to HQ: %v\n%s", err, tail(out, 3000))
+	}
+	if n := len(first.times("received", "INVITE sip:2001@")); n != 1 {
+		t.Errorf("the first HQ target got %d INVITEs, want 1\n%s", n, tail(first.messages(), 2000))
+	}
+	if n := len(second.times("received", "INVITE sip:2001@")); n != 1 {
+		t.Errorf("the second HQ target got %d INVITEs, want 1 (after the first's 500)\n%s", n, tail(second.messages(), 2000))
+	}
+	d.stop()
+}

@@ -127,6 +127,9 @@ type Config struct {
 	// AttemptTimeout bounds the wait for the first response from one
 	// target (no response = move on / give up). 0 = 4 s.
 	AttemptTimeout time.Duration
+	// HQFailover and PSTNFailover are the failover limits of the HQ
+	// route's targets and of the PSTN gateways.
+	HQFailover, PSTNFailover Failover
 	// VoicemailAfter is the ring time of a local user with voicemail
 	// (Router.Voicemail) before the call goes to the pilot. 0 = 20 s.
 	VoicemailAfter time.Duration

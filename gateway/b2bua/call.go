@@ -11,7 +11,6 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/gateway/dialplan"
-	"github.com/outpost/outpost/gateway/health"
 )
 
 // call is one call: the A leg's INVITE until it has its final response,
@@ -156,7 +155,7 @@ func (c *call) run() {
 	res := c.b.dial(c.ring, c.set, spec)
 	c.notePeer(res)
 	if c.d.Route == dialplan.RouteHQ && !res.answered && res.cause == nil &&
-		(res.best == nil || health.Retryable(res.best.status, res.best.err)) {
+		(res.best == nil || res.best.leg.t.retryable(res.best.status, res.best.err)) {
 		if fres, ok := c.fallback(hqFailure(res)); ok {
 			res = fres
 		}

@@ -84,8 +84,11 @@ type target struct {
 	trunk     string  // the HQ target name to report outcomes for; "" = none
 	gateway   string  // the PSTN gateway to report outcomes for (Config.PSTNHealth); "" = none
 	hops      int     // redirects (3xx) followed to reach this target
-	contact   bool    // a registered contact (named by its URI in CDRs)
-	signed    bool    // another registrar pool member: Config.SignPool signs the INVITE
+	// failover is the route's failover limits (a redirect's targets
+	// inherit them); nil = health.Retryable, Config.AttemptTimeout.
+	failover *Failover
+	contact  bool // a registered contact (named by its URI in CDRs)
+	signed   bool // another registrar pool member: Config.SignPool signs the INVITE
 	// laddr is the UDP listener the leg leaves from: a contact's
 	// registration listener (Contact.Local), else the one facing dest
 	// (Config.LocalFor); nil = the call's default (Config.LocalAddr or the
@@ -97,6 +100,14 @@ type target struct {
 	// flowFailed: an RFC 5626 outbound contact whose flow is gone: the
 	// leg fails with 430 without an INVITE (Contact.FlowFailed).
 	flowFailed bool
+}
+
+// retryable is the route's retry rule for an attempt at t.
+func (t target) retryable(status int, err error) bool {
+	if t.failover == nil {
+		return health.Retryable(status, err)
+	}
+	return t.failover.retryable(status, err)
 }
 
 // name is the target as a CDR names it.
@@ -312,7 +323,7 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *Settings, d dialplan.Decisio
 			u := sip.Uri{Scheme: "sip", User: d.Target, Host: g.Host, Port: int(g.Port)}
 			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), gateway: g.String()})
 		}
-		return ts, nil
+		return set.cfg.PSTNFailover.limit(ts), nil
 	case dialplan.RouteHQ:
 		if set.cfg.HQ == nil {
 			return nil, errors.New("no HQ trunk configured")
@@ -338,7 +349,7 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *Settings, d dialplan.Decisio
 			}
 			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), trunk: n})
 		}
-		return ts, nil
+		return set.cfg.HQFailover.limit(ts), nil
 	}
 	return nil, fmt.Errorf("route %q not supported", d.Route)
 }
@@ -434,7 +445,7 @@ func (b *B2BUA) dial(ctx context.Context, set *Settings, spec dialSpec) dialResu
 			}
 			// Gateways, HQ targets and the targets of a redirect are tried
 			// one after another by the retry rule.
-			if (sequential || ev.leg.t.hops > 0) && next < len(ts) && ctx.Err() == nil && health.Retryable(ev.status, ev.err) {
+			if (sequential || ev.leg.t.hops > 0) && next < len(ts) && ctx.Err() == nil && ev.leg.t.retryable(ev.status, ev.err) {
 				start()
 			}
 		case <-ctx.Done():
@@ -544,7 +555,7 @@ func (r *ringer) redirectTarget(from target, u sip.Uri) (target, bool) {
 	if user == "" {
 		user = from.user
 	}
-	t := target{uri: uri, user: user, transport: tr, dest: net.JoinHostPort(u.Host, strconv.Itoa(port)), hops: from.hops + 1}
+	t := target{uri: uri, user: user, transport: tr, dest: net.JoinHostPort(u.Host, strconv.Itoa(port)), hops: from.hops + 1, failover: from.failover}
 	if f := r.set.cfg.LocalFor; f != nil {
 		t.laddr = f(t.dest)
 	}
@@ -562,14 +573,18 @@ func (r *ringer) report(ev legEvent) {
 		r.set.cfg.HQ.Report(t, status, ev.err)
 	}
 	if g, tr := ev.leg.t.gateway, r.set.cfg.PSTNHealth; g != "" && tr != nil {
-		tr.Observe(g, health.ClassifyAttempt(status, ev.err))
+		o := health.ClassifyAttempt(status, ev.err)
+		if f := ev.leg.t.failover; f != nil && f.retries(status) {
+			o = health.Failure
+		}
+		tr.Observe(g, o)
 	}
 }
 
 func (r *ringer) newLeg(t target) *leg {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &leg{t: t, ctx: ctx, cancel: cancel}
-	timeout := r.set.cfg.AttemptTimeout
+	timeout := t.failover.attemptTimeout(r.set.cfg.AttemptTimeout)
 	l.timer = time.AfterFunc(timeout, func() {
 		// Silent for AttemptTimeout (not even 100 Trying): the leg fails
 		// now, so the next target is tried, but its transaction lingers

@@ -67,7 +67,10 @@
 //   - Route "pstn": Config.PSTNGateways are tried in order with the
 //     decision's Target as Request-URI user; the next gateway is tried only
 //     when health.Retryable says so (408, 503, 504, or no response within
-//     Config.AttemptTimeout); any other final response is relayed. If all
+//     Config.AttemptTimeout), or when the status is one of the route's
+//     Failover.Retry5xx (Config.PSTNFailover, Config.HQFailover: also a
+//     per-attempt timeout and a cap on the targets tried); any other
+//     final response is relayed. If all
 //     gateways fail the last answer is relayed (503 when none answered).
 //     With Config.PSTNHealth, gateways that are blocked (their last attempt
 //     failed by that same rule: health.ClassifyAttempt) or down by probes
