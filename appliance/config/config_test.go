@@ -148,8 +148,11 @@ func TestZeroValueDefaults(t *testing.T) {
 	if d.MediaResources.EffectivePerformance("x") != 1 {
 		t.Error("performance default")
 	}
-	if _, ok := d.MediaResources.Distance("a", "a"); ok {
+	if _, ok := d.MediaResources.Distance("a", "b"); ok {
 		t.Error("missing matrix entry must be forbidden")
+	}
+	if dist, ok := d.MediaResources.Distance("a", "a"); !ok || dist != 0 {
+		t.Errorf("a site's own distance, missing from the matrix: %d %v, want 0", dist, ok)
 	}
 	// The defaulted slices are copies.
 	d.SIP.Digest = []string{"SHA-256"}

@@ -234,7 +234,6 @@ var schemaBlind = map[string]string{
 	"management_trailing":          "data after the PEM block",
 	"media_range_empty":            "port_min not below port_max",
 	"media_resources_no_site":      "matrix without site.site",
-	"media_resources_self":         "matrix without the site's own distance",
 	"msr_enabled_empty":            "enabled without servers and interface",
 	"pool_self":                    "pool.self not among the members",
 	"ports":                        "ports shared between sections",

@@ -449,8 +449,8 @@ type MSR struct {
 
 // MediaResources drives the choice between media resources.
 type MediaResources struct {
-	// Matrix is site → site → distance; a missing entry forbids the pair,
-	// 0 means "equal".
+	// Matrix is site → site → distance; a missing entry forbids the pair
+	// (a site's distance to itself is 0 when missing), 0 means "equal".
 	Matrix map[string]map[string]int `json:"matrix,omitempty"`
 	// Performance is MSR name → coefficient; a missing name has the
 	// default.
@@ -790,9 +790,13 @@ func (r MediaResources) EffectivePerformance(msrName string) float64 {
 }
 
 // Distance returns the distance between two media sites; ok is false when
-// the pair is missing from the matrix (forbidden).
+// the pair is missing from the matrix (forbidden). A site's distance to
+// itself is 0 when the matrix omits it.
 func (r MediaResources) Distance(from, to string) (d int, ok bool) {
 	d, ok = r.Matrix[from][to]
+	if !ok && from == to {
+		return 0, true
+	}
 	return d, ok
 }
 

@@ -262,7 +262,7 @@ var fieldRules = map[string]*FieldRule{
 	"media_resources": {},
 	"media_resources.matrix": {Keys: &FieldRule{MinLength: 1}, Values: &FieldRule{Keys: &FieldRule{MinLength: 1}, Values: &FieldRule{Min: num(0)}},
 		Example: map[string]any{"kazan": map[string]any{"kazan": 0, "moscow": 10}},
-		Checks:  "When set, site.site is required and needs a row with its distance to itself."},
+		Checks:  "When set, site.site is required and needs a row; a site's distance to itself is 0 unless the matrix says otherwise."},
 	"media_resources.performance": {Keys: &FieldRule{MinLength: 1},
 		Values:  &FieldRule{Default: func(d *Document) any { return d.MediaResources.EffectivePerformance("") }, Min: num(0), ExclusiveMin: true},
 		Example: map[string]any{"msr-kazan": 0.5}},

@@ -712,15 +712,12 @@ func (v *validator) mediaResources() {
 	}
 	if len(mr.Matrix) > 0 {
 		self := v.d.Site.Site
-		switch row, ok := mr.Matrix[self]; {
+		// The box's own distance needs no cell (Distance: 0 by default).
+		switch _, ok := mr.Matrix[self]; {
 		case self == "":
 			v.add("site.site", "required when media_resources.matrix is set")
 		case !ok:
-			v.add(mp, "no row for this site %q (site.site): every media resource would be forbidden", self)
-		default:
-			if _, ok := row[self]; !ok {
-				v.add(key(mp, self), "no distance from %q to itself: the box's own media would be forbidden", self)
-			}
+			v.add(mp, "no row for this site %q (site.site): every other site's media resource would be forbidden", self)
 		}
 	}
 	const pp = "media_resources.performance"

@@ -13,8 +13,9 @@ var ErrNoResource = errors.New("media/selection: no media resource available")
 
 // Policy is the media_resources section of the config document.
 type Policy struct {
-	// Matrix is site → site → distance. A missing cell forbids the pair;
-	// 0 is a distance like any other. A nil or empty Matrix forbids and
+	// Matrix is site → site → distance. A missing cell forbids the pair,
+	// but a site's distance to itself is 0 when its cell is missing; 0
+	// is a distance like any other. A nil or empty Matrix forbids and
 	// ranks nothing.
 	Matrix map[string]map[string]int
 	// Performance is MSR name → coefficient; missing or ≤ 0 = 1.
@@ -53,6 +54,9 @@ func (p Policy) distance(from, to string) (int, bool) {
 		return 0, true
 	}
 	d, ok := p.Matrix[from][to]
+	if !ok && from == to {
+		return 0, true // a site's own distance, when the matrix omits it
+	}
 	return d, ok
 }
 

@@ -226,3 +226,19 @@ func TestSelectEdges(t *testing.T) {
 		t.Errorf("clamping: %+v", iv)
 	}
 }
+
+// TestOwnSiteDistanceDefaultsToZero: a matrix that lists only the
+// distance to another site still lets a leg take a resource of its own
+// site (distance 0, the nearest); a site it does not list stays forbidden.
+func TestOwnSiteDistanceDefaultsToZero(t *testing.T) {
+	own, far, other := ent("msr-own", "lan0", 10, 1), ent("msr-far", "lan0", 10, 1), ent("msr-other", "lan0", 10, 1)
+	far.Site, other.Site = "moscow", "omsk"
+	pol := Policy{Matrix: map[string]map[string]int{"kazan": {"moscow": 10}}}
+	req := Request{Zone: "default", Site: "kazan", Now: t0}
+	if e, err := Select([]Entry{far, own, other}, req, pol, fixed(0.99)); err != nil || e.MSR != "msr-own" {
+		t.Errorf("with the own site's cell missing: %+v %v, want msr-own", e, err)
+	}
+	if e, err := Select([]Entry{far, other}, req, pol, fixed(0)); err != nil || e.MSR != "msr-far" {
+		t.Errorf("without an own-site resource: %+v %v, want msr-far (omsk is forbidden)", e, err)
+	}
+}
