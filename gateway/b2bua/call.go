@@ -260,7 +260,7 @@ func (c *call) respondFailure(res dialResult) {
 	case res.cause == errNoAnswer || res.cause == errRingTimeout:
 		c.respondA(480, "Temporarily Unavailable")
 	case best != nil && best.status >= 300 && best.status < 400:
-		// A redirect that was not followed (not 301/302, a loop, too
+		// A redirect that was not followed (not 300/301/302/305, a loop, too
 		// deep): relaying it with our own Contact would point the caller
 		// back at us.
 		c.respondA(480, "Temporarily Unavailable")

@@ -422,7 +422,7 @@ func (b *B2BUA) dial(ctx context.Context, set *Settings, spec dialSpec) dialResu
 				continue
 			}
 			if more := r.redirect(ev, seen, maxRedirectTargets-redirected); len(more) > 0 && ctx.Err() == nil {
-				// Try the Contacts of a 301/302 next, in their q order; a
+				// Try the Contacts of a 3xx next, in their q order; a
 				// followed redirect is not an answer for the caller.
 				b.log.Debug("b2bua: following redirect", "target", ev.leg.t.name(), "status", ev.status, "contacts", len(more))
 				redirected += len(more)
@@ -472,8 +472,8 @@ func (b *B2BUA) dial(ctx context.Context, set *Settings, spec dialSpec) dialResu
 	return res
 }
 
-// Redirects (RFC 3261 §8.1.3.4): a 301 or 302 names new targets in its
-// Contacts. They are tried next, highest q first, one after another by the
+// Redirects (RFC 3261 §8.1.3.4): a 300, 301 or 302 names new targets in
+// its Contacts, a 305 the proxy to send the same request through. They are tried next, highest q first, one after another by the
 // retry rule, at most maxRedirects hops deep and at most
 // maxRedirectTargets per ringing phase; a target already tried in the
 // phase is not tried again, so a loop (A → B → A) ends with the last 3xx
@@ -493,11 +493,17 @@ func (t target) key() string {
 	return strings.ToUpper(t.transport) + ":" + strings.ToLower(dest) + "/" + t.uri.User
 }
 
-// redirect lists the new targets a leg's 301 or 302 names (at most
-// limit), marking them seen; nil when the event is not a redirect to
-// follow.
+// redirect lists the new targets a leg's 300, 301, 302 or 305 names (at
+// most limit, highest q first), marking them seen; nil when the event is
+// not a redirect to follow. A 300's choices are tried like a 302's: the
+// box cannot ask its caller to choose.
 func (r *ringer) redirect(ev legEvent, seen map[string]bool, limit int) []target {
-	if ev.status != 301 && ev.status != 302 || ev.res == nil || ev.leg.t.hops >= maxRedirects || limit <= 0 {
+	switch ev.status {
+	case 300, 301, 302, 305:
+	default:
+		return nil
+	}
+	if ev.res == nil || ev.leg.t.hops >= maxRedirects || limit <= 0 {
 		return nil
 	}
 	type cand struct {
@@ -511,6 +517,11 @@ func (r *ringer) redirect(ev legEvent, seen map[string]bool, limit int) []target
 			continue
 		}
 		t, ok := r.redirectTarget(ev.leg.t, ch.Address)
+		if ok && ev.status == 305 {
+			// Use Proxy (RFC 3261 §21.3.5): the same request, sent
+			// through the proxy the Contact names.
+			t.uri, t.user = ev.leg.t.uri, ev.leg.t.user
+		}
 		if !ok || seen[t.key()] {
 			continue
 		}

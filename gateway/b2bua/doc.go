@@ -44,8 +44,10 @@
 //     forked2xx.go, acks.go). If every fork fails the A leg gets the best final
 //     response (a 6xx at once; else 486 before other 3xx-4xx, before 480,
 //     5xx, 408; 480 when no fork answered at all).
-//   - Redirects (RFC 3261 §8.1.3.4): a 301 or 302 from any target (a fork,
-//     a gateway, HQ) makes its Contacts (sip: over udp or tcp) new targets,
+//   - Redirects (RFC 3261 §8.1.3.4): a 300, 301 or 302 from any target (a
+//     fork, a gateway, HQ) makes its Contacts (sip: over udp or tcp) new
+//     targets (a 305 sends the same request through the proxy its Contact
+//     names),
 //     tried next, highest q first, one after another by the same retry rule
 //     as gateways; a followed redirect is not an answer. At most 5 hops
 //     deep and 16 redirect targets per ringing phase; a target already

@@ -11,7 +11,10 @@ import (
 
 // redirectTo answers an INVITE 302 with a Contact per target (user@addr,
 // with q when q is not "").
-func redirectTo(targets ...[3]string) script {
+func redirectTo(targets ...[3]string) script { return redirectWith(302, targets...) }
+
+// redirectWith is redirectTo with another 3xx status.
+func redirectWith(status int, targets ...[3]string) script {
 	return func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
 		var hdrs []sip.Header
 		for _, t := range targets {
@@ -23,8 +26,8 @@ func redirectTo(targets ...[3]string) script {
 			}
 			hdrs = append(hdrs, h)
 		}
-		if err := d.Respond(302, "Moved Temporarily", nil, hdrs...); err != nil {
-			p.t.Errorf("%s: 302: %v", p.user, err)
+		if err := d.Respond(status, "Redirect", nil, hdrs...); err != nil {
+			p.t.Errorf("%s: %d: %v", p.user, status, err)
 		}
 	}
 }
@@ -130,5 +133,43 @@ func TestRedirectHopLimit(t *testing.T) {
 	e.noCalls()
 	if n := len(r.invites); n != 1+maxRedirects {
 		t.Errorf("%d INVITEs, want %d (the first and %d redirects)", n, 1+maxRedirects, maxRedirects)
+	}
+}
+
+// A 300 Multiple Choices is followed like a 302 (highest q first), and a
+// 305 Use Proxy sends the same request, Request-URI and all, through the
+// proxy its Contact names.
+func TestRedirect300And305(t *testing.T) {
+	for _, c := range []struct {
+		status   int
+		wantUser string // the Request-URI user at the answering target
+	}{{300, "5550100"}, {305, "0441234567"}} {
+		t.Run(strconv.Itoa(c.status), func(t *testing.T) {
+			there := newPhone(t, "there", answerNow)
+			other := newPhone(t, "other", reject(404))
+			gw := newPhone(t, "gw", redirectWith(c.status, [3]string{"x", other.addr, "0.2"}, [3]string{"5550100", there.addr, "0.8"}))
+			e := newEnv(t, Config{PSTNGateways: pstn("udp:" + gw.addr)})
+			a := newPhone(t, "1001", nil)
+			ctx := testCtx(t)
+			oc := a.dial(ctx, e.box, "90441234567", nil)
+			if oc.err != nil || oc.final != 200 {
+				t.Fatalf("A got %d (%v), want 200 from the q=0.8 Contact", oc.final, oc.err)
+			}
+			if inv := recv(t, there.invites, "INVITE at the q=0.8 Contact"); inv.Recipient.User != c.wantUser {
+				t.Errorf("Request-URI there %s, want user %s", inv.Recipient.String(), c.wantUser)
+			}
+			if err := oc.sess.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			recv(t, there.answered, "the q=0.8 Contact confirmed")
+			if err := oc.sess.Bye(ctx); err != nil {
+				t.Fatal(err)
+			}
+			recv(t, there.byes, "BYE at the q=0.8 Contact")
+			e.noCalls()
+			if len(other.invites) != 0 {
+				t.Error("the q=0.2 Contact was called after the q=0.8 one answered")
+			}
+		})
 	}
 }
