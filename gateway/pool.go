@@ -72,18 +72,22 @@ func (pp *poolPart) swap(s *Server, next *pool.Pool) {
 	pp.start(s.probe.Context(), s)
 }
 
-// redirect is the registrar's SetRedirect hook: the home member's URI when
-// a user's home is another member.
-func (s *Server) redirect(aor string) (string, bool) {
+// redirect is the registrar's SetRedirect hook: when a user's home is
+// another member, its URI and then its backup's (this box, often).
+func (s *Server) redirect(aor string) []string {
 	p := s.now.Load().pool
 	if p == nil {
-		return "", false
+		return nil
 	}
 	m, away := p.Redirect(aor)
 	if !away {
-		return "", false
+		return nil
 	}
-	return memberURI(m.Target), true
+	uris := []string{memberURI(m.Target)}
+	if b, ok := p.Backup(aor); ok {
+		uris = append(uris, memberURI(b.Target))
+	}
+	return uris
 }
 
 // memberURI is a member's SIP URI, as a 301 Contact names it.

@@ -164,6 +164,24 @@ func (p *Pool) Redirect(ext string) (Member, bool) {
 	return h, h.Name != p.cfg.Self
 }
 
+// Backup is ext's backup: the serving member after its home in its order
+// (this box, when that is the next one), where its phone goes when the
+// home fails; ok is false in a pool with no other serving member.
+func (p *Pool) Backup(ext string) (Member, bool) {
+	st, now := p.states(), p.now()
+	home := false
+	for _, m := range p.Order(ext) {
+		if !p.serving(m, st, now) {
+			continue
+		}
+		if home {
+			return m, true
+		}
+		home = true
+	}
+	return Member{}, false
+}
+
 // Peers are the other members that are up, in ext's order: where a call
 // to ext goes when this box holds no binding for it (one of them may hold
 // it: its home, or a backup until the phone's next refresh).

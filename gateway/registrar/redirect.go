@@ -1,14 +1,19 @@
 package registrar
 
 import (
+	"fmt"
+
 	"github.com/emiago/sipgo/sip"
 )
 
 // SetRedirect sets the function asked, for every REGISTER of a user (not
 // of the MSR account), whether another registrar serves that user: a
-// registrar pool's member that is not the user's home. ok = true makes the
-// registrar answer 301 Moved Permanently with Contact <uri> (RFC 3261
-// §21.3.2) instead of taking the registration. nil = never.
+// registrar pool's member that is not the user's home. URIs (the home
+// first, then its backups) make the registrar answer 301 Moved
+// Permanently (RFC 3261 §21.3.2) with a Contact for each, q 1.0 for the
+// first and lower for the next, instead of taking the registration; a
+// phone that keeps them can move to the backup at once when the home
+// fails. None = take it; nil = never.
 //
 // A REGISTER without credentials is redirected at once when this box
 // holds no binding of the user (nothing changes here, so nothing needs
@@ -17,7 +22,7 @@ import (
 // user's bindings here are dropped (failback) and the phone is
 // redirected. So nobody without the password can make the box forget a
 // phone.
-func (r *Registrar) SetRedirect(f func(aor string) (uri string, ok bool)) {
+func (r *Registrar) SetRedirect(f func(aor string) []string) {
 	if f == nil {
 		r.redirect.Store(nil)
 		return
@@ -25,32 +30,37 @@ func (r *Registrar) SetRedirect(f func(aor string) (uri string, ok bool)) {
 	r.redirect.Store(&f)
 }
 
-// redirectFor is where a REGISTER of aor goes instead ("" = here).
-func (r *Registrar) redirectFor(aor string) string {
+// redirectFor is where a REGISTER of aor goes instead, preferred first
+// (none = here).
+func (r *Registrar) redirectFor(aor string) []string {
 	f := r.redirect.Load()
 	if f == nil {
-		return ""
+		return nil
 	}
-	if uri, ok := (*f)(aor); ok {
-		return uri
-	}
-	return ""
+	return (*f)(aor)
 }
 
-// moved answers 301 with the other registrar's Contact.
-func (r *Registrar) moved(req *sip.Request, uri string) *sip.Response {
+// moved answers 301 with the other registrars' Contacts, the first
+// preferred (q 1.0, then 0.5, 0.4, …).
+func (r *Registrar) moved(req *sip.Request, uris []string) *sip.Response {
 	r.stats.redirected.Add(1)
 	res := reply(req, sip.StatusMovedPermanently, "Moved Permanently")
-	res.AppendHeader(sip.NewHeader("Contact", "<"+uri+">"))
+	for i, uri := range uris {
+		q := "1.0"
+		if i > 0 {
+			q = fmt.Sprintf("0.%d", max(6-i, 1))
+		}
+		res.AppendHeader(sip.NewHeader("Contact", "<"+uri+">;q="+q))
+	}
 	return res
 }
 
 // handOver drops aor's bindings on behalf of its home registrar and
 // redirects the phone there.
-func (r *Registrar) handOver(req *sip.Request, aor, uri string) *sip.Response {
+func (r *Registrar) handOver(req *sip.Request, aor string, uris []string) *sip.Response {
 	if n := r.tbl.dropAOR(aor); n > 0 {
 		r.stats.handedOver.Add(uint64(n))
-		r.log.Info("bindings handed over to the user's home registrar", "aor", aor, "bindings", n, "home", uri)
+		r.log.Info("bindings handed over to the user's home registrar", "aor", aor, "bindings", n, "home", uris[0])
 	}
-	return r.moved(req, uri)
+	return r.moved(req, uris)
 }

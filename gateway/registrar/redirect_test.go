@@ -12,14 +12,17 @@ import (
 func TestRedirect(t *testing.T) {
 	r, _ := newTestRegistrar(t, Config{}, nil)
 	var away atomic.Bool
-	r.SetRedirect(func(aor string) (string, bool) {
-		return "sip:198.18.60.2:5060", aor == "1001" && away.Load()
+	r.SetRedirect(func(aor string) []string {
+		if aor != "1001" || !away.Load() {
+			return nil
+		}
+		return []string{"sip:198.18.60.2:5060", "sip:198.18.60.3:5060"}
 	})
 	m := msg{aor: "1001", contacts: []string{"<sip:1001@198.18.0.10:5060>"}, expires: "600"}
 
 	away.Store(true)
 	res := r.HandleRegister(m.request(t), "udp:127.0.0.1:5060")
-	if res.StatusCode != 301 || res.GetHeader("Contact").Value() != "<sip:198.18.60.2:5060>" {
+	if cs := contactsOf(res); res.StatusCode != 301 || len(cs) != 2 || cs[0] != "<sip:198.18.60.2:5060>;q=1.0" || cs[1] != "<sip:198.18.60.3:5060>;q=0.5" {
 		t.Fatalf("REGISTER for a user homed elsewhere: %d %v", res.StatusCode, contactsOf(res))
 	}
 	if got := register(t, r, msg{aor: "1002", contacts: []string{"<sip:1002@198.18.0.11:5060>"}}, "pw1002"); got.StatusCode != 200 {

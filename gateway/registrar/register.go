@@ -46,7 +46,7 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 	// A registrar pool's member that is not the user's home redirects
 	// it there (redirect.go).
 	home := r.redirectFor(aor)
-	if home != "" && h.authz == "" && len(r.tbl.lookup(aor, r.now())) == 0 {
+	if len(home) > 0 && h.authz == "" && len(r.tbl.lookup(aor, r.now())) == 0 {
 		return r.moved(req, home)
 	}
 	if h.authz == "" {
@@ -55,7 +55,7 @@ func (r *Registrar) HandleRegister(req *sip.Request, local string) *sip.Response
 	if res := r.verify(req, st, h.authz, aor, false); res != nil {
 		return res
 	}
-	if home != "" {
+	if len(home) > 0 {
 		return r.handOver(req, aor, home)
 	}
 	return r.update(req, st, &h, aor, local)

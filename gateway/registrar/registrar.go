@@ -65,7 +65,7 @@ type Registrar struct {
 	date dateCache // Date header of the 200s
 
 	presence atomic.Pointer[func(aor string, present bool)]
-	redirect atomic.Pointer[func(aor string) (string, bool)]
+	redirect atomic.Pointer[func(aor string) []string]
 	msr      atomic.Pointer[func(MSRRegistration)]
 }
 
