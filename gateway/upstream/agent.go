@@ -63,11 +63,14 @@ type entry struct {
 
 	// What HQ holds for the user, as far as we know: the binding we
 	// registered (empty: nothing), where and until when.
-	target     string
-	redirect   string // target, when a 3xx sent the user there: its refreshes go there
-	regDomain  string
-	regContact string
-	expiresAt  time.Time
+	target   string
+	redirect string // target, when a 3xx sent the user there: its refreshes go there
+	// redirectAlts are the other Contacts of that 3xx, best first: where
+	// a refresh goes when redirect fails, before HQ's targets again.
+	redirectAlts []string
+	regDomain    string
+	regContact   string
+	expiresAt    time.Time
 
 	callID   string // one per user and boot (RFC 3261 §10.2.4)
 	fromTag  string

@@ -67,8 +67,10 @@
 // port and transport from the SIP URI, sips meaning TLS), at most 5 hops
 // in a row and never to a target the job already tried (a loop). The user
 // then stays at that registrar — refreshes go there, not through the
-// Director — until it fails: a failure by the retry rule or an error sends
-// the user back to the normal order within the same job, and any other
+// Director — until it fails: a failure by the retry rule or an error moves
+// the user at once to the answer's next Contact (the home's backup, a
+// lower q), kept for this, and only when none is left back to the normal
+// order, within the same job; any other
 // failure is retried later from the normal order. Redirect targets are
 // not the Trunk's and are not reported to it.
 //

@@ -53,7 +53,7 @@ type hq struct {
 	retryAfter int    // Retry-After on a forced status
 	silent     bool   // never answer (the fake network only)
 	minExpires int    // 423 below this
-	redirect   string // answer 302 with this Contact (a Director sending users to their pool)
+	redirect   string // answer 302 with these Contacts, comma-separated (a Director sending users to their pool)
 	ch         chan rec
 }
 
@@ -115,7 +115,9 @@ func (h *hq) handle(req *sip.Request) *sip.Response {
 func (h *hq) answer(req *sip.Request, r *rec) *sip.Response {
 	if h.redirect != "" {
 		res := sip.NewResponseFromRequest(req, 302, "Moved Temporarily", nil)
-		res.AppendHeader(sip.NewHeader("Contact", h.redirect))
+		for _, c := range strings.Split(h.redirect, ",") {
+			res.AppendHeader(sip.NewHeader("Contact", strings.TrimSpace(c)))
+		}
 		return res
 	}
 	if h.status != 0 {

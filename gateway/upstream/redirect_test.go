@@ -158,3 +158,53 @@ func TestRedirectedRemove(t *testing.T) {
 		}
 	})
 }
+
+// A Director's 302 names the user's home (B) and its backup (C, a lower
+// q): the user registers at B, and when B fails a refresh (503) the
+// refresh goes to C at once, not back to the Director.
+func TestRedirectBackupContact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, c := newHQ(t, "A", time.Hour), newHQ(t, "B", time.Hour), newHQ(t, "C", time.Hour)
+		a.redirect = "<sip:" + hqB + ">;q=1.0, <sip:" + hqC + ">;q=0.5"
+		tr := &trunk{targets: []string{"udp:" + hqA}}
+		ag := start(t, fakeNet{hqA: a, hqB: b, hqC: c}, Config{Trunk: tr, Expires: 120 * time.Second})
+		ag.Set("1001")
+		settle(0)
+		if e := entryOf(t, ag, "1001"); e.State != StateRegistered || e.Target != "udp:"+hqB || !e.Redirected {
+			t.Fatalf("status after the 302: %+v", e)
+		}
+		if got := summary(c.records()); got != "" {
+			t.Fatalf("the backup saw %s before the home failed", got)
+		}
+		b.set(func(h *hq) { h.status = 503 })
+		settle(88 * time.Second)
+		if got := summary(c.records()); got != "1001 401 e=120; 1001 200 e=120 nc=1" {
+			t.Fatalf("the backup after the home's 503: %s", got)
+		}
+		if got := summary(a.records()); got != "1001 302 e=120" {
+			t.Fatalf("the Director was asked again: %s", got)
+		}
+		if e := entryOf(t, ag, "1001"); e.State != StateRegistered || e.Target != "udp:"+hqC || !e.Redirected {
+			t.Fatalf("status after the home failed: %+v", e)
+		}
+	})
+}
+
+// The same 302 while the home is already failing: the first REGISTER
+// goes on to the backup Contact in the same job.
+func TestRedirectBackupContactAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, c := newHQ(t, "A", time.Hour), newHQ(t, "B", time.Hour), newHQ(t, "C", time.Hour)
+		a.redirect = "<sip:" + hqB + ">;q=1.0, <sip:" + hqC + ">;q=0.5"
+		b.status = 503
+		ag := start(t, fakeNet{hqA: a, hqB: b, hqC: c}, Config{Trunk: &trunk{targets: []string{"udp:" + hqA}}, Expires: 120 * time.Second})
+		ag.Set("1001")
+		settle(0)
+		if got := summary(b.records()); got != "1001 503 e=120" {
+			t.Fatalf("the home saw %s", got)
+		}
+		if e := entryOf(t, ag, "1001"); e.State != StateRegistered || e.Target != "udp:"+hqC || !e.Redirected {
+			t.Fatalf("status: %+v", e)
+		}
+	})
+}

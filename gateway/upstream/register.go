@@ -48,8 +48,9 @@ type job struct {
 	callID, fromTag       string
 	cseq                  uint32 // last used; each request increments it
 	auth                  *authCache
-	prefer                string // the target HQ holds the binding at
-	redirect              string // a register goes here first (a 3xx sent the user there)
+	prefer                string   // the target HQ holds the binding at
+	redirect              string   // a register goes here first (a 3xx sent the user there)
+	redirectAlts          []string // the same 3xx's other Contacts, tried next when redirect fails
 	gen, cfgGen           uint64
 }
 
@@ -61,6 +62,7 @@ type result struct {
 	via        string        // the Trunk target (or sticky redirect) the attempt chain began at
 	redirected bool          // target was reached by a redirect: the user stays there
 	moved      []target      // a 301/302's Contacts, best first
+	alts       []string      // redirected: the other Contacts of the 3xx that sent it to target
 	contact    string        // the binding registered (2xx to a register)
 	granted    time.Duration // its lifetime
 	retryAfter time.Duration
@@ -92,20 +94,29 @@ func (a *Agent) exec(ctx context.Context, j *job) result {
 	failed := map[string]bool{} // target names that failed in this job
 	r := result{err: errNoTargets}
 	if j.op == opRegister && j.redirect != "" {
-		r = a.chain(ctx, j, j.redirect, true, tried)
-		if ctx.Err() != nil {
-			return r
+		// Where a 3xx sent the user, then the other Contacts of that 3xx
+		// (a backup registrar), before HQ's own targets again.
+		for _, name := range append([]string{j.redirect}, j.redirectAlts...) {
+			if g, err := siptarget.Parse(name, j.set.transport); err == nil && tried[g.String()] {
+				continue
+			}
+			r = a.chain(ctx, j, name, true, tried)
+			if ctx.Err() != nil {
+				return r
+			}
+			if r.ok() {
+				if name != j.redirect {
+					r.alts = slices.DeleteFunc(slices.Clone(j.redirectAlts), func(n string) bool { return n == name })
+				}
+				a.afterRegister(ctx, j, p, r, failed)
+				return r
+			}
+			if !health.Retryable(r.code, r.err) {
+				return r
+			}
+			failed[name], failed[r.target] = true, true
+			a.log.Info("upstream: redirected registrar failed", "user", j.user, "target", r.target, "code", r.code, "err", r.err)
 		}
-		if r.ok() {
-			a.afterRegister(ctx, j, p, r, failed)
-			return r
-		}
-		if !health.Retryable(r.code, r.err) {
-			return r
-		}
-		failed[j.redirect], failed[r.target] = true, true
-		a.log.Info("upstream: redirected registrar failed, back to HQ's targets", "user", j.user,
-			"target", r.target, "code", r.code, "err", r.err)
 	}
 	for _, name := range names {
 		if g, err := siptarget.Parse(name, j.set.transport); err == nil && tried[g.String()] {
@@ -140,6 +151,7 @@ func (a *Agent) chain(ctx context.Context, j *job, name string, sticky bool, tri
 		return result{err: err, target: name, via: name}
 	}
 	redirected := sticky
+	var alts []target // the last 3xx's Contacts not tried yet
 	for hops := 0; ; hops++ {
 		tried[t.key] = true
 		r := a.attempt(ctx, j, t, j.op)
@@ -149,6 +161,22 @@ func (a *Agent) chain(ctx context.Context, j *job, name string, sticky bool, tri
 		}
 		if hops == 0 && !sticky {
 			j.set.trunk.Report(name, r.code, r.err)
+		}
+		if hops > 0 && !r.ok() && health.Retryable(r.code, r.err) {
+			// The registrar a 3xx named failed: its next Contact (the
+			// backup) at once.
+			if i := slices.IndexFunc(alts, func(m target) bool { return !tried[m.key] }); i >= 0 {
+				a.log.Debug("upstream: redirect target failed, trying the next Contact", "user", j.user, "from", t.name, "to", alts[i].name)
+				t, alts = alts[i], alts[i+1:]
+				continue
+			}
+		}
+		if r.ok() {
+			for _, m := range alts {
+				if !tried[m.key] {
+					r.alts = append(r.alts, m.name)
+				}
+			}
 		}
 		if j.op != opRegister || (r.code != sip.StatusMovedPermanently && r.code != sip.StatusMovedTemporarily) {
 			return r
@@ -173,7 +201,7 @@ func (a *Agent) chain(ctx context.Context, j *job, name string, sticky bool, tri
 			return fail(fmt.Errorf("%w: %s was tried already", errRedirectLoop, r.moved[0].name))
 		}
 		a.log.Debug("upstream: redirected", "user", j.user, "from", t.name, "to", r.moved[next].name, "code", r.code)
-		t, redirected = r.moved[next], true
+		t, alts, redirected = r.moved[next], r.moved[next+1:], true
 	}
 }
 

@@ -127,7 +127,7 @@ func (a *Agent) work(w work) {
 func (a *Agent) prepareLocked(e *entry, now time.Time) *job {
 	j := &job{
 		set: a.set, user: e.user, callID: e.callID, fromTag: e.fromTag, cseq: e.cseq,
-		auth: &e.auth, prefer: e.target, redirect: e.redirect, gen: e.gen, cfgGen: a.cfgGen,
+		auth: &e.auth, prefer: e.target, redirect: e.redirect, redirectAlts: e.redirectAlts, gen: e.gen, cfgGen: a.cfgGen,
 	}
 	if e.want == opUnregister {
 		if !e.live(now) {
@@ -165,7 +165,7 @@ func (a *Agent) finishLocked(e *entry, j *job, r result, now time.Time, cancelle
 	if j.op == opUnregister {
 		// Done, refused or unanswered: in every case stop claiming a
 		// binding; an unanswered one expires at HQ by itself.
-		e.regDomain, e.regContact, e.target, e.redirect, e.expiresAt = "", "", "", "", time.Time{}
+		e.regDomain, e.regContact, e.target, e.redirect, e.redirectAlts, e.expiresAt = "", "", "", "", nil, time.Time{}
 		a.log.Debug("upstream unregister", "user", e.user, "code", r.code, "err", r.err)
 		if e.want == opUnregister {
 			a.dropLocked(e)
@@ -179,16 +179,16 @@ func (a *Agent) finishLocked(e *entry, j *job, r result, now time.Time, cancelle
 	if r.ok() {
 		e.state, e.failures = StateRegistered, 0
 		e.target, e.regDomain, e.regContact = r.target, j.domain, r.contact
-		e.redirect = ""
+		e.redirect, e.redirectAlts = "", nil
 		if r.redirected {
-			e.redirect = r.target
+			e.redirect, e.redirectAlts = r.target, r.alts
 		}
 		e.expiresAt = now.Add(r.granted)
 		due = now.Add(refreshIn(r.granted))
 		a.log.Debug("upstream registered", "user", e.user, "target", r.target, "expires", r.granted)
 	} else {
 		e.state = StateFailed
-		e.redirect = "" // back to HQ's targets (they may redirect again)
+		e.redirect, e.redirectAlts = "", nil // back to HQ's targets (they may redirect again)
 		e.failures++
 		due = now.Add(a.backoff(j.set, e.failures, r.retryAfter))
 		a.log.Debug("upstream register failed", "user", e.user, "code", r.code, "err", r.err, "retry_at", due)
