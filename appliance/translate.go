@@ -170,6 +170,10 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	}
 	cfg.PSTNProbeInterval = d.PSTN.OptionsInterval()
 	cfg.Calls.HQFailover, cfg.Calls.PSTNFailover = failover(d.HQ.Failover), failover(d.PSTN.Failover)
+	if b := d.HQ.Backup; b != nil && b.Failover != nil {
+		f := failover(*b.Failover)
+		cfg.Calls.HQBackupFailover = &f
+	}
 	cfg.Warning = gateway.SurvivableWarning{Agent: warnAgent(d.Site.Name), Text: d.SIP.SurvivableWarning, Off: d.SIP.SurvivableWarningOff}
 	var static []siptarget.Target
 	for i, s := range d.HQ.Targets {

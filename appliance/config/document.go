@@ -187,7 +187,7 @@ type HQ struct {
 	// normal mode, in seconds.
 	HoldS int `json:"hold_s,omitempty"`
 	// Failover is how a call tries HQ's targets one after another (its
-	// backup pool's too).
+	// backup pool's too, unless hq.backup.failover says otherwise).
 	Failover Failover `json:"failover,omitzero"`
 	// RegisterUpstream registers the box at HQ as a trunk, with
 	// auth_username and auth_password.
@@ -231,6 +231,9 @@ type HQBackup struct {
 	// SRVService is as hq.srv_service, for hq.backup.domain. TLS (CA,
 	// client certificate) is hq's.
 	SRVService string `json:"srv_service,omitempty"`
+	// Failover is how a call tries the backup pool's targets; absent =
+	// hq.failover.
+	Failover *Failover `json:"failover,omitempty"`
 }
 
 // EffectiveTransport is hq.backup.transport, default "udp".

@@ -186,6 +186,15 @@ var fieldRules = map[string]*FieldRule{
 	"hq.backup.domain":               {Example: "hq-dr.example.com"},
 	"hq.backup.targets":              {Items: &FieldRule{MinLength: 1}, Example: []any{"tcp:198.18.2.10:5060"}, Checks: "Each a siptarget; no duplicates."},
 	"hq.backup.transport":            {Default: func(d *Document) any { return d.HQ.Backup.EffectiveTransport() }, Enum: transportEnum, Example: "tcp"},
+	"hq.backup.failover":             {DefaultText: "hq.failover"},
+	"hq.backup.failover.attempt_timeout_ms": attemptTimeout(func(d *Document) any {
+		if d.HQ.Backup == nil || d.HQ.Backup.Failover == nil {
+			return ms(d.HQ.Failover.EffectiveAttemptTimeout())
+		}
+		return ms(d.HQ.Backup.Failover.EffectiveAttemptTimeout())
+	}),
+	"hq.backup.failover.max_targets": maxTargets(),
+	"hq.backup.failover.retry_5xx":   retry5xx(),
 	"hq.backup.srv_service":          {DefaultText: "by transport", Pattern: optSRV, Example: "_sip._tcp", Checks: "Requires hq.backup.domain."},
 	"hq.trusted_networks": {Items: &FieldRule{MinLength: 1}, Example: []any{"198.18.8.0/24", "2001:db8:8::/48"},
 		Checks: "Each a CIDR without host bits, not /0, not IPv4-mapped; no duplicates; requires hq.domain or hq.targets."},

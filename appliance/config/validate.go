@@ -313,6 +313,9 @@ func (v *validator) hq() {
 	if !prefixRe.MatchString(h.PSTNPrefix) {
 		v.add("hq.pstn_prefix", "bad prefix %q: want + and up to 15 digits", h.PSTNPrefix)
 	}
+	if b := h.Backup; b != nil && b.Failover != nil {
+		v.failover("hq.backup.failover", *b.Failover)
+	}
 	if b := h.Backup; b != nil {
 		switch {
 		case v.d.Standalone():

@@ -94,6 +94,12 @@ type RequestHoster interface {
 	RequestHost(target string) string
 }
 
+// BackupPool is a Trunk with a backup pool: Backup reports whether a
+// target is the backup's (Config.HQBackupFailover applies to it).
+type BackupPool interface {
+	Backup(target string) bool
+}
+
 // Connector is a Trunk that prepares the transport to a target before a
 // B leg's INVITE (the gateway opens its TLS connections to HQ itself, to
 // verify and name each target); an error fails the attempt like a
@@ -128,8 +134,10 @@ type Config struct {
 	// target (no response = move on / give up). 0 = 4 s.
 	AttemptTimeout time.Duration
 	// HQFailover and PSTNFailover are the failover limits of the HQ
-	// route's targets and of the PSTN gateways.
+	// route's targets and of the PSTN gateways; HQBackupFailover, when
+	// set, those of the targets a BackupPool Trunk names its backup's.
 	HQFailover, PSTNFailover Failover
+	HQBackupFailover         *Failover
 	// VoicemailAfter is the ring time of a local user with voicemail
 	// (Router.Voicemail) before the call goes to the pilot. 0 = 20 s.
 	VoicemailAfter time.Duration

@@ -349,7 +349,35 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *Settings, d dialplan.Decisio
 			}
 			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), trunk: n})
 		}
-		return set.cfg.HQFailover.limit(ts), nil
+		bp, ok := set.cfg.HQ.(BackupPool)
+		if !ok || set.cfg.HQBackupFailover == nil {
+			return set.cfg.HQFailover.limit(ts), nil
+		}
+		var primary, backup []target
+		for _, t := range ts {
+			if bp.Backup(t.trunk) {
+				backup = append(backup, t)
+			} else {
+				primary = append(primary, t)
+			}
+		}
+		// Each pool's limits; the Trunk's order between the pools kept.
+		keep := map[string]bool{}
+		for _, t := range set.cfg.HQFailover.limit(primary) {
+			keep[t.trunk] = true
+		}
+		for _, t := range set.cfg.HQBackupFailover.limit(backup) {
+			keep[t.trunk] = true
+		}
+		fo := map[bool]*Failover{false: &set.cfg.HQFailover, true: set.cfg.HQBackupFailover}
+		out := ts[:0]
+		for _, t := range ts {
+			if keep[t.trunk] {
+				t.failover = fo[bp.Backup(t.trunk)]
+				out = append(out, t)
+			}
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("route %q not supported", d.Route)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/health"
 )
 
@@ -95,5 +96,54 @@ func TestFailoverAttemptTimeout(t *testing.T) {
 		t.Errorf("A got %d (%v), want gateway 2's 486", oc.final, oc.err)
 	}
 	recv(t, gw2.invites, "INVITE at gateway 2")
+	e.noCalls()
+}
+
+// backupTrunk is a staticTrunk whose backup pool holds the targets in
+// backup.
+type backupTrunk struct {
+	staticTrunk
+	backup map[string]bool
+}
+
+func (b *backupTrunk) Backup(target string) bool { return b.backup[target] }
+
+// TestFailoverPerHQPool: HQ's primary pool moves on after a 500 (its
+// retry_5xx) and is capped at one target; its backup pool moves on after
+// a 502 (its own list, not the primary's): a call tries the primary's
+// first target, skips its second, and reaches the backup's second.
+func TestFailoverPerHQPool(t *testing.T) {
+	plan, err := dialplan.Compile(dialplan.Config{Rules: []dialplan.Rule{{Name: "hq", Match: `^2\d{3}$`, Route: dialplan.RouteHQ}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, p2 := newPhone(t, "p1", reject(500)), newPhone(t, "p2", answerNow)
+	b1, b2 := newPhone(t, "b1", reject(502)), newPhone(t, "b2", answerNow)
+	trunk := &backupTrunk{staticTrunk: staticTrunk{targets: []string{"udp:" + p1.addr, "udp:" + p2.addr, "udp:" + b1.addr, "udp:" + b2.addr}},
+		backup: map[string]bool{"udp:" + b1.addr: true, "udp:" + b2.addr: true}}
+	e := newEnvRouter(t, Config{HQ: trunk,
+		HQFailover:       Failover{MaxTargets: 1, Retry5xx: []int{500}},
+		HQBackupFailover: &Failover{Retry5xx: []int{502}},
+	}, planRouter{p: plan})
+	a := newPhone(t, "1001", nil)
+	ctx := testCtx(t)
+	oc := a.dial(ctx, e.box, "2001", nil)
+	if oc.err != nil || oc.final != 200 {
+		t.Fatalf("A got %d (%v), want 200 from the backup's second target", oc.final, oc.err)
+	}
+	recv(t, p1.invites, "INVITE at the primary's first target")
+	recv(t, b1.invites, "INVITE at the backup's first target")
+	recv(t, b2.invites, "INVITE at the backup's second target")
+	if len(p2.invites) != 0 {
+		t.Error("the primary's second target was tried beyond its max_targets")
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b2.answered, "the backup's second target confirmed")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b2.byes, "BYE at the backup's second target")
 	e.noCalls()
 }

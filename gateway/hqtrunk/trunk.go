@@ -125,6 +125,8 @@ type hqPool struct {
 	// names: the name each resolved target is known by (tls.go), by
 	// address; replaced at each resolution.
 	names map[netip.Addr]string
+	// resolved: the targets of the last resolution, by name.
+	resolved map[string]bool
 }
 
 // setUnresolved marks the pool (un)resolved and reports whether that is a
@@ -307,9 +309,14 @@ func (pool *hqPool) targets(ctx context.Context) ([]string, error) {
 	}
 	pool.learn(ts)
 	names := make([]string, 0, len(ts))
+	set := make(map[string]bool, len(ts))
 	for _, t := range ts {
 		names = append(names, t.Dest().String())
+		set[names[len(names)-1]] = true
 	}
+	pool.mu.Lock()
+	pool.resolved = set
+	pool.mu.Unlock()
 	return names, nil
 }
 
@@ -327,6 +334,18 @@ func (c channelContext) Err() error {
 	default:
 		return nil
 	}
+}
+
+// Backup reports whether target came from the backup pool's last
+// resolution and not from the primary's.
+func (h *Trunk) Backup(target string) bool {
+	return len(h.pools) > 1 && !h.pools[0].has(target) && h.pools[1].has(target)
+}
+
+func (pool *hqPool) has(target string) bool {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	return pool.resolved[target]
 }
 
 // Report feeds a call attempt's outcome to the health of the pool the

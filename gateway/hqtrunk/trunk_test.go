@@ -60,6 +60,9 @@ func TestBackupOrder(t *testing.T) {
 	if names, err := h.Targets(t.Context()); err != nil || !slices.Equal(names, []string{a, b}) {
 		t.Fatalf("targets %q, %v; want primary then backup", names, err)
 	}
+	if h.Backup(a) || !h.Backup(b) {
+		t.Errorf("Backup(%s) = %v, Backup(%s) = %v; want false, true", a, h.Backup(a), b, h.Backup(b))
+	}
 	h.pools[0].tracker.Track(a)
 	h.pools[1].tracker.Track(b)
 	h.pools[0].tracker.ProbeResult(a, false, 0)
