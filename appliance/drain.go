@@ -24,6 +24,16 @@ func (a *App) Drain(ctx context.Context, on, wait bool) (api.DrainStatus, error)
 		wctx, cancel := context.WithDeadline(ctx, until)
 		defer cancel()
 		_ = a.gw.WaitIdle(wctx)
+		// A pool member's users leave as their phones refresh: nothing
+		// announces the last one, so look twice a second.
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for !a.drainStatus().Drained && wctx.Err() == nil {
+			select {
+			case <-t.C:
+			case <-wctx.Done():
+			}
+		}
 	}
 	return a.drainStatus(), nil
 }
@@ -42,7 +52,13 @@ func (a *App) startDrain() time.Time {
 
 func (a *App) drainStatus() api.DrainStatus {
 	on, until := a.gw.Draining()
-	return api.DrainStatus{Draining: on, Until: until, Calls: len(a.gw.Calls())}
+	st := api.DrainStatus{Draining: on, Until: until, Calls: len(a.gw.Calls()), Registered: a.gw.Registered()}
+	users := st.Registered
+	if a.running().doc.Pool == nil {
+		users = 0 // a box alone keeps its users
+	}
+	st.Drained = on && (st.Calls == 0 && users == 0 || !time.Now().Before(until))
+	return st
 }
 
 // drainForStop is the first step of stopping: new calls are refused, and

@@ -17,6 +17,10 @@ func (s *Server) Calls() []b2bua.CallInfo { return s.b2b.Calls() }
 // are still served, so phones stay registered until the box stops.
 func (s *Server) Drain(on bool, deadline time.Time) { s.b2b.Drain(on, deadline) }
 
+// Registered is how many users have a binding here: while draining, a
+// pool member hands them over as their phones refresh.
+func (s *Server) Registered() int { return len(s.reg.Present()) }
+
 // Draining reports whether new calls are refused, and until when.
 func (s *Server) Draining() (bool, time.Time) { return s.b2b.Draining() }
 

@@ -73,18 +73,27 @@ func (pp *poolPart) swap(s *Server, next *pool.Pool) {
 }
 
 // redirect is the registrar's SetRedirect hook: when a user's home is
-// another member, its URI and then its backup's (this box, often).
+// another member, its URI and then its backup's (this box, often). A
+// member that drains hands its own users over: to their backup.
 func (s *Server) redirect(aor string) []string {
 	p := s.now.Load().pool
 	if p == nil {
 		return nil
 	}
+	draining, _ := s.Draining()
 	m, away := p.Redirect(aor)
 	if !away {
-		return nil
+		if !draining {
+			return nil
+		}
+		b, ok := p.Backup(aor)
+		if !ok {
+			return nil // no other member serves: stay here
+		}
+		return []string{memberURI(b.Target)}
 	}
 	uris := []string{memberURI(m.Target)}
-	if b, ok := p.Backup(aor); ok {
+	if b, ok := p.Backup(aor); ok && !(draining && b.Name == p.Self().Name) {
 		uris = append(uris, memberURI(b.Target))
 	}
 	return uris

@@ -8,6 +8,7 @@ import (
 
 	"github.com/emiago/sipgo/sip"
 
+	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/siptarget"
 )
@@ -21,7 +22,7 @@ func testPoolServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{log: slog.New(slog.DiscardHandler)}
+	s := &Server{log: slog.New(slog.DiscardHandler), b2b: &b2bua.B2BUA{}}
 	s.now.Store(&running{pool: p})
 	return s
 }
@@ -85,6 +86,13 @@ func TestPoolRedirectAndPeers(t *testing.T) {
 		cs := poolLocator{s: s}.PoolContacts(ext)
 		if len(cs) != 1 || cs[0].Addr != "198.18.60.2:5060" || cs[0].URI != "sip:"+ext+"@198.18.60.2:5060" {
 			t.Errorf("%s: pool contacts = %+v", ext, cs)
+		}
+	}
+	// Draining, box-a hands its own users over to their backup, box-b.
+	s.Drain(true, time.Now().Add(time.Minute))
+	for _, ext := range []string{"1001", "1002", "1003", "1004"} {
+		if got := s.redirect(ext); !slices.Equal(got, []string{"sip:198.18.60.2:5060"}) {
+			t.Errorf("%s while box-a drains: redirect = %q, want box-b", ext, got)
 		}
 	}
 }

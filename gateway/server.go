@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -466,7 +467,7 @@ func (s *Server) answerStateless(req *sip.Request, local string) *sip.Response {
 		res = s.reg.HandleRegister(req, local)
 		run.warn(res, s.Mode())
 	} else {
-		res = optionsAnswer(req)
+		res = s.optionsAnswer(req)
 	}
 	res.AppendHeader(sip.NewHeader("Server", run.cfg.serverName()))
 	return res
@@ -491,11 +492,19 @@ func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
 		s.b2b.OnOptions(req, tx) // in-dialog: 481 once the call is gone
 		return
 	}
-	s.respond(run, tx, optionsAnswer(req))
+	s.respond(run, tx, s.optionsAnswer(req))
 }
 
-// optionsAnswer answers keep-alive and capability queries (RFC 3261 §11).
-func optionsAnswer(req *sip.Request) *sip.Response {
+// optionsAnswer answers keep-alive and capability queries (RFC 3261 §11):
+// 200, or while the box drains 503, so that the probes of the other pool
+// members (and of phones that watch their registrar) take it out of
+// service and its users' home moves to their next member.
+func (s *Server) optionsAnswer(req *sip.Request) *sip.Response {
+	if on, until := s.Draining(); on {
+		res := sip.NewResponseFromRequest(req, sip.StatusServiceUnavailable, "Draining", nil)
+		res.AppendHeader(sip.NewHeader("Retry-After", strconv.Itoa(max(int(time.Until(until).Seconds()), 1))))
+		return res
+	}
 	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil)
 	res.AppendHeader(sip.NewHeader("Allow", allow))
 	res.AppendHeader(sip.NewHeader("Accept", "application/sdp"))

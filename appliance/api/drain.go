@@ -19,6 +19,14 @@ type DrainStatus struct {
 	Draining bool      `json:"draining"`
 	Until    time.Time `json:"until,omitzero"` // when the drain time is up
 	Calls    int       `json:"calls"`          // calls still in progress
+	// Registered is how many users still have a binding here; a pool
+	// member that drains hands them over to their next member as their
+	// phones refresh (a box alone keeps them).
+	Registered int `json:"registered"`
+	// Drained: draining, and nothing is left to wait for (no call in
+	// progress and, in a pool, no user registered here), or the drain
+	// time is up.
+	Drained bool `json:"drained,omitempty"`
 }
 
 // registerDrain serves POST /api/v1/drain (start; ?wait=1 returns when the

@@ -26,10 +26,11 @@ func (c *cmd) drain(ctx context.Context, args []string) error {
 		switch {
 		case !st.Draining:
 			fmt.Fprintln(w, "not draining: new calls are taken")
-		case st.Calls == 0:
-			fmt.Fprintf(w, "draining: new calls refused, no call in progress\n")
+		case st.Drained:
+			fmt.Fprintf(w, "drained: new calls refused, %d in progress, %d users registered here\n", st.Calls, st.Registered)
 		default:
-			fmt.Fprintf(w, "draining: new calls refused, %d in progress, drain time up at %s\n", st.Calls, st.Until.Local().Format(time.TimeOnly))
+			fmt.Fprintf(w, "draining: new calls refused, %d in progress, %d users registered here, drain time up at %s\n",
+				st.Calls, st.Registered, st.Until.Local().Format(time.TimeOnly))
 		}
 	})
 }

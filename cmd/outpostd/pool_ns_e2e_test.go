@@ -443,3 +443,68 @@ func TestPoolRegistrationRate(t *testing.T) {
 	run("one box", false, 1)
 	run("pool of 2", true, 2)
 }
+
+// TestPoolDrainHandsUsersOver: outpostctl drain on a pool member hands
+// its users over. Its OPTIONS answers turn 503, so the other members take
+// it out of service; its users' refreshes are answered 301 to their
+// backup, where they register; its drain status counts the users still
+// registered there and says drained when none is left.
+func TestPoolDrainHandsUsersOver(t *testing.T) {
+	needSIPp(t)
+	const users = 30
+	l := newPoolOf(t, len(poolBoxes), users, true)
+	for _, b := range poolBoxes {
+		l.start(t, b.name)
+	}
+	for _, b := range poolBoxes {
+		l.d[b.name].waitFor(b.name+": every member serving", 10*time.Second, func(s api.Status) bool {
+			if s.Pool == nil || len(s.Pool.Members) != len(poolBoxes) {
+				return false
+			}
+			for _, m := range s.Pool.Members {
+				if !m.Serving {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	var aUsers []string
+	for i := range users {
+		if u := userName(i); order(u)[0] == "box-a" {
+			aUsers = append(aUsers, u)
+		}
+	}
+	if len(aUsers) == 0 {
+		t.Fatal("no user is homed at box-a")
+	}
+	if out, err := l.registerVia(t, "box-a", poolPhones, aUsers); err != nil {
+		t.Fatalf("box-a's users at box-a: %v\n%s", err, tail(out, 2000))
+	}
+	a := l.d["box-a"]
+	out, err := a.ctl("drain")
+	if want := fmt.Sprintf("%d users registered here", len(aUsers)); err != nil || !strings.Contains(out, want) {
+		t.Fatalf("outpostctl drain: %v\n%s\nwant %q", err, out, want)
+	}
+	for _, m := range []string{"box-b", "box-c"} {
+		l.d[m].waitFor(m+": box-a out of service while it drains", 10*time.Second, func(s api.Status) bool {
+			ma, ok := memberOf(s, "box-a")
+			return ok && !ma.Serving
+		})
+	}
+	// The phones refresh at box-a: each is sent to its backup.
+	if out, err := l.registerVia(t, "box-a", poolPhones, aUsers); err != nil {
+		t.Fatalf("box-a's users refreshing while it drains: %v\n%s", err, tail(out, 2000))
+	}
+	st, err := a.api.Drain(t.Context(), true, false)
+	if err != nil || st.Registered != 0 || !st.Drained {
+		t.Fatalf("box-a's drain status after its phones refreshed: %+v %v; want none registered, drained", st, err)
+	}
+	backups := 0
+	for _, m := range []string{"box-b", "box-c"} {
+		backups += l.d[m].status().Pool.ServedAsBackup
+	}
+	if backups != len(aUsers) {
+		t.Errorf("box-a's %d users served as backup elsewhere: %d", len(aUsers), backups)
+	}
+}
