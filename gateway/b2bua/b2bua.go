@@ -108,6 +108,14 @@ type Connector interface {
 	Connect(ctx context.Context, target string) error
 }
 
+// TLSRedirector is a Trunk that follows HQ's redirects over TLS: it opens
+// a connection to a Contact's "host:port", verified for the host with
+// HQ's trust (resolving a name with HQ's DNS), and returns the address
+// reached ("ip:port"), where the B leg goes.
+type TLSRedirector interface {
+	ConnectRedirect(ctx context.Context, hostport string) (string, error)
+}
+
 // Config is the B2BUA's configuration; the zero value is usable for
 // everything but PSTN and HQ calls.
 type Config struct {

@@ -88,6 +88,9 @@ type target struct {
 	// inherit them); nil = health.Retryable, Config.AttemptTimeout.
 	failover *Failover
 	contact  bool // a registered contact (named by its URI in CDRs)
+	// viaHQ: an HQ target, or reached by redirects from one; only such a
+	// redirect is followed over TLS (the box's TLS client trust is HQ's).
+	viaHQ bool
 	signed   bool // another registrar pool member: Config.SignPool signs the INVITE
 	// laddr is the UDP listener the leg leaves from: a contact's
 	// registration listener (Contact.Local), else the one facing dest
@@ -347,7 +350,7 @@ func (b *B2BUA) targetsOf(ctx context.Context, set *Settings, d dialplan.Decisio
 					u = sip.Uri{Scheme: "sip", User: d.Target, Host: h} // the target is only the next hop
 				}
 			}
-			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), trunk: n})
+			ts = append(ts, target{uri: u, user: d.Target, transport: g.Transport.SIPName(), dest: g.HostPort(), trunk: n, viaHQ: true})
 		}
 		bp, ok := set.cfg.HQ.(BackupPool)
 		if !ok || set.cfg.HQBackupFailover == nil {
@@ -573,29 +576,49 @@ func (r *ringer) redirect(ev legEvent, seen map[string]bool, limit int) []target
 
 // redirectTarget is the target a redirect Contact u names, reached from
 // the redirecting target from; ok is false for what cannot be called (a
-// tel: or sips: URI, TLS, no host).
+// tel: URI, no host, TLS from a target that is not HQ's or without a
+// TLSRedirector). A TLS target's dest stays the Contact's "host:port"
+// until runLeg connects to it.
 func (r *ringer) redirectTarget(from target, u sip.Uri) (target, bool) {
-	if !strings.EqualFold(u.Scheme, "sip") || u.Host == "" || u.Wildcard {
+	sips := strings.EqualFold(u.Scheme, "sips")
+	if !sips && !strings.EqualFold(u.Scheme, "sip") || u.Host == "" || u.Wildcard {
 		return target{}, false
 	}
 	tr := "UDP"
 	if v, ok := u.UriParams.Get("transport"); ok {
 		tr = strings.ToUpper(v)
 	}
-	if tr != "UDP" && tr != "TCP" {
+	if sips {
+		tr = "TLS" // RFC 3261 §26.2.2 (transport=tcp in a sips: URI means TLS too)
+	}
+	switch tr {
+	case "UDP", "TCP":
+	case "TLS":
+		if _, ok := r.set.cfg.HQ.(TLSRedirector); !ok || !from.viaHQ {
+			return target{}, false
+		}
+	default:
 		return target{}, false
 	}
 	port := u.Port
 	if port == 0 {
 		port = 5060
+		if tr == "TLS" {
+			port = 5061
+		}
 	}
-	uri := sip.Uri{Scheme: "sip", User: u.User, Host: u.Host, Port: u.Port, UriParams: u.UriParams}
+	uri := sip.Uri{Scheme: strings.ToLower(u.Scheme), User: u.User, Host: u.Host, Port: u.Port, UriParams: u.UriParams}
 	user := u.User
 	if user == "" {
 		user = from.user
 	}
-	t := target{uri: uri, user: user, transport: tr, dest: net.JoinHostPort(u.Host, strconv.Itoa(port)), hops: from.hops + 1, failover: from.failover}
-	if f := r.set.cfg.LocalFor; f != nil {
+	t := target{uri: uri, user: user, transport: tr, dest: net.JoinHostPort(u.Host, strconv.Itoa(port)), hops: from.hops + 1,
+		failover: from.failover, viaHQ: from.viaHQ}
+	if f := r.set.cfg.StreamFor; f != nil && tr != "UDP" {
+		if a := f(tr, t.dest); a != nil {
+			t.laddr, t.stream = a, true
+		}
+	} else if f := r.set.cfg.LocalFor; f != nil {
 		t.laddr = f(t.dest)
 	}
 	return t, true
@@ -691,8 +714,16 @@ func (r *ringer) runLeg(l *leg) {
 	}
 	var sess *sipgo.DialogClientSession
 	var err error
-	if c, ok := r.set.cfg.HQ.(Connector); ok && l.t.trunk != "" {
-		if err := c.Connect(l.ctx, l.t.trunk); err != nil {
+	t := l.t // the target as requests address it
+	if c, ok := r.set.cfg.HQ.(Connector); ok && t.trunk != "" {
+		if err := c.Connect(l.ctx, t.trunk); err != nil {
+			ev.err = err
+			send = l.settled.CompareAndSwap(false, true)
+			return
+		}
+	}
+	if c, ok := r.set.cfg.HQ.(TLSRedirector); ok && t.trunk == "" && t.viaHQ && t.transport == "TLS" {
+		if t.dest, err = c.ConnectRedirect(l.ctx, t.dest); err != nil {
 			ev.err = err
 			send = l.settled.CompareAndSwap(false, true)
 			return
@@ -700,7 +731,7 @@ func (r *ringer) runLeg(l *leg) {
 	}
 	minSE := 0 // the Min-SE a 422 asked for (RFC 4028 §7.4); 0 = none
 	for attempt := 0; ; attempt++ {
-		req := r.legRequest(l.t)
+		req := r.legRequest(t)
 		if minSE > 0 {
 			v := strconv.Itoa(minSE)
 			req.RemoveHeader("Session-Expires")

@@ -47,7 +47,11 @@
 //   - Redirects (RFC 3261 §8.1.3.4): a 300, 301 or 302 from any target (a
 //     fork, a gateway, HQ) makes its Contacts (sip: over udp or tcp) new
 //     targets (a 305 sends the same request through the proxy its Contact
-//     names),
+//     names). A sips: or transport=tls Contact is followed only from HQ
+//     (or a redirect from HQ): the Trunk (TLSRedirector) resolves its host
+//     with HQ's DNS and opens a connection verified for that host with
+//     HQ's roots and client certificate; the box has no other TLS client
+//     trust. The targets are
 //     tried next, highest q first, one after another by the same retry rule
 //     as gateways; a followed redirect is not an answer. At most 5 hops
 //     deep and 16 redirect targets per ringing phase; a target already
@@ -326,9 +330,11 @@
 // bridges transfers make.
 //
 // Not yet done:
-//   - 300 and 305 redirects (counted as 480), and redirect targets over
-//     TLS or to tel:/sips: URIs (skipped); redirect targets are called
-//     wherever the Contact says (no policy limits them to known peers);
+//   - redirects to tel: URIs, and over TLS from targets other than HQ's
+//     (skipped); a TLS redirect target whose connection closes is dialled
+//     again by sipgo, verified for HQ's names only; UDP and TCP redirect
+//     targets are called wherever the Contact says (no policy limits them
+//     to known peers);
 //   - INFO, early-dialog UPDATE, offerless INVITE with Replaces; a
 //     transfer target does not get voicemail forwarding;
 //   - 100rel (RFC 3262): offers and answers in PRACK and its 2xx

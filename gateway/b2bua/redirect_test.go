@@ -1,12 +1,16 @@
 package b2bua
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/dialplan"
 )
 
 // redirectTo answers an INVITE 302 with a Contact per target (user@addr,
@@ -172,4 +176,82 @@ func TestRedirect300And305(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tlsTrunk is a staticTrunk that follows TLS redirects: it records the
+// Contacts it was asked to connect to and refuses them all.
+type tlsTrunk struct {
+	staticTrunk
+	asked chan string
+}
+
+func (s *tlsTrunk) ConnectRedirect(_ context.Context, hostport string) (string, error) {
+	s.asked <- hostport
+	return "", errors.New("tls handshake refused")
+}
+
+// redirectContacts answers an INVITE 302 with the Contacts given as text.
+func redirectContacts(contacts ...string) script {
+	return func(p *phone, d *sipgo.DialogServerSession, req *sip.Request) {
+		var hdrs []sip.Header
+		for _, c := range contacts {
+			hdrs = append(hdrs, sip.NewHeader("Contact", c))
+		}
+		if err := d.Respond(302, "Moved", nil, hdrs...); err != nil {
+			p.t.Errorf("%s: 302: %v", p.user, err)
+		}
+	}
+}
+
+// HQ's 302 to a sips: Contact (a pool on 5061) is followed over TLS through
+// the trunk, which connects by the Contact's host and default TLS port; a
+// failed connection moves on to the next Contact by the retry rule. The
+// same Contacts from a PSTN gateway are not followed over TLS: the box's
+// TLS trust is HQ's.
+func TestRedirectToTLSFromHQOnly(t *testing.T) {
+	plan, err := dialplan.Compile(dialplan.Config{Rules: []dialplan.Rule{
+		{Name: "hq", Match: `^3\d{3}$`, Route: dialplan.RouteHQ},
+		{Name: "pstn", Match: `^9\d+$`, Route: dialplan.RoutePSTN},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	there := newPhone(t, "there", answerNow)
+	moved := redirectContacts("<sips:3001@pool2.hq.test>", "<sip:3001@pool3.hq.test:5061;transport=tls>;q=0.9", "<sip:3001@"+there.addr+">;q=0.5")
+	hq := newPhone(t, "hq", moved)
+	gw := newPhone(t, "gw", moved)
+	trunk := &tlsTrunk{staticTrunk: staticTrunk{targets: []string{"udp:" + hq.addr}}, asked: make(chan string, 4)}
+	e := newEnvRouter(t, Config{HQ: trunk, PSTNGateways: pstn("udp:" + gw.addr)}, planRouter{p: plan})
+	a := newPhone(t, "1001", nil)
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		dial  string
+		asked []string
+	}{
+		{dial: "3001", asked: []string{"pool2.hq.test:5061", "pool3.hq.test:5061"}},
+		{dial: "90441234567"},
+	} {
+		oc := a.dial(ctx, e.box, tc.dial, nil)
+		if oc.err != nil || oc.final != 200 {
+			t.Fatalf("%s: A got %d (%v), want 200 from the UDP Contact", tc.dial, oc.final, oc.err)
+		}
+		recv(t, there.invites, "INVITE at the UDP Contact")
+		for _, want := range tc.asked {
+			if got := recv(t, trunk.asked, "TLS connection asked for"); got != want {
+				t.Errorf("%s: connected to %q, want %q", tc.dial, got, want)
+			}
+		}
+		if len(trunk.asked) != 0 {
+			t.Errorf("%s: %d more TLS connections asked for", tc.dial, len(trunk.asked))
+		}
+		if err := oc.sess.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, there.answered, "UDP Contact confirmed")
+		if err := oc.sess.Bye(ctx); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, there.byes, "BYE at the UDP Contact")
+	}
+	e.noCalls()
 }

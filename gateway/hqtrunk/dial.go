@@ -3,8 +3,10 @@ package hqtrunk
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/outpost/outpost/siptarget"
@@ -153,25 +155,60 @@ func (h *Trunk) Connect(ctx context.Context, target string) error {
 	if h == nil || h.dialer == nil {
 		return nil
 	}
-	d := h.dialer
 	g, err := siptarget.Parse(target, siptarget.UDP)
 	if err != nil || g.Transport != siptarget.TLS || !g.IsIP() {
-		return nil
-	}
-	inj := d.injector()
-	if inj == nil {
-		return nil
-	}
-	dest := g.HostPort()
-	m := d.lock(dest)
-	m.Lock()
-	defer m.Unlock()
-	if d.has(dest) {
 		return nil
 	}
 	name := h.tlsName(g.Addr.Unmap())
 	if name == "" {
 		name = g.Addr.Unmap().String() // a static IP literal: its certificate names the IP
+	}
+	return h.dial(ctx, g.HostPort(), name)
+}
+
+// ConnectRedirect opens a TLS connection to a target that HQ's redirect
+// names ("pool2.hq.example:5061", from a sips: or transport=tls Contact),
+// verified with HQ's roots for the Contact's host (RFC 5922: the name in
+// the URI; an IP literal must be in the certificate), and returns the
+// address reached ("198.18.1.21:5061"), where the B leg's requests go. A
+// host name is resolved with HQ's DNS servers, each address tried in turn.
+func (h *Trunk) ConnectRedirect(ctx context.Context, hostport string) (string, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", fmt.Errorf("tls redirect to %q: %w", hostport, err)
+	}
+	if h == nil || h.dialer == nil || h.dialer.injector() == nil {
+		return "", fmt.Errorf("tls redirect to %s: the box opens no TLS connections to HQ", hostport)
+	}
+	addrs, err := h.pools[0].res.LookupHost(ctx, host)
+	if err != nil {
+		return "", fmt.Errorf("tls redirect to %s: %w", hostport, err)
+	}
+	var errs []error
+	for _, a := range addrs {
+		dest := net.JoinHostPort(a.String(), port)
+		if err := h.dial(ctx, dest, strings.TrimSuffix(host, ".")); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return dest, nil
+	}
+	return "", errors.Join(errs...)
+}
+
+// dial hands sipgo a TLS connection to dest ("ip:port") verified for
+// name, unless it holds one already.
+func (h *Trunk) dial(ctx context.Context, dest, name string) error {
+	d := h.dialer
+	inj := d.injector()
+	if inj == nil {
+		return nil
+	}
+	m := d.lock(dest)
+	m.Lock()
+	defer m.Unlock()
+	if d.has(dest) {
+		return nil
 	}
 	cfg := &tls.Config{ServerName: name, RootCAs: h.tls.roots, MinVersion: tls.VersionTLS12}
 	if h.tls.cert != nil {
