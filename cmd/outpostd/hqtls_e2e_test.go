@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/gateway/siptest"
@@ -43,7 +46,10 @@ const (
 // upstream over TLS with digest (REGISTER sip:hq.test); that a call from
 // a branch phone (over TLS to the box) reaches a UA behind Kamailio with
 // Request-URI sip:3001@hq.test and that the box's ACK and BYE follow
-// Kamailio's Record-Route; that a call from the UA behind HQ reaches the
+// Kamailio's Record-Route; that HQ's 302 to a sips: Contact of a second
+// pool (another TLS listener, its host resolved with hq.dns_servers) is
+// followed over TLS verified for that host, and refused when the pool's
+// certificate does not name it; that a call from the UA behind HQ reaches the
 // phone through Kamailio, which opens TLS to the box and is trusted as HQ
 // (no challenge), with ACK and BYE routed back the same way; and that a
 // box whose hq.ca_pem did not sign Kamailio's certificate reports the
@@ -62,21 +68,26 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 	})
 	clientCert, clientKey := ca.Issue(t, "branch1.bench.local", x509.ExtKeyUsageClientAuth)
 	fallbackCert, fallbackKey := ca.Issue(t, "fallback.invalid", x509.ExtKeyUsageServerAuth)
+	pool2Cert, pool2Key := ca.Issue(t, "pool2.hq.test", x509.ExtKeyUsageServerAuth)
 	startKamailio(t, tp, kam, dir, map[string]string{"ca.pem": ca.PEM, "hq.pem": hqCert, "hq.key": hqKey,
-		"default.pem": fallbackCert, "default.key": fallbackKey})
+		"default.pem": fallbackCert, "default.key": fallbackKey, "pool2.pem": pool2Cert, "pool2.key": pool2Key})
 	var ua *udpUA
-	ns(func() { ua = listenUA(t, hqUAAddr, kamUDP) })
+	var zone string
+	ns(func() {
+		ua = listenUA(t, hqUAAddr, kamUDP)
+		zone = poolZone(t, kamIP, "pool2.hq.test.", "wrong.hq.test.")
+	})
 
 	doc := func(caPEM string) map[string]any {
 		return benchDoc(2, []string{"udp:127.0.0.1:0", "tls:127.0.0.1:0"}, func(m map[string]any) {
 			m["sip"].(map[string]any)["tls"] = map[string]any{"cert_pem": boxCert, "key_pem": boxKey}
 			m["dialplan"] = []map[string]any{
 				{"name": "local", "match": `^user\d{4}$`, "route": "local"},
-				{"name": "hq", "match": `^3\d{3}$`, "route": "hq"},
+				{"name": "hq", "match": `^[34]\d{3}$`, "route": "hq"},
 			}
 			m["hq"] = map[string]any{"domain": hqDomain, "targets": []string{"tls:" + kamTLS}, "transport": "tls",
 				"ca_pem": caPEM, "client_cert_pem": clientCert, "client_key_pem": clientKey,
-				"options_interval_ms": 200, "down_after": 1, "up_after": 1,
+				"dns_servers": []string{zone}, "options_interval_ms": 200, "down_after": 1, "up_after": 1,
 				"register_upstream": true, "auth_username": trunkUser, "auth_password": trunkPass}
 		})
 	}
@@ -114,9 +125,11 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 	})
 
 	sdp := "v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\nm=audio 40000 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
-	step(t, "branch to HQ", func() {
-		const uri = "sips:3001@bench.local"
-		inv := phone.request("INVITE", uri, "3001", 10, "application/sdp", sdp)
+	// inviteHQ sends the phone's INVITE for dial, answers the box's
+	// challenge, and returns the INVITE it sent with credentials (cseq+1).
+	inviteHQ := func(dial string, cseq int) *sipMsg {
+		uri := "sips:" + dial + "@bench.local"
+		inv := phone.request("INVITE", uri, dial, cseq, "application/sdp", sdp)
 		res := phone.send(t, inv)
 		for res.code == 100 {
 			res = phone.read(t)
@@ -125,34 +138,72 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 			t.Fatalf("phone's INVITE answered %q, want a challenge", res.first)
 		}
 		phone.ack4xx(t, inv, res)
-		inv = phone.request("INVITE", uri, "3001", 11, "application/sdp", sdp)
+		inv = phone.request("INVITE", uri, dial, cseq+1, "application/sdp", sdp)
 		inv.hdr = append(inv.hdr, phone.authorization(t, res, "INVITE", uri, "pw0001"))
 		phone.write(t, inv)
-
-		in := ua.expect(t, "INVITE")
-		if in.uri != "sip:3001@"+hqDomain {
-			t.Errorf("HQ got Request-URI %q, want sip:3001@%s (the target is only the next hop)", in.uri, hqDomain)
-		}
+		return inv
+	}
+	// answerAndHangUp: the UA behind HQ answers in; the phone (whose
+	// INVITE had CSeq cseq) ACKs and hangs up, both through Kamailio.
+	answerAndHangUp := func(in *sipMsg, cseq int) {
 		if rr := in.all("Record-Route"); len(rr) == 0 {
 			t.Fatalf("Kamailio did not record-route: %s", in)
 		}
 		ua.reply(t, in, 180, "Ringing", "")
 		ua.reply(t, in, 200, "OK", strings.ReplaceAll(sdp, "40000", "40010"))
-		for res = phone.read(t); res.code < 200; res = phone.read(t) {
+		res := phone.read(t)
+		for ; res.code < 200; res = phone.read(t) {
 		}
 		if res.code != 200 {
 			t.Fatalf("phone got %q, want 200", res.first)
 		}
-		phone.write(t, phone.inDialog("ACK", res, 11))
+		phone.write(t, phone.inDialog("ACK", res, cseq))
 		ack := ua.expect(t, "ACK")
 		kamailioHop(t, ack)
-		phone.write(t, phone.inDialog("BYE", res, 12))
+		phone.write(t, phone.inDialog("BYE", res, cseq+1))
 		bye := ua.expect(t, "BYE")
 		kamailioHop(t, bye)
 		ua.reply(t, bye, 200, "OK", "")
 		if r := phone.read(t); r.code != 200 {
 			t.Fatalf("phone's BYE answered %q", r.first)
 		}
+	}
+
+	step(t, "branch to HQ", func() {
+		inviteHQ("3001", 10)
+		in := ua.expect(t, "INVITE")
+		if in.uri != "sip:3001@"+hqDomain {
+			t.Errorf("HQ got Request-URI %q, want sip:3001@%s (the target is only the next hop)", in.uri, hqDomain)
+		}
+		answerAndHangUp(in, 11)
+	})
+
+	step(t, "HQ redirects to a TLS pool", func() {
+		// wrong.hq.test resolves to the pool, whose certificate names
+		// pool2.hq.test only: the box refuses the connection, and the
+		// caller gets a failure instead of a call to an unverified peer.
+		inv := inviteHQ("4002", 20)
+		res := phone.read(t)
+		for ; res.code < 200; res = phone.read(t) {
+		}
+		if res.code < 400 {
+			t.Fatalf("redirect to a host the certificate does not name answered %q, want a failure", res.first)
+		}
+		phone.ack4xx(t, inv, res)
+		if strings.Contains(kamLog.String(), "INVITE sips:3001@wrong.hq.test") {
+			t.Errorf("the box called a pool whose certificate does not name it:\n%s", tail(kamLog.String(), 4096))
+		}
+		// pool2.hq.test: resolved with hq.dns_servers, verified for that
+		// name (SNI), called over TLS with the Contact as Request-URI.
+		inviteHQ("4001", 30)
+		in := ua.expect(t, "INVITE")
+		if in.uri != "sips:3001@pool2.hq.test:5062" {
+			t.Errorf("the pool got Request-URI %q, want the 302's Contact", in.uri)
+		}
+		if !kamLogged("hq: INVITE sips:3001@pool2.hq.test:5062 via tls from 127.0.0.1") {
+			t.Errorf("Kamailio's second pool saw no INVITE over TLS:\n%s", tail(kamLog.String(), 4096))
+		}
+		answerAndHangUp(in, 31)
 	})
 
 	step(t, "HQ to branch", func() {
@@ -213,6 +264,29 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 	d.stop()
 }
 
+// poolZone serves A records pointing names at ip from a real miekg/dns
+// server on 127.0.0.1 (in the caller's namespace); it returns its address.
+func poolZone(t *testing.T, ip string, names ...string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := dns.NewServeMux()
+	mux.HandleFunc(".", func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		for _, q := range r.Question {
+			if q.Qtype == dns.TypeA && slices.Contains(names, strings.ToLower(q.Name)) {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})
+	serveDNS(t, pc, mux)
+	return pc.LocalAddr().String()
+}
+
 // kamailioHop checks that an in-dialog request from the box reached the UA
 // through Kamailio (its Via on top, the box's below): the box honoured the
 // Record-Route.
@@ -261,7 +335,7 @@ func startKamailio(t *testing.T, tp *netnstest.Topology, bin, dir string, pems m
 			t.Fatal(err)
 		}
 	}
-	r := strings.NewReplacer("@DIR@", kdir, "@IP@", kamIP, "@TLSPORT@", "5061", "@UDPPORT@", "5060",
+	r := strings.NewReplacer("@DIR@", kdir, "@IP@", kamIP, "@TLSPORT@", "5061", "@TLSPORT2@", "5062", "@UDPPORT@", "5060",
 		"@UAS@", hqUAAddr, "@USERNAME@", trunkUser, "@PASSWORD@", trunkPass)
 	for _, name := range []string{"hq-tls.cfg", "tls.cfg"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "kamailio", name))
