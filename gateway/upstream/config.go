@@ -31,6 +31,15 @@ type Connector interface {
 	Connect(ctx context.Context, target string) error
 }
 
+// TLSRedirector is a Trunk that opens the TLS connection to a registrar a
+// 3xx names by host ("pool2.hq.example:5061"): resolved with HQ's DNS and
+// verified for that host with HQ's trust; it returns the address reached
+// ("ip:port"), where the REGISTER goes. Without one, sipgo resolves and
+// dials such a host itself.
+type TLSRedirector interface {
+	ConnectRedirect(ctx context.Context, hostport string) (string, error)
+}
+
 // Pool is a Trunk that also gives the resolved registrars with their SRV
 // priority and health, so that each user keeps one registrar of its own
 // (sticky, by rendezvous hashing: see the package doc). A Trunk that is

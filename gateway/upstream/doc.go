@@ -72,7 +72,9 @@
 // lower q), kept for this, and only when none is left back to the normal
 // order, within the same job; any other
 // failure is retried later from the normal order. Redirect targets are
-// not the Trunk's and are not reported to it.
+// not the Trunk's and are not reported to it. A TLS Contact named by host
+// (a Lync pool on 5061) is connected through the Trunk when it is a
+// TLSRedirector (the gateway's HQ trunk: HQ's DNS and TLS trust).
 //
 // # Digest and expiry
 //

@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -205,6 +207,56 @@ func TestRedirectBackupContactAtOnce(t *testing.T) {
 		}
 		if e := entryOf(t, ag, "1001"); e.State != StateRegistered || e.Target != "udp:"+hqC || !e.Redirected {
 			t.Fatalf("status: %+v", e)
+		}
+	})
+}
+
+// tlsTrunk is a trunk that opens TLS connections to registrars a 3xx
+// names by host: each host:port it knows leads to an address in the net.
+type tlsTrunk struct {
+	trunk
+	to    map[string]string // "host:port" → "ip:port"
+	asked []string
+}
+
+func (s *tlsTrunk) ConnectRedirect(_ context.Context, hostport string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, hostport)
+	if d, ok := s.to[hostport]; ok {
+		return d, nil
+	}
+	return "", errors.New("tls: handshake refused")
+}
+
+// A Director's 302 to a sips: pool by name: the REGISTER and its refresh
+// go over the connection the trunk opened for that name (its default
+// TLS port), to the address it reached; the user stays at the pool's
+// name.
+func TestRedirectToTLSPoolByName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newHQ(t, "A", time.Hour), newHQ(t, "B", time.Hour)
+		a.redirect = "<sips:pool2.hq.example>"
+		tr := &tlsTrunk{trunk: trunk{targets: []string{"udp:" + hqA}}, to: map[string]string{"pool2.hq.example:5061": hqB}}
+		ag := start(t, fakeNet{hqA: a, hqB: b}, Config{Trunk: tr, Expires: 120 * time.Second})
+		ag.Set("1001")
+		settle(0)
+		if got := summary(b.records()); got != "1001 401 e=120; 1001 200 e=120 nc=1" {
+			t.Fatalf("the pool saw %s", got)
+		}
+		e := entryOf(t, ag, "1001")
+		if e.State != StateRegistered || e.Target != "tls:pool2.hq.example:5061" || !e.Redirected {
+			t.Fatalf("status %+v", e)
+		}
+		settle(88 * time.Second)
+		if got := summary(b.records()[2:]); got != "1001 200 e=120 nc=2" {
+			t.Fatalf("refresh at the pool: %s", got)
+		}
+		tr.mu.Lock()
+		asked := strings.Join(tr.asked, " ")
+		tr.mu.Unlock()
+		if asked != "pool2.hq.example:5061 pool2.hq.example:5061" {
+			t.Errorf("TLS connections asked for %q, want the pool's name twice", asked)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -275,7 +277,13 @@ func (a *Agent) attempt(ctx context.Context, j *job, t target, o op) result {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
-	if c, ok := s.trunk.(Connector); ok {
+	if c, ok := s.trunk.(TLSRedirector); ok && t.transport == "TLS" && !hostIsIP(t.dest) {
+		dest, err := c.ConnectRedirect(actx, t.dest)
+		if err != nil {
+			return result{err: err, target: t.name}
+		}
+		t.dest = dest
+	} else if c, ok := s.trunk.(Connector); ok {
 		if err := c.Connect(actx, t.name); err != nil {
 			return result{err: err, target: t.name}
 		}
@@ -417,8 +425,8 @@ func headerSeconds(res *sip.Response, name string) int {
 // URI or transport=tls means TLS, transport=tcp TCP, else def (the
 // transport of targets given without one); no port means the
 // transport's default (5060, 5061 for TLS). A host name is sent to as
-// is (sipgo looks up its A/AAAA records). Contacts that are not SIP URIs
-// are skipped.
+// is (sipgo looks up its A/AAAA records), except over TLS through a
+// TLSRedirector. Contacts that are not SIP URIs are skipped.
 func movedTo(res *sip.Response, def siptarget.Transport) []target {
 	type moved struct {
 		t target
@@ -482,4 +490,11 @@ func movedTo(res *sip.Response, def siptarget.Transport) []target {
 		out[i] = m.t
 	}
 	return out
+}
+
+// hostIsIP reports whether "host:port" names an IP literal.
+func hostIsIP(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	_, perr := netip.ParseAddr(host)
+	return err == nil && perr == nil
 }
