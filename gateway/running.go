@@ -12,6 +12,7 @@ import (
 	"github.com/outpost/outpost/gateway/hqtrunk"
 	"github.com/outpost/outpost/gateway/listen"
 	"github.com/outpost/outpost/gateway/pool"
+	"github.com/outpost/outpost/gateway/upstream"
 	"github.com/outpost/outpost/mode"
 )
 
@@ -68,6 +69,14 @@ func (s *Server) newRunning(cfg Config, ls listen.Set, old *running) (*running, 
 	}
 	return r, nil
 }
+
+// The HQ trunk prepares the B legs' and upstream REGISTERs' TLS connections.
+var (
+	_ b2bua.Connector        = (*hqtrunk.Trunk)(nil)
+	_ b2bua.TLSRedirector    = (*hqtrunk.Trunk)(nil)
+	_ upstream.Connector     = (*hqtrunk.Trunk)(nil)
+	_ upstream.TLSRedirector = (*hqtrunk.Trunk)(nil)
+)
 
 // b2buaConfig is the B2BUA's configuration under r: its HQ trunk, PSTN
 // gateways and health, the listeners its legs leave from and the pool's

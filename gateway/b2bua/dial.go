@@ -90,8 +90,8 @@ type target struct {
 	contact  bool // a registered contact (named by its URI in CDRs)
 	// viaHQ: an HQ target, or reached by redirects from one; only such a
 	// redirect is followed over TLS (the box's TLS client trust is HQ's).
-	viaHQ bool
-	signed   bool // another registrar pool member: Config.SignPool signs the INVITE
+	viaHQ  bool
+	signed bool // another registrar pool member: Config.SignPool signs the INVITE
 	// laddr is the UDP listener the leg leaves from: a contact's
 	// registration listener (Contact.Local), else the one facing dest
 	// (Config.LocalFor); nil = the call's default (Config.LocalAddr or the
