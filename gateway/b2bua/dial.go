@@ -249,21 +249,25 @@ type ringer struct {
 func (b *B2BUA) targets(ctx context.Context, set *Settings, d dialplan.Decision) ([]target, error) {
 	ts, err := b.targetsOf(ctx, set, d)
 	for i := range ts {
-		t := &ts[i]
-		if t.dest == "" || t.laddr != nil {
-			continue
-		}
-		if f := set.cfg.StreamFor; f != nil && !strings.EqualFold(t.transport, "UDP") {
-			if a := f(t.transport, t.dest); a != nil {
-				t.laddr, t.stream = a, true
-				continue
-			}
-		}
-		if f := set.cfg.LocalFor; f != nil {
-			t.laddr = f(t.dest)
+		if t := &ts[i]; t.dest != "" && t.laddr == nil {
+			set.face(t)
 		}
 	}
 	return ts, err
+}
+
+// face sets the listener a leg to t leaves from: the TCP or TLS listener
+// facing t.dest (StreamFor), else the UDP one (LocalFor).
+func (set *Settings) face(t *target) {
+	if f := set.cfg.StreamFor; f != nil && !strings.EqualFold(t.transport, "UDP") {
+		if a := f(t.transport, t.dest); a != nil {
+			t.laddr, t.stream = a, true
+			return
+		}
+	}
+	if f := set.cfg.LocalFor; f != nil {
+		t.laddr = f(t.dest)
+	}
 }
 
 func (b *B2BUA) targetsOf(ctx context.Context, set *Settings, d dialplan.Decision) ([]target, error) {
@@ -614,13 +618,7 @@ func (r *ringer) redirectTarget(from target, u sip.Uri) (target, bool) {
 	}
 	t := target{uri: uri, user: user, transport: tr, dest: net.JoinHostPort(u.Host, strconv.Itoa(port)), hops: from.hops + 1,
 		failover: from.failover, viaHQ: from.viaHQ}
-	if f := r.set.cfg.StreamFor; f != nil && tr != "UDP" {
-		if a := f(tr, t.dest); a != nil {
-			t.laddr, t.stream = a, true
-		}
-	} else if f := r.set.cfg.LocalFor; f != nil {
-		t.laddr = f(t.dest)
-	}
+	r.set.face(&t)
 	return t, true
 }
 

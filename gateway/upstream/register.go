@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,7 +275,7 @@ func (a *Agent) attempt(ctx context.Context, j *job, t target, o op) result {
 	actx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
-	if c, ok := s.trunk.(TLSRedirector); ok && t.transport == "TLS" && !hostIsIP(t.dest) {
+	if c, ok := s.trunk.(TLSRedirector); ok && t.transport == "TLS" && !isIPTarget(t.name) {
 		dest, err := c.ConnectRedirect(actx, t.dest)
 		if err != nil {
 			return result{err: err, target: t.name}
@@ -492,9 +490,9 @@ func movedTo(res *sip.Response, def siptarget.Transport) []target {
 	return out
 }
 
-// hostIsIP reports whether "host:port" names an IP literal.
-func hostIsIP(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	_, perr := netip.ParseAddr(host)
-	return err == nil && perr == nil
+// isIPTarget reports whether a target ("tls:198.18.1.20:5061") names an
+// IP literal.
+func isIPTarget(name string) bool {
+	g, err := siptarget.Parse(name, siptarget.UDP)
+	return err == nil && g.IsIP()
 }
