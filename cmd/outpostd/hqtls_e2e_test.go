@@ -264,27 +264,15 @@ func TestHQOverTLSWithKamailio(t *testing.T) {
 	d.stop()
 }
 
-// poolZone serves A records pointing names at ip from a real miekg/dns
-// server on 127.0.0.1 (in the caller's namespace); it returns its address.
+// poolZone serves A records pointing names at ip (serveZone).
 func poolZone(t *testing.T, ip string, names ...string) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := dns.NewServeMux()
-	mux.HandleFunc(".", func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		for _, q := range r.Question {
-			if q.Qtype == dns.TypeA && slices.Contains(names, strings.ToLower(q.Name)) {
-				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
-			}
+	return serveZone(t, func(q dns.Question) []dns.RR {
+		if q.Qtype != dns.TypeA || !slices.Contains(names, strings.ToLower(q.Name)) {
+			return nil
 		}
-		_ = w.WriteMsg(m)
+		return []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)}}
 	})
-	serveDNS(t, pc, mux)
-	return pc.LocalAddr().String()
 }
 
 // kamailioHop checks that an in-dialog request from the box reached the UA

@@ -11,32 +11,39 @@ import (
 )
 
 // hqZone serves _sip._udp.hq.test with two SRV priorities: hqa (10,
-// 127.0.0.91) before hqb (20, 127.0.0.92), from a real miekg/dns server
-// on loopback; it returns the server's address.
+// 127.0.0.91) before hqb (20, 127.0.0.92); it returns the server's address.
 func hqZone(t *testing.T) string {
+	t.Helper()
+	return serveZone(t, func(q dns.Question) []dns.RR {
+		hdr := dns.RR_Header{Name: q.Name, Rrtype: q.Qtype, Class: dns.ClassINET, Ttl: 60}
+		switch {
+		case q.Qtype == dns.TypeSRV && q.Name == "_sip._udp.hq.test.":
+			return []dns.RR{&dns.SRV{Hdr: hdr, Priority: 10, Weight: 10, Port: 5060, Target: "hqa.hq.test."},
+				&dns.SRV{Hdr: hdr, Priority: 20, Weight: 10, Port: 5060, Target: "hqb.hq.test."}}
+		case q.Qtype == dns.TypeA && q.Name == "hqa.hq.test.":
+			return []dns.RR{&dns.A{Hdr: hdr, A: net.ParseIP("127.0.0.91")}}
+		case q.Qtype == dns.TypeA && q.Name == "hqb.hq.test.":
+			return []dns.RR{&dns.A{Hdr: hdr, A: net.ParseIP("127.0.0.92")}}
+		}
+		return nil
+	})
+}
+
+// serveZone runs a real miekg/dns server on 127.0.0.1 (in the caller's
+// namespace) that answers each question with answer's records until the
+// test ends; it returns the server's address.
+func serveZone(t *testing.T, answer func(q dns.Question) []dns.RR) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := dns.NewServeMux()
-	mux.HandleFunc("hq.test.", func(w dns.ResponseWriter, r *dns.Msg) {
+	mux.HandleFunc(".", func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg)
 		m.SetReply(r)
-		hdr := func(name string, typ uint16) dns.RR_Header {
-			return dns.RR_Header{Name: name, Rrtype: typ, Class: dns.ClassINET, Ttl: 60}
-		}
 		for _, q := range r.Question {
-			switch {
-			case q.Qtype == dns.TypeSRV && q.Name == "_sip._udp.hq.test.":
-				m.Answer = append(m.Answer,
-					&dns.SRV{Hdr: hdr(q.Name, dns.TypeSRV), Priority: 10, Weight: 10, Port: 5060, Target: "hqa.hq.test."},
-					&dns.SRV{Hdr: hdr(q.Name, dns.TypeSRV), Priority: 20, Weight: 10, Port: 5060, Target: "hqb.hq.test."})
-			case q.Qtype == dns.TypeA && q.Name == "hqa.hq.test.":
-				m.Answer = append(m.Answer, &dns.A{Hdr: hdr(q.Name, dns.TypeA), A: net.ParseIP("127.0.0.91")})
-			case q.Qtype == dns.TypeA && q.Name == "hqb.hq.test.":
-				m.Answer = append(m.Answer, &dns.A{Hdr: hdr(q.Name, dns.TypeA), A: net.ParseIP("127.0.0.92")})
-			}
+			m.Answer = append(m.Answer, answer(q)...)
 		}
 		_ = w.WriteMsg(m)
 	})
