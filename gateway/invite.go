@@ -22,7 +22,9 @@ import (
 // local user. A call from an HQ target's address goes to the extension in
 // its Request-URI. Any other caller must be a local user who authenticates as
 // the user in its From header (the PSTN is reachable from here, so an open
-// INVITE would be toll fraud); its call is routed by the dial plan.
+// INVITE would be toll fraud); its call is routed by the dial plan. While
+// a pool member drains, a new call goes to the member its user now
+// registers at (movedCall); a member's own call does not move.
 func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	run := s.now.Load() // the one push this call is trusted, routed and dialled under
 	if s.refused(run, req, tx) {
@@ -68,6 +70,9 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 			s.respond(run, tx, sip.NewResponseFromRequest(req, sip.StatusNotFound, "Not Found", nil))
 			return
 		}
+		if s.movedCall(run, req, tx, ext) {
+			return
+		}
 		s.b2b.InboundInvite(req, tx, pol, dialplan.Decision{Number: did, Target: ext, Route: dialplan.RouteLocal,
 			Rule: "inbound", RuleIndex: rule, Explain: "inbound DID " + did + " -> " + ext})
 		return
@@ -80,6 +85,9 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 		// HQ calls a branch user it knows through upstream registration:
 		// the Request-URI user is the extension (the box is its Contact).
 		ext := req.Recipient.User
+		if s.movedCall(run, req, tx, ext) {
+			return
+		}
 		s.b2b.InboundInvite(req, tx, pol, dialplan.Decision{Number: ext, Target: ext, Route: dialplan.RouteLocal,
 			Rule: "from-hq", Explain: "call from HQ to extension " + ext})
 		return
@@ -89,6 +97,9 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 			s.respond(run, tx, res)
 			return
 		}
+	}
+	if from := req.From(); from != nil && s.movedCall(run, req, tx, from.Address.User) {
+		return
 	}
 	s.b2b.Invite(req, tx, pol)
 }

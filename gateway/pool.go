@@ -10,6 +10,7 @@ import (
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/pool"
+	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/siptarget"
 )
 
@@ -76,32 +77,73 @@ func (pp *poolPart) swap(s *Server, next *pool.Pool) {
 // another member, its URI and then its backup's (this box, often). A
 // member that drains hands its own users over: to their backup.
 func (s *Server) redirect(aor string) []string {
+	var uris []string
+	for _, m := range s.movedTo(aor) {
+		uris = append(uris, memberURI(m.Target, ""))
+	}
+	return uris
+}
+
+// movedTo is where user's registration belongs instead of here, preferred
+// first (none = here).
+func (s *Server) movedTo(user string) []pool.Member {
 	p := s.now.Load().pool
 	if p == nil {
 		return nil
 	}
 	draining, _ := s.Draining()
-	m, away := p.Redirect(aor)
+	m, away := p.Redirect(user)
 	if !away {
 		if !draining {
 			return nil
 		}
-		b, ok := p.Backup(aor)
+		b, ok := p.Backup(user)
 		if !ok {
 			return nil // no other member serves: stay here
 		}
-		return []string{memberURI(b.Target)}
+		return []pool.Member{b}
 	}
-	uris := []string{memberURI(m.Target)}
-	if b, ok := p.Backup(aor); ok && !(draining && b.Name == p.Self().Name) {
-		uris = append(uris, memberURI(b.Target))
+	out := []pool.Member{m}
+	if b, ok := p.Backup(user); ok && !(draining && b.Name == p.Self().Name) {
+		out = append(out, b)
 	}
-	return uris
+	return out
 }
 
-// memberURI is a member's SIP URI, as a 301 Contact names it.
-func memberURI(t siptarget.Target) string {
-	u := "sip:" + t.HostPort()
+// movedCall answers a new call while this member drains: 302 to where the
+// registration of the user it is for goes (movedTo), its Request-URI kept,
+// so the call is set up there instead of refused. The user is the callee
+// of a trunk's call and the caller of a phone's: the member the phone now
+// registers at places its calls. It reports whether it answered; when
+// no other member serves (or the box does not drain), the B2BUA refuses
+// the call with 503 and a Retry-After.
+func (s *Server) movedCall(run *running, req *sip.Request, tx sip.ServerTransaction, user string) bool {
+	if run.pool == nil {
+		return false
+	}
+	if draining, _ := s.Draining(); !draining {
+		return false
+	}
+	to := s.movedTo(user)
+	if len(to) == 0 {
+		return false
+	}
+	uris := make([]string, len(to))
+	for i, m := range to {
+		uris[i] = memberURI(m.Target, req.Recipient.User)
+	}
+	s.respond(run, tx, registrar.Redirect(req, sip.StatusMovedTemporarily, "Moved Temporarily", uris))
+	return true
+}
+
+// memberURI is a member's SIP URI, as a 301 or 302 Contact names it, with
+// user (none for a registrar's).
+func memberURI(t siptarget.Target, user string) string {
+	u := "sip:"
+	if user != "" {
+		u += user + "@"
+	}
+	u += t.HostPort()
 	if t.Transport != siptarget.UDP {
 		u += ";transport=" + string(t.Transport)
 	}

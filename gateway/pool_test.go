@@ -10,6 +10,7 @@ import (
 
 	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/pool"
+	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/siptarget"
 )
 
@@ -94,5 +95,58 @@ func TestPoolRedirectAndPeers(t *testing.T) {
 		if got := s.redirect(ext); !slices.Equal(got, []string{"sip:198.18.60.2:5060"}) {
 			t.Errorf("%s while box-a drains: redirect = %q, want box-b", ext, got)
 		}
+		// Its calls go there too, the Request-URI's user kept.
+		if to := s.movedTo(ext); len(to) != 1 || memberURI(to[0].Target, "5551234") != "sip:5551234@198.18.60.2:5060" {
+			t.Errorf("%s while box-a drains: its calls move to %+v, want box-b", ext, to)
+		}
+	}
+}
+
+// A member's 2xx to a REGISTER of a user whose home is another member
+// says that this box serves it as backup; the user's own home says
+// nothing, and neither does a de-registration's answer.
+func TestBackupWarning(t *testing.T) {
+	s := testPoolServer(t)
+	run := s.now.Load()
+	run.cfg.Warning.Agent = "branch-1"
+	answer := func(user string, bound bool) *sip.Response {
+		req := sip.NewRequest(sip.REGISTER, sip.Uri{Scheme: "sip", Host: "bench.local"})
+		req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: "bench.local"}})
+		req.AppendHeader(&sip.CSeqHeader{SeqNo: 1, MethodName: sip.REGISTER})
+		res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil)
+		if bound {
+			res.AppendHeader(&sip.ContactHeader{Address: sip.Uri{Scheme: "sip", User: user, Host: "198.18.60.20"}})
+		}
+		return res
+	}
+	var homedHere, homedAway string
+	for _, u := range []string{"1001", "1002", "1003", "1004", "1005", "1006"} {
+		if run.pool.Order(u)[0].Name == "box-a" {
+			homedHere = u
+		} else {
+			homedAway = u
+		}
+	}
+	if homedHere == "" || homedAway == "" {
+		t.Fatal("the test's users are all homed at one member")
+	}
+	want := `399 branch-1 "Backup registrar box-a: home registrar box-b out of service"`
+	if got := run.backupWarning(answer(homedAway, true)); got != want {
+		t.Errorf("served as backup: %q, want %q", got, want)
+	}
+	res := answer(homedAway, true)
+	run.warn(res, mode.Normal)
+	if ws := res.GetHeaders("Warning"); len(ws) != 1 || ws[0].Value() != want {
+		t.Errorf("warn in normal mode: Warning %v, want %q", ws, want)
+	}
+	if got := run.backupWarning(answer(homedHere, true)); got != "" {
+		t.Errorf("served at home: %q", got)
+	}
+	if got := run.backupWarning(answer(homedAway, false)); got != "" {
+		t.Errorf("de-registered: %q", got)
+	}
+	run.cfg.Warning.Off = true
+	if got := run.backupWarning(answer(homedAway, true)); got != "" {
+		t.Errorf("warnings off: %q", got)
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net"
 	"strings"
 
@@ -39,15 +40,20 @@ const DefaultWarningText = "Survivable mode: limited service"
 // mode but survivable, or when disabled. It is worked out per response,
 // so a mode change (SetMode) or a push applies to the next answer.
 func (r *running) warning(m mode.Mode) string {
-	if m != mode.Survivable {
+	if m != mode.Survivable || r.cfg.Warning.Off {
 		return ""
 	}
+	text := r.cfg.Warning.Text
+	if text == "" {
+		text = DefaultWarningText
+	}
+	return r.warningValue(text)
+}
+
+// warningValue is a 399 Warning of this box with text.
+func (r *running) warningValue(text string) string {
 	cfg := r.cfg
-	w := cfg.Warning
-	if w.Off {
-		return ""
-	}
-	agent := w.Agent
+	agent := cfg.Warning.Agent
 	if agent == "" {
 		agent = "outpost"
 		if len(cfg.Listen) > 0 {
@@ -61,25 +67,55 @@ func (r *running) warning(m mode.Mode) string {
 			}
 		}
 	}
-	text := w.Text
-	if text == "" {
-		text = DefaultWarningText
-	}
 	// RFC 3261 §25.1: quoted-string; escape what would end it.
 	text = strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(text)
 	return "399 " + agent + ` "` + text + `"`
 }
 
+// backupWarning is the Warning of a pool member's 2xx to a REGISTER of a
+// user it serves as backup (its first member is another one), in any
+// mode: the phone shows that its home registrar is out of service. "" =
+// none due.
+func (r *running) backupWarning(res *sip.Response) string {
+	p := r.pool
+	if p == nil || r.cfg.Warning.Off || res.StatusCode/100 != 2 || res.Contact() == nil {
+		return "" // no pool, off, or no binding left (a de-registration)
+	}
+	to := res.To()
+	if to == nil {
+		return ""
+	}
+	if msr := r.cfg.Registrar.MSR; msr != nil && to.Address.User == msr.User.Extension {
+		return "" // the media servers' account is not a pool user
+	}
+	home := p.Order(to.Address.User)[0].Name
+	if self := p.Self().Name; home != self {
+		return r.warningValue(fmt.Sprintf(BackupWarningText, self, home))
+	}
+	return ""
+}
+
+// BackupWarningText is the warn-text of backupWarning: this member's and
+// the user's home member's names.
+const BackupWarningText = "Backup registrar %s: home registrar %s out of service"
+
 // warn adds the survivable Warning to a final response to REGISTER or
-// INVITE (other methods and provisional responses are left alone).
+// INVITE (other methods and provisional responses are left alone), and to
+// a REGISTER's 2xx the backup Warning.
 func (r *running) warn(res *sip.Response, m mode.Mode) {
 	if res.StatusCode < 200 {
 		return
 	}
-	if cs := res.CSeq(); cs == nil || cs.MethodName != sip.REGISTER && cs.MethodName != sip.INVITE {
+	cs := res.CSeq()
+	if cs == nil || cs.MethodName != sip.REGISTER && cs.MethodName != sip.INVITE {
 		return
 	}
 	if w := r.warning(m); w != "" {
 		res.AppendHeader(sip.NewHeader("Warning", w))
+	}
+	if cs.MethodName == sip.REGISTER {
+		if w := r.backupWarning(res); w != "" {
+			res.AppendHeader(sip.NewHeader("Warning", w))
+		}
 	}
 }

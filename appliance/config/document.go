@@ -79,7 +79,8 @@ type SIP struct {
 	// 399, warn-agent = site.name) the box adds to its answers to REGISTER
 	// and INVITE while in survivable mode.
 	SurvivableWarning string `json:"survivable_warning,omitempty"`
-	// SurvivableWarningOff drops the survivable Warning header altogether.
+	// SurvivableWarningOff drops the survivable Warning header altogether,
+	// and a pool member's Warning to the phones it serves as backup.
 	SurvivableWarningOff bool `json:"survivable_warning_off,omitempty"`
 	// TLS is the certificate the tls: listeners present to phones.
 	TLS SIPTLS `json:"tls,omitzero"`

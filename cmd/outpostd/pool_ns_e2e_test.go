@@ -151,6 +151,12 @@ func memberOf(s api.Status, member string) (api.PoolMember, bool) {
 // sending every first REGISTER to member.
 func (l *poolLAN) registerVia(t *testing.T, member, ip string, users []string, extra ...string) (string, error) {
 	t.Helper()
+	return l.registerWith(t, "reg_pool.xml", member, ip, users, extra...)
+}
+
+// registerWith is registerVia with another registration scenario.
+func (l *poolLAN) registerWith(t *testing.T, scenario, member, ip string, users []string, extra ...string) (string, error) {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString("SEQUENTIAL\n")
 	for _, u := range users {
@@ -161,18 +167,24 @@ func (l *poolLAN) registerVia(t *testing.T, member, ip string, users []string, e
 		t.Fatal(err)
 	}
 	args := append([]string{"-i", ip, "-p", "5060"}, extra...)
-	return sippIn(t, l.tp.NS("phone"), "reg_pool.xml", memberIP(member)+":5060", csv, len(users), l.rate(), args...)
+	return sippIn(t, l.tp.NS("phone"), scenario, memberIP(member)+":5060", csv, len(users), l.rate(), args...)
 }
 
 // call places one call from user caller through member to callee.
 func (l *poolLAN) call(t *testing.T, member, caller, callee string) error {
+	t.Helper()
+	return l.callWith(t, "uac_call.xml", member, caller, callee)
+}
+
+// callWith is call with another caller scenario.
+func (l *poolLAN) callWith(t *testing.T, scenario, member, caller, callee string) error {
 	t.Helper()
 	csv := filepath.Join(t.TempDir(), "caller.csv")
 	line := fmt.Sprintf("SEQUENTIAL\n%s;[authentication username=%s password=pw%s];0;%s\n", caller, caller, strings.TrimPrefix(caller, "user"), callee)
 	if err := os.WriteFile(csv, []byte(line), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := sippIn(t, l.tp.NS("phone"), "uac_call.xml", memberIP(member)+":5060", csv, 1, 10, "-i", poolCaller, "-p", "5060", "-recv_timeout", "4000")
+	out, err := sippIn(t, l.tp.NS("phone"), scenario, memberIP(member)+":5060", csv, 1, 10, "-i", poolCaller, "-p", "5060", "-recv_timeout", "4000")
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(out, 1500))
 	}
@@ -448,7 +460,10 @@ func TestPoolRegistrationRate(t *testing.T) {
 // its users over. Its OPTIONS answers turn 503, so the other members take
 // it out of service; its users' refreshes are answered 301 to their
 // backup, where they register; its drain status counts the users still
-// registered there and says drained when none is left.
+// registered there and says drained when none is left. A new call from
+// one of them that still reaches it is redirected (302) to the member the
+// phone now registers at, where it goes through; that member's answers
+// to the phone's refreshes say it serves as backup.
 func TestPoolDrainHandsUsersOver(t *testing.T) {
 	needSIPp(t)
 	const users = 30
@@ -478,6 +493,20 @@ func TestPoolDrainHandsUsersOver(t *testing.T) {
 	if len(aUsers) == 0 {
 		t.Fatal("no user is homed at box-a")
 	}
+	callee := ""
+	for i := range users {
+		if u := userName(i); order(u)[0] == "box-b" {
+			callee = u
+			break
+		}
+	}
+	if callee == "" {
+		t.Fatal("no user is homed at box-b")
+	}
+	answering := &phone{l: l, user: callee}
+	if err := answering.register(t, "box-b"); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := l.registerVia(t, "box-a", poolPhones, aUsers); err != nil {
 		t.Fatalf("box-a's users at box-a: %v\n%s", err, tail(out, 2000))
 	}
@@ -506,5 +535,12 @@ func TestPoolDrainHandsUsersOver(t *testing.T) {
 	}
 	if backups != len(aUsers) {
 		t.Errorf("box-a's %d users served as backup elsewhere: %d", len(aUsers), backups)
+	}
+	caller := aUsers[0]
+	if out, err := l.registerWith(t, "reg_backup.xml", order(caller)[1], poolPhones, []string{caller}); err != nil {
+		t.Errorf("%s refreshing at its backup %s: %v\n%s", caller, order(caller)[1], err, tail(out, 2000))
+	}
+	if err := l.callWith(t, "uac_moved.xml", "box-a", caller, callee); err != nil {
+		t.Errorf("%s calling %s through box-a while it drains: %v", caller, callee, err)
 	}
 }

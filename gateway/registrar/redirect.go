@@ -40,11 +40,16 @@ func (r *Registrar) redirectFor(aor string) []string {
 	return (*f)(aor)
 }
 
-// moved answers 301 with the other registrars' Contacts, the first
-// preferred (q 1.0, then 0.5, 0.4, …).
+// moved answers 301 with the other registrars' Contacts.
 func (r *Registrar) moved(req *sip.Request, uris []string) *sip.Response {
 	r.stats.redirected.Add(1)
-	res := reply(req, sip.StatusMovedPermanently, "Moved Permanently")
+	return Redirect(req, sip.StatusMovedPermanently, "Moved Permanently", uris)
+}
+
+// Redirect is a 3xx answer (code) to req with a Contact for each of uris,
+// the first preferred (q 1.0, then 0.5, 0.4, …).
+func Redirect(req *sip.Request, code int, reason string, uris []string) *sip.Response {
+	res := reply(req, code, reason)
 	for i, uri := range uris {
 		q := "1.0"
 		if i > 0 {
