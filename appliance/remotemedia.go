@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"net/netip"
@@ -8,52 +9,104 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/gateway/b2bua"
+	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/media/mscclient"
 	"github.com/outpost/outpost/media/selection"
 )
 
 // anchorMedia is the B2BUA's MediaFunc. When the box anchors a call
-// (mediaPart's policy) it chooses where, as docs/design.md §1 says: among its own
-// media resources and those other boxes' MSRs registered here
-// (media/selection, chooseMedia). Its own wins → the local relay, as
-// before; another box's MSR wins → the B2BUA sets the media up there
+// (mediaPart's policy) it chooses where, as docs/design.md §1 says: among
+// its own media resources and those other boxes' MSRs registered here
+// (media/selection, chooseMedia), for each leg from that leg's zone and
+// site (the user's or trunk's, else the box's). Its own wins → the local
+// relay; another box's MSR wins → the B2BUA sets the media up there
 // (b2bua.RemoteAnchor: an INVITE per leg to that MSR's UA and a join on
 // its control channel), falling back to the local relay when that fails.
-func (a *App) anchorMedia(callID string, legA, legB netip.Addr, onDead func(reason string)) (b2bua.Anchor, error) {
-	local := func() (b2bua.Anchor, error) { return a.media.anchor(callID, legA, legB, onDead) }
-	if a.msr == nil || !a.media.anchors(legA, legB) {
+// When the legs' choices differ, each leg is anchored on its own and the
+// two are bridged (b2bua.ChainAnchor).
+func (a *App) anchorMedia(br b2bua.Bridge, onDead func(reason string)) (b2bua.Anchor, error) {
+	local := func() (b2bua.Anchor, error) { return a.media.anchor(br.CallID, br.A, br.B, onDead) }
+	if a.msr == nil || !a.media.anchors(br.A, br.B) {
 		return local()
 	}
 	parts := a.running().parts
 	own := a.msr.agent.Resources()
+	legs := [2]selection.Request{parts.Places.request(br.EndA, parts.Local), parts.Places.request(br.EndB, parts.Local)}
 	a.msr.mu.Lock()
-	e, ctl, ok := chooseMedia(own, a.msr.table.Snapshot(), parts.Local, parts.Selection, a.msr.table.Active, a.msr.rnd, time.Now())
+	ch := chooseMedia(own, a.msr.table.Snapshot(), parts.Local, legs, parts.Selection, a.msr.table.Active, a.msr.rnd, time.Now())
 	a.msr.mu.Unlock()
-	if !ok {
+	on := func(c mediaChoice) b2bua.Anchor {
+		m := b2bua.RemoteMSR{Name: c.Entry.MSR, URI: c.Entry.Contact, Control: poolControl{a.msr.pool, c.Control}}
+		return a.gw.RemoteAnchor(br.CallID, m, local, func(err error) { a.msr.noteFallback(c.Entry.MSR, err) }, onDead)
+	}
+	switch {
+	case ch[0].Remote && ch[1].Remote && ch[0].Entry.MSR == ch[1].Entry.MSR:
+		return on(ch[0]), nil
+	case !ch[0].Remote && !ch[1].Remote:
 		return local()
 	}
-	m := b2bua.RemoteMSR{Name: e.MSR, URI: e.Contact, Control: poolControl{a.msr.pool, ctl}}
-	return a.gw.RemoteAnchor(callID, m, local, func(err error) { a.msr.noteFallback(e.MSR, err) }, onDead), nil
+	hop := func(c mediaChoice) (b2bua.Anchor, error) {
+		if c.Remote {
+			return on(c), nil
+		}
+		return local()
+	}
+	near, err := hop(ch[0])
+	if err != nil {
+		return nil, err
+	}
+	far, err := hop(ch[1])
+	if err != nil {
+		near.Close()
+		return nil, err
+	}
+	return b2bua.ChainAnchor(near, far), nil
 }
 
-// chooseMedia decides where a call's media is anchored. own are the box's
-// own resources (msr.Agent.Resources; one stands for the box when it
-// announces none), remote the table of resources other MSRs registered
-// here. The caller's leg is chosen first (zone and site of this box, the
-// site matrix, weighted by load × coefficient); the called leg then
-// prefers the caller leg's MSR (docs/design.md §1), which with both legs in the
-// box's own zone and site it always gets. ok is true when another box's
-// MSR won, with its entry and its control-channel address.
+// request is the selection request of a leg whose far end is e: its
+// user's or trunk's zone and site, else the box's.
+func (p mediaPlaces) request(e b2bua.End, local localResources) selection.Request {
+	var pl place
+	switch e.Route {
+	case dialplan.RouteLocal:
+		pl = p.Users[e.Name]
+	case dialplan.RouteHQ:
+		pl = p.HQ
+	case dialplan.RoutePSTN:
+		pl = p.PSTN[e.Name]
+	}
+	return selection.Request{Zone: cmp.Or(pl.Zone, local.Zone), Site: cmp.Or(pl.Site, local.Site)}
+}
+
+// mediaChoice is where one leg's media is anchored: another box's MSR
+// (Remote, its entry and control-channel address) or the box itself.
+type mediaChoice struct {
+	Remote  bool
+	Entry   selection.Entry
+	Control netip.AddrPort
+}
+
+// chooseMedia decides where each leg of a call is anchored. own are the
+// box's own resources (msr.Agent.Resources; one stands for the box when
+// it announces none), remote the table of resources other MSRs
+// registered here, legs the two legs' requests (zone and site). Each leg
+// gets its nearest resource (its zone and site, the site matrix, weighted
+// by load × coefficient), the caller's leg first; the called leg takes
+// the caller leg's MSR when that is among its nearest (docs/design.md §1),
+// so a call whose legs are near the same MSR stays on it.
+//
+// Decision: a farther MSR is not shared to save a hop. When the legs'
+// nearest differ, each is anchored on its own and the two are bridged:
+// each leg's media then crosses no more distance than its own nearest.
 //
 // Decisions: a remote MSR is a candidate only when one of its entries
 // carries the control channel (the service UA's CC-Addr/CC-Port) and
 // its Contact is known: without them the media cannot be set up there.
-// Both legs are anchored on one MSR (no cross-MSR joins); should the
-// called leg's choice ever differ, the local relay anchors the call.
-// Nothing qualifying (everything inactive, forbidden or in other zones)
-// leaves the call on the local relay: selection never refuses a call.
-func chooseMedia(own, remote []selection.Entry, local localResources, pol selection.Policy, active func(string) bool,
-	rnd selection.Rand, now time.Time) (selection.Entry, netip.AddrPort, bool) {
+// Nothing qualifying for a leg (everything inactive, forbidden or in
+// other zones) leaves that leg on the local relay: selection never
+// refuses a call.
+func chooseMedia(own, remote []selection.Entry, local localResources, legs [2]selection.Request, pol selection.Policy,
+	active func(string) bool, rnd selection.Rand, now time.Time) [2]mediaChoice {
 	if len(own) == 0 {
 		own = []selection.Entry{{MSR: local.MSR, Interface: "relay", Zone: local.Zone, Site: local.Site, Registered: true}}
 	}
@@ -75,17 +128,27 @@ func chooseMedia(own, remote []selection.Entry, local localResources, pol select
 		e.Active = e.Active && active(e.MSR)
 		cands = append(cands, e)
 	}
-	req := selection.Request{Zone: local.Zone, Site: local.Site, Now: now}
-	ea, err := selection.Select(cands, req, pol, rnd)
-	if err != nil || ea.MSR == local.MSR {
-		return selection.Entry{}, netip.AddrPort{}, false
+	var out [2]mediaChoice
+	prefer := ""
+	for i, req := range legs {
+		req.Now = now
+		e, err := selection.Select(cands, req, pol, rnd)
+		if prefer != "" {
+			// The caller's MSR when it is among this leg's nearest.
+			for _, c := range selection.Candidates(cands, req, pol) {
+				if c.MSR == prefer {
+					e, err = c, nil
+				}
+			}
+		}
+		if err != nil || e.MSR == local.MSR {
+			prefer = local.MSR
+			continue
+		}
+		out[i] = mediaChoice{Remote: true, Entry: e, Control: control[e.MSR]}
+		prefer = e.MSR
 	}
-	req.PreferMSR = ea.MSR
-	eb, err := selection.Select(cands, req, pol, rnd)
-	if err != nil || eb.MSR != ea.MSR {
-		return selection.Entry{}, netip.AddrPort{}, false
-	}
-	return ea, control[ea.MSR], true
+	return out
 }
 
 // poolControl joins on the MSR's channel from the pool, dialled (and

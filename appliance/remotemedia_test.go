@@ -54,20 +54,53 @@ func TestChooseMedia(t *testing.T) {
 		{"box announces nothing, the other is nearer", nil, remoteB(nil), bNearer, allActive, "box-b"},
 		{"nothing qualifies: local relay", own, remoteB(nil), bNearer, func(string) bool { return false }, ""},
 	}
+	box := selection.Request{Zone: "kzn", Site: "a"}
+	both := [2]selection.Request{box, box}
 	for _, c := range cases {
-		e, addr, ok := chooseMedia(c.own, c.remote, local, c.pol, c.active, fixedRand(0), now)
-		got := ""
-		if ok {
-			got = e.MSR
-			if addr != ctl {
-				t.Errorf("%s: control address %v, want %v", c.name, addr, ctl)
+		ch := chooseMedia(c.own, c.remote, local, both, c.pol, c.active, fixedRand(0), now)
+		for i, x := range ch {
+			got := ""
+			if x.Remote {
+				got = x.Entry.MSR
+				if x.Control != ctl {
+					t.Errorf("%s, leg %d: control address %v, want %v", c.name, i, x.Control, ctl)
+				}
+				if x.Entry.Contact == "" {
+					t.Errorf("%s, leg %d: no contact", c.name, i)
+				}
 			}
-			if e.Contact == "" {
-				t.Errorf("%s: no contact", c.name)
+			if got != c.want {
+				t.Errorf("%s, leg %d: chose %q, want %q", c.name, i, got, c.want)
 			}
 		}
-		if got != c.want {
-			t.Errorf("%s: chose %q, want %q", c.name, got, c.want)
+	}
+
+	// Legs with their own sites: each gets its nearest; the callee
+	// shares the caller's when that is among its nearest.
+	perLeg := selection.Policy{Matrix: map[string]map[string]int{"a": {"a": 0, "b": 5}, "b": {"b": 0, "a": 5}, "c": {"c": 0}}}
+	for _, c := range []struct {
+		name       string
+		legs       [2]selection.Request
+		wantA, wan string
+	}{
+		{"both at the box's site", both, "", ""},
+		{"caller at b, callee at a: each its own", [2]selection.Request{{Zone: "kzn", Site: "b"}, box}, "box-b", ""},
+		{"both at b", [2]selection.Request{{Zone: "kzn", Site: "b"}, {Zone: "kzn", Site: "b"}}, "box-b", "box-b"},
+		{"caller at a, callee at c: box-a is forbidden to c", [2]selection.Request{box, {Zone: "kzn", Site: "c"}}, "", ""},
+		{"caller at a, callee in another zone", [2]selection.Request{box, {Zone: "msk", Site: "b"}}, "", ""},
+	} {
+		ch := chooseMedia(own, remoteB(nil), local, c.legs, perLeg, allActive, fixedRand(0), now)
+		if got := [2]string{ch[0].Entry.MSR, ch[1].Entry.MSR}; got != [2]string{c.wantA, c.wan} {
+			t.Errorf("%s: chose %q, want %q and %q", c.name, got, c.wantA, c.wan)
+		}
+	}
+	// At equal distance the callee shares the caller's MSR, whatever the
+	// draw would say.
+	tie := selection.Policy{Matrix: map[string]map[string]int{"a": {"a": 0, "b": 5}, "b": {"a": 1, "b": 1}}}
+	for _, r := range []float64{0, 0.99} {
+		ch := chooseMedia(own, remoteB(nil), local, [2]selection.Request{box, {Zone: "kzn", Site: "b"}}, tie, allActive, fixedRand(r), now)
+		if ch[0].Remote || ch[1].Remote {
+			t.Errorf("caller at a, callee at b at equal distance (draw %.2f): chose %+v, want box-a for both", r, ch)
 		}
 	}
 
@@ -79,10 +112,10 @@ func TestChooseMedia(t *testing.T) {
 		r    float64
 		want string
 	}{{0.3, ""}, {0.35, ""}, {0.36, "box-b"}, {0.99, "box-b"}} {
-		e, _, ok := chooseMedia(own, remoteB(func(e *selection.Entry) { e.Coefficient = 2 }), local, eq, allActive, fixedRand(d.r), now)
+		ch := chooseMedia(own, remoteB(func(e *selection.Entry) { e.Coefficient = 2 }), local, both, eq, allActive, fixedRand(d.r), now)
 		got := ""
-		if ok {
-			got = e.MSR
+		if ch[0].Remote {
+			got = ch[0].Entry.MSR
 		}
 		if got != d.want {
 			t.Errorf("equal distance, draw %.2f: chose %q, want %q", d.r, got, d.want)

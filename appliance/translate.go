@@ -35,6 +35,7 @@ type partConfigs struct {
 	MSR        msr.Config
 	Selection  selection.Policy
 	Local      localResources
+	Places     mediaPlaces
 	Mode       mode.Config
 	WAN        string // the interface whose link and routes the mode machine watches
 	Management mgmtConfig
@@ -48,6 +49,40 @@ type partConfigs struct {
 // localChooser): the MSR name (msrName), zone and site.
 type localResources struct {
 	MSR, Zone, Site string
+}
+
+// mediaPlaces are the media zones and sites of the legs that have their
+// own (users, HQ, PSTN gateways), in place of the box's.
+type mediaPlaces struct {
+	Users map[string]place `json:",omitempty"` // by extension
+	HQ    place            `json:",omitzero"`
+	PSTN  map[string]place `json:",omitempty"` // by gateway target (siptarget form)
+}
+
+// place is a leg's media zone and site; an empty field is the box's.
+type place struct{ Zone, Site string }
+
+// mediaPlacesOf gathers the document's media_zone and media_site fields.
+func mediaPlacesOf(d *config.Document) mediaPlaces {
+	p := mediaPlaces{HQ: place{d.HQ.MediaZone, d.HQ.MediaSite}}
+	for _, u := range d.Users {
+		if u.MediaZone != "" || u.MediaSite != "" {
+			if p.Users == nil {
+				p.Users = map[string]place{}
+			}
+			p.Users[u.Extension] = place{u.MediaZone, u.MediaSite}
+		}
+	}
+	for _, g := range d.PSTN.Gateways {
+		t, err := siptarget.Parse(g.Target, siptarget.Transport(g.EffectiveTransport()))
+		if err == nil && (g.MediaZone != "" || g.MediaSite != "") {
+			if p.PSTN == nil {
+				p.PSTN = map[string]place{}
+			}
+			p.PSTN[t.String()] = place{g.MediaZone, g.MediaSite}
+		}
+	}
+	return p
 }
 
 // environment is what a translation depends on besides the document: the
@@ -75,6 +110,7 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 		MSR:        msrConfig(d, env.Hostname),
 		Selection:  selectionPolicy(d),
 		Local:      localResources{MSR: msrName(d, env.Hostname), Zone: d.Site.Zone, Site: d.Site.Site},
+		Places:     mediaPlacesOf(d),
 		Mode:       mode.Config{HQ: !d.Standalone(), Hold: d.HQ.EffectiveHold()},
 		WAN:        d.WAN.Interface,
 		Management: mgmtConfig{Management: d.Management},

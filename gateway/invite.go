@@ -63,7 +63,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 	}
 	defer s.overload.Finish()
 	pol := run.policy(s.Mode())
-	if run.fromPSTN(req) {
+	if gw, ok := run.pstnGatewayOf(req); ok {
 		did := req.Recipient.User
 		ext, rule, ok := run.plan.InboundDID(did)
 		if !ok {
@@ -74,11 +74,12 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 			return
 		}
 		s.b2b.InboundInvite(req, tx, pol, dialplan.Decision{Number: did, Target: ext, Route: dialplan.RouteLocal,
-			Rule: "inbound", RuleIndex: rule, Explain: "inbound DID " + did + " -> " + ext})
+			Rule: "inbound", RuleIndex: rule, Explain: "inbound DID " + did + " -> " + ext},
+			b2bua.End{Route: dialplan.RoutePSTN, Name: gw.String()})
 		return
 	}
 	if s.fromPool(run, req) {
-		s.b2b.InboundInvite(req, tx, pol, poolDecision(req))
+		s.b2b.InboundInvite(req, tx, pol, poolDecision(req), b2bua.End{})
 		return
 	}
 	if run.fromHQ(req) {
@@ -89,7 +90,7 @@ func (s *Server) onInvite(req *sip.Request, tx sip.ServerTransaction) {
 			return
 		}
 		s.b2b.InboundInvite(req, tx, pol, dialplan.Decision{Number: ext, Target: ext, Route: dialplan.RouteLocal,
-			Rule: "from-hq", Explain: "call from HQ to extension " + ext})
+			Rule: "from-hq", Explain: "call from HQ to extension " + ext}, b2bua.End{Route: dialplan.RouteHQ})
 		return
 	}
 	if !fast {

@@ -44,12 +44,18 @@ import (
 
 // fromPSTN reports whether req came from a configured PSTN gateway.
 func (r *running) fromPSTN(req *sip.Request) bool {
-	gws := r.cfg.PSTN
-	targets := make([]siptarget.Target, 0, len(gws))
-	for _, g := range gws {
-		targets = append(targets, g.Target)
+	_, ok := r.pstnGatewayOf(req)
+	return ok
+}
+
+// pstnGatewayOf is the configured PSTN gateway req comes from, by source.
+func (r *running) pstnGatewayOf(req *sip.Request) (siptarget.Target, bool) {
+	for _, g := range r.cfg.PSTN {
+		if sourceIsOneOf(req, []siptarget.Target{g.Target}) {
+			return g.Target, true
+		}
 	}
-	return sourceIsOneOf(req, targets)
+	return siptarget.Target{}, false
 }
 
 // fromHQ reports whether req comes from HQ: from one of its targets (as

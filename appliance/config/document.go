@@ -147,6 +147,12 @@ type User struct {
 	// HA1SHA256 is lowercase hex of SHA-256(extension:realm:password), as
 	// ha1_md5.
 	HA1SHA256 string `json:"ha1_sha256,omitempty"`
+	// MediaZone is the media zone of the user's calls' leg, in place of
+	// site.zone; empty = site.zone.
+	MediaZone string `json:"media_zone,omitempty"`
+	// MediaSite is the media site of the user's leg (its row of
+	// media_resources.matrix), in place of site.site; empty = site.site.
+	MediaSite string `json:"media_site,omitempty"`
 }
 
 // HQ is the head office: where upstream registrations and HQ-bound calls go
@@ -155,6 +161,12 @@ type User struct {
 type HQ struct {
 	// Domain is HQ's SIP domain, resolved per RFC 3263 (NAPTR, SRV, A/AAAA).
 	Domain string `json:"domain,omitempty"`
+	// MediaZone is the media zone of HQ's leg of a call, in place of
+	// site.zone; empty = site.zone.
+	MediaZone string `json:"media_zone,omitempty"`
+	// MediaSite is the media site of HQ's leg, in place of site.site;
+	// empty = site.site.
+	MediaSite string `json:"media_site,omitempty"`
 	// Targets are static SIP targets ([transport:]host[:port], the prefix
 	// overriding hq.transport).
 	Targets []string `json:"targets,omitempty"`
@@ -294,6 +306,12 @@ type Gateway struct {
 	Target string `json:"target"`
 	// Transport is the transport towards the gateway: udp, tcp or tls.
 	Transport string `json:"transport,omitempty"`
+	// MediaZone is the media zone of the gateway's leg, in place of
+	// site.zone; empty = site.zone.
+	MediaZone string `json:"media_zone,omitempty"`
+	// MediaSite is the media site of the gateway's leg, in place of
+	// site.site; empty = site.site.
+	MediaSite string `json:"media_site,omitempty"`
 }
 
 // Rule is one outbound dial plan rule; rules are tried in order.

@@ -229,6 +229,7 @@ func (v *validator) users() {
 			}
 		}
 		v.text(field(p, "name"), u.Name, 128)
+		v.mediaPlace(p, u.MediaZone, u.MediaSite)
 
 		sealed := u.Password == "" && (u.HA1MD5 != "" || u.HA1SHA256 != "")
 		switch {
@@ -277,6 +278,7 @@ func (v *validator) hq() {
 	}
 	v.targetList("hq.targets", "target", h.Targets, transportOr(h.Transport))
 	v.transport("hq.transport", h.Transport)
+	v.mediaPlace("hq", h.MediaZone, h.MediaSite)
 	v.srvService("hq.srv_service", h.SRVService)
 	if h.CAPEM != "" {
 		if msg := certsProblem(h.CAPEM); msg != "" {
@@ -418,6 +420,7 @@ func (v *validator) pstn() {
 			v.add(field(p, "target"), "%v", err)
 		}
 		v.transport(field(p, "transport"), g.Transport)
+		v.mediaPlace(p, g.MediaZone, g.MediaSite)
 	}
 	if ms := v.d.PSTN.OptionsIntervalMS; ms != 0 && (ms < 100 || ms > 600000) {
 		v.add("pstn.options_interval_ms", "must be between 100 and 600000 (0 = no probes)")
@@ -759,6 +762,17 @@ func (v *validator) mediaResources() {
 		if _, ok := mr.Matrix[p.Site]; p.Site != "" && len(mr.Matrix) > 0 && !ok {
 			v.add(field(at, "site"), "site %q has no row in media_resources.matrix: the MSR would be forbidden everywhere", p.Site)
 		}
+	}
+}
+
+// mediaPlace checks the media_zone and media_site of a user or trunk at
+// p: a site must have a row in the matrix (when there is one), else every
+// media resource would be forbidden for its leg.
+func (v *validator) mediaPlace(p, zone, site string) {
+	v.text(field(p, "media_zone"), zone, 64)
+	v.text(field(p, "media_site"), site, 64)
+	if _, ok := v.d.MediaResources.Matrix[site]; site != "" && len(v.d.MediaResources.Matrix) > 0 && !ok {
+		v.add(field(p, "media_site"), "site %q has no row in media_resources.matrix: every media resource would be forbidden for this leg", site)
 	}
 }
 

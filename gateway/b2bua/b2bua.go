@@ -601,20 +601,21 @@ func (b *B2BUA) OnInvite(req *sip.Request, tx sip.ServerTransaction) {
 // (the gateway's view of one push): an initial INVITE is routed by
 // pol.Router and set up with pol.Settings.
 func (b *B2BUA) Invite(req *sip.Request, tx sip.ServerTransaction, pol Policy) {
-	b.handleInvite(req, tx, pol, pol.Router.Outbound, true)
+	b.handleInvite(req, tx, pol, pol.Router.Outbound, true, End{})
 }
 
 // InboundInvite handles an initial INVITE that the gateway has already
-// routed under pol: a call from a PSTN gateway to a DID, resolved to an
-// extension by the inbound rules. Otherwise it behaves as Invite.
-func (b *B2BUA) InboundInvite(req *sip.Request, tx sip.ServerTransaction, pol Policy, d dialplan.Decision) {
-	b.handleInvite(req, tx, pol, func(string) (dialplan.Decision, bool) { return d, true }, false)
+// routed under pol (d): a call from a trunk, from, such as a PSTN gateway's
+// to a DID resolved to an extension by the inbound rules. Otherwise it
+// behaves as Invite.
+func (b *B2BUA) InboundInvite(req *sip.Request, tx sip.ServerTransaction, pol Policy, d dialplan.Decision, from End) {
+	b.handleInvite(req, tx, pol, func(string) (dialplan.Decision, bool) { return d, true }, false, from)
 }
 
 // handleInvite runs an INVITE; trusted says the caller is a local user
 // (authenticated by the gateway), whose transfers may go anywhere the
-// dial plan goes.
-func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Policy, route func(number string) (dialplan.Decision, bool), trusted bool) {
+// dial plan goes, and from is the trunk of a caller that is not one.
+func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Policy, route func(number string) (dialplan.Decision, bool), trusted bool, from End) {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
 	if to := req.To(); to != nil && to.Params.Has("tag") {
@@ -722,7 +723,11 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 				}
 			}
 		}
-		an, err := set.cfg.Media(c.info.ID, addrOf(arrived, contact), bSide, c.onMediaDead)
+		br := Bridge{CallID: c.info.ID, A: addrOf(arrived, contact), B: bSide, EndA: from, EndB: set.endOf(d)}
+		if trusted {
+			br.EndA = End{Route: dialplan.RouteLocal, Name: c.info.From}
+		}
+		an, err := set.cfg.Media(br, c.onMediaDead)
 		if err == nil {
 			c.anchor = an
 			if rs, ok := an.(interface{ SetRoute(route string) }); ok {

@@ -193,7 +193,8 @@ type anchors struct {
 	offerr bool // the anchors refuse offers
 }
 
-func (s *anchors) media(callID string, a, b netip.Addr, onDead func(string)) (Anchor, error) {
+func (s *anchors) media(br Bridge, onDead func(string)) (Anchor, error) {
+	callID, a, b := br.CallID, br.A, br.B
 	if s.refuse {
 		return nil, errors.New("no ports left")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/netip"
 
+	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/media/sdprewrite"
 )
 
@@ -52,12 +53,31 @@ type Anchor interface {
 	Close()
 }
 
-// MediaFunc makes the Anchor of a new bridge. callID names the bridge
-// (the CDR's CallID); legA and legB are our local addresses facing each
-// leg. onDead, called by the anchor (at most once; later calls are
-// ignored), ends the call with disposition media-timeout and the reason in
-// the log. An error refuses the call with 488.
-type MediaFunc func(callID string, legA, legB netip.Addr, onDead func(reason string)) (Anchor, error)
+// MediaFunc makes the Anchor of a new bridge. onDead, called by the
+// anchor (at most once; later calls are ignored), ends the call with
+// disposition media-timeout and the reason in the log. An error refuses
+// the call with 488.
+type MediaFunc func(br Bridge, onDead func(reason string)) (Anchor, error)
+
+// Bridge is what the MediaFunc knows of a new bridge.
+type Bridge struct {
+	CallID string // the CDR's CallID
+	// A and B are our local addresses facing each leg.
+	A, B netip.Addr
+	// EndA and EndB are who is on each leg, as far as the B2BUA knows
+	// (the zero End when it does not: another pool member, a transfer).
+	EndA, EndB End
+}
+
+// End is the far end of a leg: a local user or a trunk.
+type End struct {
+	// Route is dialplan.RouteLocal for a local user, RouteHQ or RoutePSTN
+	// for that trunk, "" unknown.
+	Route dialplan.Route
+	// Name is the local user's extension, or the PSTN gateway's target
+	// (siptarget form: the first one tried, for a call to the PSTN).
+	Name string
+}
 
 // readSDP reads a body the B2BUA relays with media/sdprewrite, the code
 // base's one SDP reader (a pure leaf, allowed by docs/design.md §2's test): the
@@ -86,4 +106,17 @@ func withSendrecv(sdp []byte) []byte {
 func isSDP(ct string) bool {
 	mt, _, _ := bytes.Cut([]byte(ct), []byte(";"))
 	return bytes.EqualFold(bytes.TrimSpace(mt), []byte("application/sdp"))
+}
+
+// endOf is the far end of the called leg of a call routed by d.
+func (s *Settings) endOf(d dialplan.Decision) End {
+	switch d.Route {
+	case dialplan.RouteLocal:
+		return End{Route: d.Route, Name: d.Target}
+	case dialplan.RoutePSTN:
+		if len(s.gateways) > 0 {
+			return End{Route: d.Route, Name: s.gateways[0].String()}
+		}
+	}
+	return End{Route: d.Route}
 }

@@ -178,7 +178,7 @@ func (nc *call) newAnchor(a, b netip.Addr) (Anchor, error) {
 	if nc.set.cfg.Media == nil {
 		return nil, nil
 	}
-	an, err := nc.set.cfg.Media(nc.info.ID, a, b, nc.onMediaDead)
+	an, err := nc.set.cfg.Media(Bridge{CallID: nc.info.ID, A: a, B: b}, nc.onMediaDead)
 	if err != nil {
 		return nil, err
 	}
