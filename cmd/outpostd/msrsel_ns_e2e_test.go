@@ -36,51 +36,15 @@ const (
 // relay.
 func TestRemoteMSRAnchorsCall(t *testing.T) {
 	needSIPp(t)
-	tp := netnstest.New(t)
-	tp.IP("lan", "link", "add", "br0", "type", "bridge")
-	tp.Up("lan", "br0")
-	for _, x := range []struct{ ns, port, cidr string }{{"a", "pa", selBoxA}, {"b", "pb", selBoxB}, {"phone", "pphone", selPhone}} {
-		tp.Veth(x.ns, "lan0", "lan", x.port)
-		tp.IP("lan", "link", "set", x.port, "master", "br0")
-		tp.Up("lan", x.port)
-		tp.Addr(x.ns, "lan0", x.cidr+"/24")
-		tp.Up(x.ns, "lan0")
-	}
-	box := func(name, ip, site, server string, extra func(map[string]any)) string {
-		doc := benchDoc(2, []string{"udp:" + ip + ":5060"}, func(m map[string]any) {
-			m["site"].(map[string]any)["zone"] = "kzn"
-			m["site"].(map[string]any)["site"] = site
-			m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
-			m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
-			m["msr"] = map[string]any{"enabled": true, "name": name, "servers": []string{server + ":5060"}, "service_interface": "lan0",
-				"interfaces": []string{"lan0"}, "register_interval_s": 60, "retry_interval_s": 1}
-			if extra != nil {
-				extra(m)
-			}
-		})
-		return writeJSON(t, filepath.Join(t.TempDir(), name+".json"), doc)
-	}
+	tp := selLAN(t)
 	// Box A's site is "a"; box B ("b") is nearer to it than itself.
-	cfgA := box("box-a", selBoxA, "a", selBoxB, func(m map[string]any) {
+	cfgA := selBox(t, "box-a", selBoxA, "a", selBoxB, func(m map[string]any) {
 		m["media_resources"] = map[string]any{"matrix": map[string]any{"a": map[string]any{"a": 10, "b": 1}}}
 	})
-	cfgB := box("box-b", selBoxB, "b", selBoxA, nil)
+	cfgB := selBox(t, "box-b", selBoxB, "b", selBoxA, nil)
 	da := startDaemonIn(t, tp.NS("a"), t.TempDir(), cfgA)
 	db := startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
-
-	// Box B's MSR UA (the service UA, with the control channel) is in box
-	// A's media resources.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		out, err := da.ctl("media-resources")
-		if err == nil && strings.Contains(out, "box-b") && strings.Contains(out, selBoxB) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("box B's MSR never registered at box A: %v\n%s", err, out)
-		}
-		time.Sleep(100 * time.Millisecond) // registration at box A: no event the test can await
-	}
+	waitMSRAt(t, da, "box-b", selBoxB)
 
 	caller := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40000"), 0)
 	callee := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40002"), 0)
@@ -190,6 +154,142 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 	tp.Up("lan", "pb")
 	da.stop()
 	db.stop()
+}
+
+// TestMediaBridgedAcrossMSRs: a leg's media is chosen from its user's
+// site. The caller (user0000, media_site b) is nearest box B's MSR, the
+// callee (user0001, box A's own site a) box A's relay: each phone is
+// given its own anchor's address, box B's two media connections are
+// joined and one of them faces box A's relay, and RTP crosses both boxes
+// both ways (counted at each phone, from its anchor's address only).
+func TestMediaBridgedAcrossMSRs(t *testing.T) {
+	needSIPp(t)
+	tp := selLAN(t)
+	cfgA := selBox(t, "box-a", selBoxA, "a", selBoxB, func(m map[string]any) {
+		m["media_resources"] = map[string]any{"matrix": map[string]any{
+			"a": map[string]any{"a": 0, "b": 5}, "b": map[string]any{"a": 5, "b": 0}}}
+		m["users"].([]map[string]any)[0]["media_site"] = "b"
+	})
+	cfgB := selBox(t, "box-b", selBoxB, "b", selBoxA, nil)
+	da := startDaemonIn(t, tp.NS("a"), t.TempDir(), cfgA)
+	db := startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
+	waitMSRAt(t, da, "box-b", selBoxB)
+
+	caller := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40000"), 0)
+	callee := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40002"), 0)
+	reg := filepath.Join(t.TempDir(), "register.csv")
+	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
+	if out, err := sippIn(t, tp.NS("phone"), "reg_auth.xml", selBoxA+":5060", reg, 1, 10, "-i", selPhone, "-p", "5070"); err != nil {
+		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+	}
+	answer := startSIPpServer(t, tp, "phone", selPhone, "uas_answer.xml", "-p", "5070")
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "caller.csv")
+	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
+	trace := &sippServer{t: t, trace: filepath.Join(dir, "messages.log")}
+	done := make(chan error, 1)
+	go func() {
+		out, err := sippIn(t, tp.NS("phone"), "uac_call_long.xml", selBoxA+":5060", csv, 1, 100,
+			"-i", selPhone, "-trace_msg", "-message_file", trace.trace, "-d", "3000")
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		done <- err
+	}()
+	da.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
+	toCallee := answer.inviteMedia()
+	toCaller := trace.answerMedia()
+	if toCaller.Addr().String() != selBoxB || toCallee.Addr().String() != selBoxA {
+		t.Fatalf("media: caller -> %v, callee -> %v; want the caller on box B (%s), the callee on box A (%s)", toCaller, toCallee, selBoxB, selBoxA)
+	}
+	if m, _ := db.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 4") {
+		t.Errorf("box B does not hold two media connections (4 ports):\n%s", grepLines(m, "outpost_relay"))
+	}
+	if m, _ := da.metrics(); !strings.Contains(m, "outpost_relay_sessions 1") {
+		t.Errorf("box A's relay does not anchor the callee's leg:\n%s", grepLines(m, "outpost_relay"))
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { caller.send(toCaller, 50) })
+	wg.Go(func() { callee.send(toCallee, 50) })
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	answer.stop()
+	for _, x := range []struct {
+		name string
+		p    *rtpPeer
+		from netip.AddrPort
+	}{{"caller", caller, toCaller}, {"callee", callee, toCallee}} {
+		x.p.mu.Lock()
+		got, sources := x.p.got, fmt.Sprint(x.p.sources)
+		for src := range x.p.sources {
+			if src != x.from.String() {
+				t.Errorf("%s received RTP from %s, want only from its anchor %v", x.name, src, x.from)
+			}
+		}
+		x.p.mu.Unlock()
+		t.Logf("%s received %d of 50 packets across both boxes (sources %s)", x.name, got, sources)
+		if got < 45 {
+			t.Errorf("%s received %d of 50 packets across both boxes", x.name, got)
+		}
+	}
+	waitMetric(t, db, "outpost_relay_ports_in_use 0", 5*time.Second)
+	waitMetric(t, da, "outpost_relay_ports_in_use 0", 5*time.Second)
+	da.stop()
+	db.stop()
+}
+
+// selLAN is the two boxes' and the phones' LAN of this file.
+func selLAN(t *testing.T) *netnstest.Topology {
+	t.Helper()
+	tp := netnstest.New(t)
+	tp.IP("lan", "link", "add", "br0", "type", "bridge")
+	tp.Up("lan", "br0")
+	for _, x := range []struct{ ns, port, cidr string }{{"a", "pa", selBoxA}, {"b", "pb", selBoxB}, {"phone", "pphone", selPhone}} {
+		tp.Veth(x.ns, "lan0", "lan", x.port)
+		tp.IP("lan", "link", "set", x.port, "master", "br0")
+		tp.Up("lan", x.port)
+		tp.Addr(x.ns, "lan0", x.cidr+"/24")
+		tp.Up(x.ns, "lan0")
+	}
+	return tp
+}
+
+// selBox writes the document of box name at ip, in zone kzn and the
+// given site, its MSR UA registering at server; extra edits it.
+func selBox(t *testing.T, name, ip, site, server string, extra func(map[string]any)) string {
+	t.Helper()
+	doc := benchDoc(2, []string{"udp:" + ip + ":5060"}, func(m map[string]any) {
+		m["site"].(map[string]any)["zone"] = "kzn"
+		m["site"].(map[string]any)["site"] = site
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
+		m["msr"] = map[string]any{"enabled": true, "name": name, "servers": []string{server + ":5060"}, "service_interface": "lan0",
+			"interfaces": []string{"lan0"}, "register_interval_s": 60, "retry_interval_s": 1}
+		if extra != nil {
+			extra(m)
+		}
+	})
+	return writeJSON(t, filepath.Join(t.TempDir(), name+".json"), doc)
+}
+
+// waitMSRAt waits until the MSR UA (the service UA, with the control
+// channel) of msr at ip is in d's media resources.
+func waitMSRAt(t *testing.T, d *daemon, msr, ip string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := d.ctl("media-resources")
+		if err == nil && strings.Contains(out, msr) && strings.Contains(out, ip) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's MSR never registered: %v\n%s", msr, err, out)
+		}
+		time.Sleep(100 * time.Millisecond) // registration at the box: no event the test can await
+	}
 }
 
 // waitMetric polls d's metrics until they contain line.
