@@ -142,6 +142,7 @@ type fakeAnchor struct {
 	mu      sync.Mutex
 	callID  string
 	a, b    netip.Addr
+	ends    [2]End
 	ops     []string // "offer A", "answer B", "reject A"
 	closed  int
 	refuse  bool // Offer fails
@@ -198,7 +199,7 @@ func (s *anchors) media(br Bridge, onDead func(string)) (Anchor, error) {
 	if s.refuse {
 		return nil, errors.New("no ports left")
 	}
-	f := &fakeAnchor{callID: callID, a: a, b: b, onDead: onDead, refuse: s.offerr, factory: s}
+	f := &fakeAnchor{callID: callID, a: a, b: b, ends: [2]End{br.EndA, br.EndB}, onDead: onDead, refuse: s.offerr, factory: s}
 	s.mu.Lock()
 	s.made = append(s.made, f)
 	s.mu.Unlock()

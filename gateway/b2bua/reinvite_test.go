@@ -7,6 +7,9 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/dialplan"
+	"github.com/outpost/outpost/siptarget"
 )
 
 // TestHoldAndResumeBothDirections: the caller holds (a=sendonly), resumes
@@ -268,6 +271,31 @@ func TestMediaAnchorSeesEveryExchange(t *testing.T) {
 	}
 	if !all[0].a.IsLoopback() || !all[0].b.IsLoopback() {
 		t.Errorf("anchor local addresses %v %v", all[0].a, all[0].b)
+	}
+	// The MediaFunc knows who is on each leg: the two local users.
+	if want := [2]End{{Route: dialplan.RouteLocal, Name: "1001"}, {Route: dialplan.RouteLocal, Name: "1002"}}; all[0].ends != want {
+		t.Errorf("bridge ends %+v, want %+v", all[0].ends, want)
+	}
+}
+
+// The called leg's end by route: a local user, HQ, the first PSTN gateway.
+func TestEndOf(t *testing.T) {
+	gw := siptarget.MustParse("udp:198.18.3.2:5060", siptarget.UDP)
+	s := &Settings{gateways: []siptarget.Target{gw}}
+	for _, c := range []struct {
+		d    dialplan.Decision
+		want End
+	}{
+		{dialplan.Decision{Route: dialplan.RouteLocal, Target: "1002"}, End{Route: dialplan.RouteLocal, Name: "1002"}},
+		{dialplan.Decision{Route: dialplan.RouteHQ, Target: "2001"}, End{Route: dialplan.RouteHQ}},
+		{dialplan.Decision{Route: dialplan.RoutePSTN, Target: "+78435550000"}, End{Route: dialplan.RoutePSTN, Name: "udp:198.18.3.2:5060"}},
+	} {
+		if got := s.endOf(c.d); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.d.Route, got, c.want)
+		}
+	}
+	if got := (&Settings{}).endOf(dialplan.Decision{Route: dialplan.RoutePSTN}); got != (End{Route: dialplan.RoutePSTN}) {
+		t.Errorf("PSTN with no gateway: %+v", got)
 	}
 }
 
