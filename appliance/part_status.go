@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/appliance/directory"
 	"github.com/outpost/outpost/appliance/statuspage"
 )
 
@@ -28,7 +29,8 @@ type statusPart struct {
 	log     *slog.Logger
 	handler http.Handler
 
-	access atomic.Pointer[statuspage.Access]
+	// cfg is what the handler serves: the admins and the directory.
+	cfg atomic.Pointer[statusConfig]
 
 	mu      sync.Mutex
 	want    string // status.listen of the running document
@@ -38,8 +40,9 @@ type statusPart struct {
 
 func newStatusPart(b api.Backend, log *slog.Logger) *statusPart {
 	s := &statusPart{log: log, slot: httpSlot{name: "status page", log: log}}
-	s.access.Store(&statuspage.Access{})
-	s.handler = statuspage.Handler(api.ReadOnlyHandler(b, log), s.access.Load, log)
+	s.cfg.Store(&statusConfig{})
+	dir := directory.Handler(func() []directory.Entry { return s.cfg.Load().Directory })
+	s.handler = statuspage.Handler(api.ReadOnlyHandler(b, log), dir, func() *statuspage.Access { return &s.cfg.Load().Access }, log)
 	return s
 }
 
@@ -56,6 +59,8 @@ const (
 type statusConfig struct {
 	Listen string
 	Access statuspage.Access
+	// Directory is the users as the phone directory lists them.
+	Directory []directory.Entry
 }
 
 // MarshalJSON keeps HA1s out of golden files and logs.
@@ -78,17 +83,17 @@ func (*statusPart) name() string { return "status" }
 // commit either way.
 func (s *statusPart) prepare(_ context.Context, next *partConfigs) (change, error) {
 	sec := next.Status
-	access := &sec.Access
+	cfg := &sec
 	s.mu.Lock()
 	want := s.want
 	s.mu.Unlock()
 	up := s.slot.up()
 	if sec.Listen == want && (up || sec.Listen == "") {
-		return funcs{commit: func() { s.access.Store(access) }}, nil
+		return funcs{commit: func() { s.cfg.Store(cfg) }}, nil
 	}
 	if sec.Listen == "" {
 		return funcs{commit: func() {
-			s.access.Store(access)
+			s.cfg.Store(cfg)
 			s.swap("", nil, nil, "")
 		}}, nil
 	}
@@ -102,14 +107,14 @@ func (s *statusPart) prepare(_ context.Context, next *partConfigs) (change, erro
 		// not be bound before either: a push that does not touch the status
 		// page must not fail for it.
 		return funcs{commit: func() {
-			s.access.Store(access)
+			s.cfg.Store(cfg)
 			s.fail(sec.Listen, err)
 		}}, nil
 	}
 	srv := s.newServer()
 	return funcs{
 		commit: func() {
-			s.access.Store(access)
+			s.cfg.Store(cfg)
 			s.swap(sec.Listen, srv, ln, "")
 		},
 		abort: func() { ln.Close() },
@@ -121,7 +126,7 @@ func (s *statusPart) prepare(_ context.Context, next *partConfigs) (change, erro
 func (s *statusPart) start(ctx context.Context, first *partConfigs) {
 	c, err := s.prepare(ctx, first)
 	if err != nil {
-		s.access.Store(&first.Status.Access)
+		s.cfg.Store(&first.Status)
 		s.fail(first.Status.Listen, err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/emiago/sipgo/sip"
 
 	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/appliance/directory"
 )
 
 // statusGet requests path from the status page as user (no credentials
@@ -163,5 +164,44 @@ func TestStatusPageBindFailureAtStart(t *testing.T) {
 	}
 	if a.status.Addr() == "" || a.status.Failure() != "" {
 		t.Errorf("after a push to a free address: page %q, failure %q", a.status.Addr(), a.status.Failure())
+	}
+}
+
+// TestStatusPageDirectory: the users are served as a phone directory on
+// the status listener, behind the same check as the page, searchable,
+// and a push shows at once.
+func TestStatusPageDirectory(t *testing.T) {
+	a := startApp(t, encode(t, testDoc(t)))
+	addr := a.status.Addr()
+	if code, auth, _ := statusGet(t, http.MethodGet, addr, "/directory/yealink", "", ""); code != http.StatusUnauthorized || !strings.HasPrefix(auth, "Basic ") {
+		t.Fatalf("directory without credentials: %d %q, want a Basic challenge", code, auth)
+	}
+	list := func(q string) []directory.Entry {
+		t.Helper()
+		code, _, body := statusGet(t, http.MethodGet, addr, "/directory/json?q="+q, "1001", "demo1001")
+		var es []directory.Entry
+		if err := json.Unmarshal([]byte(body), &es); code != http.StatusOK || err != nil {
+			t.Fatalf("directory ?q=%s: %d %v\n%s", q, code, err, body)
+		}
+		return es
+	}
+	if es := list(""); len(es) < 2 {
+		t.Fatalf("directory lists %+v, want the document's users", es)
+	}
+	d := testDoc(t)
+	users := d["users"].([]any)
+	users[1].(map[string]any)["name"] = "Zoë <Night> & Day"
+	if _, err := a.Apply(t.Context(), encode(t, d), "test", 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if es := list("zoë"); len(es) != 1 || es[0].Name != "Zoë <Night> & Day" || es[0].Extension != "1002" {
+		t.Errorf("search for the renamed user after a push: %+v", es)
+	}
+	code, _, body := statusGet(t, http.MethodGet, addr, "/directory/cisco?q=1002", "1001", "demo1001")
+	if code != http.StatusOK || !strings.Contains(body, "<Name>Zoë &lt;Night&gt; &amp; Day</Name>") || !strings.Contains(body, "<Telephone>1002</Telephone>") {
+		t.Errorf("Cisco directory for 1002: %d\n%s", code, body)
+	}
+	if code, _, _ := statusGet(t, http.MethodGet, addr, "/directory/nokia", "1001", "demo1001"); code != http.StatusNotFound {
+		t.Errorf("unknown directory format: %d, want 404", code)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/appliance/directory"
 	"github.com/outpost/outpost/appliance/statuspage"
 	"github.com/outpost/outpost/gateway"
 	"github.com/outpost/outpost/gateway/b2bua"
@@ -120,14 +121,15 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 	}, nil
 }
 
-// statusPageConfig is the status page's section: its listen address and
-// the admin users' HA1s in the realm they were computed in.
+// statusPageConfig is the status page's section: its listen address, the
+// admin users' HA1s in the realm they were computed in, and the directory.
 func statusPageConfig(d *config.Document) statusConfig {
 	c := statusConfig{Listen: d.Status.Listen, Access: statuspage.Access{Realm: d.SIP.EffectiveRealm(d.Site)}}
 	for _, u := range d.Users {
 		if u.Admin {
 			c.Access.Admins = append(c.Access.Admins, statuspage.Admin{User: u.Extension, HA1MD5: u.HA1MD5, HA1SHA256: u.HA1SHA256})
 		}
+		c.Directory = append(c.Directory, directory.Entry{Name: u.Name, Extension: u.Extension, DID: u.DID})
 	}
 	return c
 }

@@ -81,10 +81,11 @@ const (
 	failMax    = 4096 // addresses remembered at once
 )
 
-// Handler serves the page at / and its assets, and readAPI's read-only
-// endpoints under /api/v1/, to the admins access returns (read on every
-// request, so a push takes effect at once). Everything else is 404.
-func Handler(readAPI http.Handler, access func() *Access, log *slog.Logger) http.Handler {
+// Handler serves the page at / and its assets, readAPI's read-only
+// endpoints under /api/v1/ and dir (the phone directory) under
+// /directory/, to the admins access returns (read on every request, so a
+// push takes effect at once). Everything else is 404.
+func Handler(readAPI, dir http.Handler, access func() *Access, log *slog.Logger) http.Handler {
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
@@ -96,6 +97,7 @@ func Handler(readAPI http.Handler, access func() *Access, log *slog.Logger) http
 	})
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	mux.Handle("/api/v1/", noStore(readAPI))
+	mux.Handle("GET /directory/", dir)
 	g := &guard{access: access, log: log, fails: map[string]*failures{}, now: time.Now}
 	return g.wrap(headers(mux))
 }

@@ -48,7 +48,7 @@ func TestAllows(t *testing.T) {
 func TestHandler(t *testing.T) {
 	readAPI := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"mode":"normal"}`) })
 	a := testAccess()
-	h := Handler(readAPI, func() *Access { return a }, slog.New(slog.DiscardHandler))
+	h := Handler(readAPI, http.NotFoundHandler(), func() *Access { return a }, slog.New(slog.DiscardHandler))
 	get := func(path, user, pw string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, path, nil)
 		if user != "" {

@@ -71,7 +71,7 @@ var sharedLeaves = map[string][]string{
 
 // pureLeaves import nothing of ours but the shared leaves. appliance/logsink
 // (the syslog handler) is one: it is the logger, main wires it in.
-var pureLeaves = []string{"mode", "siptarget", "sipauth", "appliance/config", "appliance/logsink", "gateway/dialplan", "gateway/digest", "gateway/siplog", "gateway/overload", "gateway/sanity",
+var pureLeaves = []string{"mode", "siptarget", "sipauth", "appliance/config", "appliance/logsink", "appliance/directory", "gateway/dialplan", "gateway/digest", "gateway/siplog", "gateway/overload", "gateway/sanity",
 	"gateway/resolve", "gateway/facing", "gateway/rendezvous", "media/sdprewrite", "media/g711", "media/rtpstats", "media/selection", "images/layout"}
 
 // allowed says whether package from may import package to (both relative).
