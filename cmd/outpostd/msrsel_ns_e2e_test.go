@@ -46,32 +46,8 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 	db := startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
 	waitMSRAt(t, da, "box-b", selBoxB)
 
-	caller := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40000"), 0)
-	callee := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40002"), 0)
-	reg := filepath.Join(t.TempDir(), "register.csv")
-	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
-	if out, err := sippIn(t, tp.NS("phone"), "reg_auth.xml", selBoxA+":5060", reg, 1, 10, "-i", selPhone, "-p", "5070"); err != nil {
-		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
-	}
-	call := func(hold string) (*sippServer, *sippServer, <-chan error) {
-		answer := startSIPpServer(t, tp, "phone", selPhone, "uas_answer.xml", "-p", "5070")
-		dir := t.TempDir()
-		csv := filepath.Join(dir, "caller.csv")
-		os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
-		trace := &sippServer{t: t, trace: filepath.Join(dir, "messages.log")}
-		done := make(chan error, 1)
-		go func() {
-			out, err := sippIn(t, tp.NS("phone"), "uac_call_long.xml", selBoxA+":5060", csv, 1, 100,
-				"-i", selPhone, "-trace_msg", "-message_file", trace.trace, "-d", hold)
-			if err != nil {
-				err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
-			}
-			done <- err
-		}()
-		return trace, answer, done
-	}
-
-	trace, answer, done := call("3000")
+	ph := newSelPhones(t, tp)
+	trace, answer, done := ph.call("3000")
 	da.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
 	toCallee := answer.inviteMedia()
@@ -85,32 +61,10 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 	if m, _ := db.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 4") {
 		t.Errorf("box B does not hold two media connections (4 ports):\n%s", grepLines(m, "outpost_relay"))
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { caller.send(toCaller, 50) })
-	wg.Go(func() { callee.send(toCallee, 50) })
-	wg.Wait()
-	if err := <-done; err != nil {
+	if err := ph.exchange(t, toCaller, toCallee, done); err != nil {
 		t.Fatalf("call: %v", err)
 	}
 	answer.stop()
-	for _, x := range []struct {
-		name string
-		p    *rtpPeer
-		from netip.AddrPort
-	}{{"caller", caller, toCaller}, {"callee", callee, toCallee}} {
-		x.p.mu.Lock()
-		got, sources := x.p.got, fmt.Sprint(x.p.sources)
-		for src := range x.p.sources {
-			if src != x.from.String() {
-				t.Errorf("%s received RTP from %s, want only from box B's %v", x.name, src, x.from)
-			}
-		}
-		x.p.mu.Unlock()
-		t.Logf("%s received %d of 50 packets through box B (sources %s)", x.name, got, sources)
-		if got < 45 {
-			t.Errorf("%s received %d of 50 packets through box B", x.name, got)
-		}
-	}
 	// The BYE ended both media connections on box B: its ports are free.
 	waitMetric(t, db, "outpost_relay_ports_in_use 0", 5*time.Second)
 	if m, _ := da.metrics(); !strings.Contains(m, "outpost_relay_ports_in_use 0") {
@@ -121,7 +75,7 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 	if out, err := da.ctl("media-resources", "set", "box-b", "inactive"); err != nil {
 		t.Fatalf("media-resources set box-b inactive: %v\n%s", err, out)
 	}
-	trace, answer, done = call("500")
+	trace, answer, done = ph.call("500")
 	da.waitFor("the second call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	if got := trace.answerMedia(); got.Addr().String() != selBoxA {
 		t.Errorf("with box B inactive the caller got media at %v, want box A's %s", got, selBoxA)
@@ -141,7 +95,7 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 		t.Fatalf("media-resources set box-b active: %v\n%s", err, out)
 	}
 	tp.Down("lan", "pb")
-	trace, answer, done = call("500")
+	trace, answer, done = ph.call("500")
 	da.waitFor("the fallback call answered", 15*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	if got := trace.answerMedia(); got.Addr().String() != selBoxA {
 		t.Errorf("with box B unreachable the caller got media at %v, want box A's %s", got, selBoxA)
@@ -175,27 +129,8 @@ func TestMediaBridgedAcrossMSRs(t *testing.T) {
 	db := startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
 	waitMSRAt(t, da, "box-b", selBoxB)
 
-	caller := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40000"), 0)
-	callee := newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40002"), 0)
-	reg := filepath.Join(t.TempDir(), "register.csv")
-	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
-	if out, err := sippIn(t, tp.NS("phone"), "reg_auth.xml", selBoxA+":5060", reg, 1, 10, "-i", selPhone, "-p", "5070"); err != nil {
-		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
-	}
-	answer := startSIPpServer(t, tp, "phone", selPhone, "uas_answer.xml", "-p", "5070")
-	dir := t.TempDir()
-	csv := filepath.Join(dir, "caller.csv")
-	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
-	trace := &sippServer{t: t, trace: filepath.Join(dir, "messages.log")}
-	done := make(chan error, 1)
-	go func() {
-		out, err := sippIn(t, tp.NS("phone"), "uac_call_long.xml", selBoxA+":5060", csv, 1, 100,
-			"-i", selPhone, "-trace_msg", "-message_file", trace.trace, "-d", "3000")
-		if err != nil {
-			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
-		}
-		done <- err
-	}()
+	ph := newSelPhones(t, tp)
+	trace, answer, done := ph.call("3000")
 	da.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
 	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
 	toCallee := answer.inviteMedia()
@@ -209,36 +144,91 @@ func TestMediaBridgedAcrossMSRs(t *testing.T) {
 	if m, _ := da.metrics(); !strings.Contains(m, "outpost_relay_sessions 1") {
 		t.Errorf("box A's relay does not anchor the callee's leg:\n%s", grepLines(m, "outpost_relay"))
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { caller.send(toCaller, 50) })
-	wg.Go(func() { callee.send(toCallee, 50) })
-	wg.Wait()
-	if err := <-done; err != nil {
+	if err := ph.exchange(t, toCaller, toCallee, done); err != nil {
 		t.Fatalf("call: %v", err)
 	}
 	answer.stop()
-	for _, x := range []struct {
-		name string
-		p    *rtpPeer
-		from netip.AddrPort
-	}{{"caller", caller, toCaller}, {"callee", callee, toCallee}} {
-		x.p.mu.Lock()
-		got, sources := x.p.got, fmt.Sprint(x.p.sources)
-		for src := range x.p.sources {
-			if src != x.from.String() {
-				t.Errorf("%s received RTP from %s, want only from its anchor %v", x.name, src, x.from)
-			}
-		}
-		x.p.mu.Unlock()
-		t.Logf("%s received %d of 50 packets across both boxes (sources %s)", x.name, got, sources)
-		if got < 45 {
-			t.Errorf("%s received %d of 50 packets across both boxes", x.name, got)
-		}
-	}
 	waitMetric(t, db, "outpost_relay_ports_in_use 0", 5*time.Second)
 	waitMetric(t, da, "outpost_relay_ports_in_use 0", 5*time.Second)
 	da.stop()
 	db.stop()
+}
+
+// selPhones are the caller (user0000) and the callee (user0001,
+// registered at box A from selPhone:5070) of this file's calls, with an
+// RTP peer each.
+type selPhones struct {
+	t              *testing.T
+	tp             *netnstest.Topology
+	caller, callee *rtpPeer
+}
+
+func newSelPhones(t *testing.T, tp *netnstest.Topology) *selPhones {
+	t.Helper()
+	ph := &selPhones{t: t, tp: tp,
+		caller: newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40000"), 0),
+		callee: newRTPPeer(t, listenUDPIn(t, tp.Handle("phone"), selPhone+":40002"), 0)}
+	reg := filepath.Join(t.TempDir(), "register.csv")
+	os.WriteFile(reg, []byte("SEQUENTIAL\nuser0001;[authentication username=user0001 password=pw0001];3600\n"), 0o600)
+	if out, err := sippIn(t, tp.NS("phone"), "reg_auth.xml", selBoxA+":5060", reg, 1, 10, "-i", selPhone, "-p", "5070"); err != nil {
+		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+	}
+	return ph
+}
+
+// call places user0000's call to user0001 through box A, held for hold
+// ms: the caller's trace, the callee's answering SIPp, and the caller's
+// result when it hangs up.
+func (ph *selPhones) call(hold string) (*sippServer, *sippServer, <-chan error) {
+	t := ph.t
+	answer := startSIPpServer(t, ph.tp, "phone", selPhone, "uas_answer.xml", "-p", "5070")
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "caller.csv")
+	os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600)
+	trace := &sippServer{t: t, trace: filepath.Join(dir, "messages.log")}
+	done := make(chan error, 1)
+	go func() {
+		out, err := sippIn(t, ph.tp.NS("phone"), "uac_call_long.xml", selBoxA+":5060", csv, 1, 100,
+			"-i", selPhone, "-trace_msg", "-message_file", trace.trace, "-d", hold)
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		done <- err
+	}()
+	return trace, answer, done
+}
+
+// exchange sends 50 RTP packets each way, to the caller's media address
+// toCaller and the callee's toCallee, waits for the call's end, and
+// checks that each phone got at least 45, from its address only.
+func (ph *selPhones) exchange(t *testing.T, toCaller, toCallee netip.AddrPort, done <-chan error) error {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Go(func() { ph.caller.send(toCaller, 50) })
+	wg.Go(func() { ph.callee.send(toCallee, 50) })
+	wg.Wait()
+	if err := <-done; err != nil {
+		return err
+	}
+	for _, x := range []struct {
+		name string
+		p    *rtpPeer
+		from netip.AddrPort
+	}{{"caller", ph.caller, toCaller}, {"callee", ph.callee, toCallee}} {
+		x.p.mu.Lock()
+		got, sources := x.p.got, fmt.Sprint(x.p.sources)
+		for src := range x.p.sources {
+			if src != x.from.String() {
+				t.Errorf("%s received RTP from %s, want only from its media address %v", x.name, src, x.from)
+			}
+		}
+		x.p.mu.Unlock()
+		t.Logf("%s received %d of 50 packets (sources %s)", x.name, got, sources)
+		if got < 45 {
+			t.Errorf("%s received %d of 50 packets", x.name, got)
+		}
+	}
+	return nil
 }
 
 // selLAN is the two boxes' and the phones' LAN of this file.
