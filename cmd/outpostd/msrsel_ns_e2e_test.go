@@ -38,20 +38,13 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 	needSIPp(t)
 	tp := selLAN(t)
 	// Box A's site is "a"; box B ("b") is nearer to it than itself.
-	cfgA := selBox(t, "box-a", selBoxA, "a", selBoxB, func(m map[string]any) {
+	da, db := startSelBoxes(t, tp, func(m map[string]any) {
 		m["media_resources"] = map[string]any{"matrix": map[string]any{"a": map[string]any{"a": 10, "b": 1}}}
 	})
-	cfgB := selBox(t, "box-b", selBoxB, "b", selBoxA, nil)
-	da := startDaemonIn(t, tp.NS("a"), t.TempDir(), cfgA)
-	db := startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
-	waitMSRAt(t, da, "box-b", selBoxB)
 
 	ph := newSelPhones(t, tp)
 	trace, answer, done := ph.call("3000")
-	da.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
-	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
-	toCallee := answer.inviteMedia()
-	toCaller := trace.answerMedia()
+	toCaller, toCallee := answered(da, trace, answer)
 	if toCaller.Addr().String() != selBoxB || toCallee.Addr().String() != selBoxB {
 		t.Fatalf("media not anchored on box B: caller -> %v, callee -> %v (box B is %s)", toCaller, toCallee, selBoxB)
 	}
@@ -119,22 +112,15 @@ func TestRemoteMSRAnchorsCall(t *testing.T) {
 func TestMediaBridgedAcrossMSRs(t *testing.T) {
 	needSIPp(t)
 	tp := selLAN(t)
-	cfgA := selBox(t, "box-a", selBoxA, "a", selBoxB, func(m map[string]any) {
+	da, db := startSelBoxes(t, tp, func(m map[string]any) {
 		m["media_resources"] = map[string]any{"matrix": map[string]any{
 			"a": map[string]any{"a": 0, "b": 5}, "b": map[string]any{"a": 5, "b": 0}}}
 		m["users"].([]map[string]any)[0]["media_site"] = "b"
 	})
-	cfgB := selBox(t, "box-b", selBoxB, "b", selBoxA, nil)
-	da := startDaemonIn(t, tp.NS("a"), t.TempDir(), cfgA)
-	db := startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
-	waitMSRAt(t, da, "box-b", selBoxB)
 
 	ph := newSelPhones(t, tp)
 	trace, answer, done := ph.call("3000")
-	da.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
-	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
-	toCallee := answer.inviteMedia()
-	toCaller := trace.answerMedia()
+	toCaller, toCallee := answered(da, trace, answer)
 	if toCaller.Addr().String() != selBoxB || toCallee.Addr().String() != selBoxA {
 		t.Fatalf("media: caller -> %v, callee -> %v; want the caller on box B (%s), the callee on box A (%s)", toCaller, toCallee, selBoxB, selBoxA)
 	}
@@ -229,6 +215,27 @@ func (ph *selPhones) exchange(t *testing.T, toCaller, toCallee netip.AddrPort, d
 		}
 	}
 	return nil
+}
+
+// startSelBoxes starts box A (site a, its document edited by editA) and
+// box B (site b), each one's MSR UA registering at the other, and waits
+// for box B's at box A.
+func startSelBoxes(t *testing.T, tp *netnstest.Topology, editA func(map[string]any)) (da, db *daemon) {
+	t.Helper()
+	cfgA := selBox(t, "box-a", selBoxA, "a", selBoxB, editA)
+	cfgB := selBox(t, "box-b", selBoxB, "b", selBoxA, nil)
+	da = startDaemonIn(t, tp.NS("a"), t.TempDir(), cfgA)
+	db = startDaemonIn(t, tp.NS("b"), t.TempDir(), cfgB)
+	waitMSRAt(t, da, "box-b", selBoxB)
+	return da, db
+}
+
+// answered waits for a call through d to be up and returns the media
+// addresses the caller (its trace) and the callee (answer) were given.
+func answered(d *daemon, trace, answer *sippServer) (toCaller, toCallee netip.AddrPort) {
+	d.waitFor("the call answered", 10*time.Second, func(s api.Status) bool { return s.CallsActive == 1 })
+	answer.waitMessage("the callee's 200", "SIP/2.0 200 OK", 5*time.Second)
+	return trace.answerMedia(), answer.inviteMedia()
 }
 
 // selLAN is the two boxes' and the phones' LAN of this file.
