@@ -90,7 +90,7 @@ type PSTNGateway struct {
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.
-const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, UPDATE, REFER"
+const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, UPDATE, REFER, MESSAGE"
 
 // Server is the running SIP side.
 type Server struct {
@@ -260,6 +260,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnRefer(s.b2b.OnRefer)
 	srv.OnUpdate(s.b2b.OnUpdate)
 	srv.OnPrack(s.onPrack)
+	srv.OnMessage(s.onMessage)
 	srv.OnNoRoute(s.onNoRoute)
 	// UDP INVITEs (their CANCELs and non-2xx ACKs), BYEs and the ACKs of
 	// 2xx responses are run by the fast path's transactions, not sipgo's.
@@ -481,6 +482,20 @@ func (s *Server) onPrack(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	s.b2b.OnPrack(req, tx)
+}
+
+// onMessage admits an instant message (b2bua.Message): from a local user
+// who authenticates as its From user, like a call.
+func (s *Server) onMessage(req *sip.Request, tx sip.ServerTransaction) {
+	run := s.now.Load()
+	if s.refused(run, req, tx) {
+		return
+	}
+	if _, res := s.reg.AuthorizeCall(req); res != nil {
+		s.respond(run, tx, res)
+		return
+	}
+	s.b2b.Message(req, tx, run.policy(s.Mode()))
 }
 
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {

@@ -521,6 +521,10 @@ func reasonPhrase(code int) string {
 		return "Not Found"
 	case 408:
 		return "Request Timeout"
+	case 413:
+		return "Request Entity Too Large"
+	case 415:
+		return "Unsupported Media Type"
 	case 480:
 		return "Temporarily Unavailable"
 	case 481:

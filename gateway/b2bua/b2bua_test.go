@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 		level = slog.LevelDebug
 	}
 	sip.SetDefaultLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	// As the gateway sets it: UDP above sipgo's MTU guess is sent (and
+	// fragmented) rather than refused.
+	sip.UDPMTUSize = 65000
 	os.Exit(m.Run())
 }
 
@@ -220,6 +223,7 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	srv.OnUpdate(b.OnUpdate)
 	srv.OnOptions(b.OnOptions)
 	srv.OnPrack(b.OnPrack)
+	srv.OnMessage(func(req *sip.Request, tx sip.ServerTransaction) { b.Message(req, tx, b.current()) })
 	serve(t, ua, srv, conn, closing, nil)
 	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String(), ua: ua, srv: srv, closing: closing}
 	t.Logf("box at %s", e.box)
@@ -300,6 +304,8 @@ type phone struct {
 	acked     map[string]bool // "Call-ID CSeq" of the ACKs received (noteAck)
 	// optionsCode answers in-dialog OPTIONS; 0 = no answer at all.
 	optionsCode atomic.Int32
+	// messageCode answers MESSAGEs; 0 = 200.
+	messageCode atomic.Int32
 	// beforeBye, when set (under mu), runs before a BYE is answered.
 	beforeBye func(*sip.Request)
 	busy      atomic.Int64 // INVITE handlers running (serve waits for 0)
@@ -314,6 +320,7 @@ type phone struct {
 	strays    chan *sip.Response              // responses no transaction took (a 2xx retransmitted for a late ACK)
 	options   chan *sip.Request               // in-dialog OPTIONS received
 	pracks    chan *sip.Request               // PRACKs received (answered 200)
+	messages  chan *sip.Request               // MESSAGEs received (answered messageCode)
 	invites   chan *sip.Request               // INVITEs received
 	cancelled chan error                      // cause when a ringing INVITE ended unanswered
 	acks      chan *sip.Request               // ACKs received
@@ -353,6 +360,7 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		notifies:  make(chan *sip.Request, 16),
 		options:   make(chan *sip.Request, 64),
 		pracks:    make(chan *sip.Request, 16),
+		messages:  make(chan *sip.Request, 16),
 		strays:    strays,
 	}
 	p.optionsCode.Store(200)
@@ -398,6 +406,14 @@ func newPhone(t *testing.T, user string, sc script) *phone {
 		if sc != nil {
 			sc(p, d, req)
 		}
+	})
+	srv.OnMessage(func(req *sip.Request, tx sip.ServerTransaction) {
+		p.messages <- req
+		code := int(p.messageCode.Load())
+		if code == 0 {
+			code = 200
+		}
+		_ = tx.Respond(sip.NewResponseFromRequest(req, code, reasonPhrase(code), nil))
 	})
 	srv.OnAck(func(req *sip.Request, tx sip.ServerTransaction) {
 		p.noteAck(req)

@@ -1,0 +1,159 @@
+package b2bua
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/emiago/sipgo/sip"
+
+	"github.com/outpost/outpost/gateway/dialplan"
+)
+
+// Instant messages (RFC 3428 MESSAGE) between local users. A message is
+// a request, not a dialog: the B2BUA sends its own MESSAGE, with the
+// sender's identity and the same body, to every registered contact of
+// the addressee at once; the first 2xx is the sender's answer and the
+// other attempts are abandoned. No contact registered is 480; every
+// contact failing is the best failure (rank), 408 when none answered.
+//
+// Decisions: only text/plain and message/cpim (RFC 3862, which carries
+// its own headers and any inner type) are passed, others get 415 with
+// Accept; a body over MaxMessageBytes gets 413 (RFC 3428 §8: a MESSAGE
+// is a page, not a file transfer).
+const (
+	// MaxMessageBytes is the largest message body relayed.
+	MaxMessageBytes = 8 << 10
+	// messageTimeout bounds one delivery (all contacts): under Timer F,
+	// so a sender's transaction never outlives ours.
+	messageTimeout = 8 * time.Second
+)
+
+// messageTypes are the bodies relayed, as Accept lists them.
+const messageTypes = "text/plain, message/cpim"
+
+// Message relays a MESSAGE from a local user the gateway authenticated,
+// routed by pol's dial plan: to a local user only (404 otherwise).
+func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) {
+	b.inflight.Add(1)
+	defer b.inflight.Add(-1)
+	set := pol.Settings
+	if to := req.To(); to != nil && to.Params.Has("tag") {
+		respondWarn(set, tx, req, 481, "Call/Transaction Does Not Exist") // no dialogs for messages here
+		return
+	}
+	ctype := strings.ToLower(strings.TrimSpace(contentTypeOf(req)))
+	if i := strings.IndexByte(ctype, ';'); i >= 0 {
+		ctype = strings.TrimSpace(ctype[:i])
+	}
+	switch {
+	case len(req.Body()) > MaxMessageBytes:
+		respondWarn(set, tx, req, 413, "Request Entity Too Large")
+		return
+	case ctype != "text/plain" && ctype != "message/cpim":
+		respondWarn(set, tx, req, 415, "Unsupported Media Type", sip.NewHeader("Accept", messageTypes))
+		return
+	}
+	d, ok := pol.Router.Outbound(req.Recipient.User)
+	if !ok || d.Route != dialplan.RouteLocal {
+		respondWarn(set, tx, req, 404, "Not Found")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), messageTimeout)
+	defer cancel()
+	ts, err := b.targets(ctx, set, d)
+	ts = reachable(ts)
+	if err != nil || len(ts) == 0 {
+		respondWarn(set, tx, req, 480, "Temporarily Unavailable")
+		return
+	}
+	code := b.deliver(ctx, cancel, set, req, ts)
+	respondWarn(set, tx, req, code, reasonPhrase(code))
+}
+
+// deliver sends req's message to every target at once and returns the
+// status for the sender: the first 2xx, else the best failure.
+func (b *B2BUA) deliver(ctx context.Context, cancel context.CancelFunc, set *Settings, in *sip.Request, ts []target) int {
+	codes := make(chan int, len(ts))
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		wg.Go(func() {
+			res, err := b.client.Do(ctx, messageTo(set, in, t))
+			switch {
+			case err != nil:
+				codes <- 408
+			default:
+				codes <- res.StatusCode
+			}
+		})
+	}
+	best := 0
+	for range ts {
+		c := <-codes
+		if c/100 == 2 {
+			cancel() // the others are abandoned: the message is delivered
+			wg.Wait()
+			return c
+		}
+		if c/100 == 3 {
+			c = 480 // no redirect is followed for a message
+		}
+		if best == 0 || rank(c) > rank(best) {
+			best = c
+		}
+	}
+	wg.Wait()
+	return best
+}
+
+// messageTo is the MESSAGE to t carrying in's message: the sender's user
+// in From, the addressee in To, in's body and Content-Type, one hop less.
+func messageTo(set *Settings, in *sip.Request, t target) *sip.Request {
+	req := sip.NewRequest(sip.MESSAGE, t.uri)
+	req.SetTransport(t.transport)
+	if t.dest != "" {
+		req.SetDestination(t.dest)
+	}
+	laddr := t.laddr
+	if laddr == nil {
+		laddr = set.laddr
+	}
+	setLaddr(req, t.transport, laddr)
+	host := t.uri.Host
+	if laddr != nil {
+		host = laddr.IP.String()
+	}
+	src := in.From()
+	from := &sip.FromHeader{DisplayName: src.DisplayName, Address: sip.Uri{Scheme: "sip", User: src.Address.User, Host: host}}
+	from.Params.Add("tag", sip.GenerateTagN(16))
+	callID := sip.CallIDHeader(sip.GenerateTagN(32))
+	mf := sip.MaxForwardsHeader(69)
+	if h := in.MaxForwards(); h != nil && h.Val() > 0 {
+		mf = sip.MaxForwardsHeader(h.Val() - 1)
+	}
+	req.AppendHeader(from)
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: t.user, Host: t.uri.Host}})
+	req.AppendHeader(&callID)
+	req.AppendHeader(&sip.CSeqHeader{SeqNo: 1, MethodName: sip.MESSAGE})
+	req.AppendHeader(&mf)
+	if h := in.GetHeader("Date"); h != nil {
+		req.AppendHeader(sip.HeaderClone(h))
+	}
+	ct := sip.ContentTypeHeader(contentTypeOf(in))
+	req.AppendHeader(&ct)
+	req.SetBody(append([]byte(nil), in.Body()...))
+	return req
+}
+
+// reachable drops the contacts whose outbound flow is gone: nothing
+// can reach them.
+func reachable(ts []target) []target {
+	out := ts[:0]
+	for _, t := range ts {
+		if !t.flowFailed {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,84 @@
+package b2bua
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/emiago/sipgo/sip"
+)
+
+// sendMessage sends a MESSAGE from p to number through the box and
+// returns the answer.
+func (p *phone) sendMessage(e *env, number, ctype string, body []byte) *sip.Response {
+	p.t.Helper()
+	req := sip.NewRequest(sip.MESSAGE, sip.Uri{Scheme: "sip", User: number, Host: "127.0.0.1"})
+	req.SetDestination(e.box)
+	from := &sip.FromHeader{DisplayName: "Anna", Address: sip.Uri{Scheme: "sip", User: p.user, Host: p.host}}
+	from.Params.Add("tag", sip.GenerateTagN(8))
+	req.AppendHeader(from)
+	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: number, Host: "127.0.0.1"}})
+	callID := sip.CallIDHeader(sip.GenerateTagN(16))
+	req.AppendHeader(&callID)
+	req.AppendHeader(&sip.CSeqHeader{SeqNo: 1, MethodName: sip.MESSAGE})
+	ct := sip.ContentTypeHeader(ctype)
+	req.AppendHeader(&ct)
+	req.SetBody(body)
+	res, err := p.cli.Do(testCtx(p.t), req)
+	if err != nil {
+		p.t.Fatalf("MESSAGE to %s: %v", number, err)
+	}
+	return res
+}
+
+// A message reaches every registered contact of its addressee; the first
+// 2xx answers the sender, a contact's failure does not.
+func TestMessageToEveryContact(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	desk, mobile := newPhone(t, "1002", nil), newPhone(t, "1002", nil)
+	desk.messageCode.Store(486)
+	e.loc.set("1002", desk.contact(), mobile.contact())
+	body := []byte("lunch at one?")
+	if res := a.sendMessage(e, "1002", "text/plain;charset=UTF-8", body); res.StatusCode != 200 {
+		t.Fatalf("message answered %d, want 200", res.StatusCode)
+	}
+	for _, p := range []*phone{desk, mobile} {
+		m := recv(t, p.messages, "MESSAGE at a contact of 1002")
+		if string(m.Body()) != string(body) || !strings.HasPrefix(header(m, "Content-Type"), "text/plain") || m.From().Address.User != "1001" || m.From().DisplayName != "Anna" {
+			t.Errorf("relayed message: From %v, Content-Type %q, body %q", m.From(), header(m, "Content-Type"), m.Body())
+		}
+	}
+	// Every contact refusing: the sender gets their answer.
+	mobile.messageCode.Store(486)
+	if res := a.sendMessage(e, "1002", "text/plain", body); res.StatusCode != 486 {
+		t.Errorf("every contact busy: %d, want 486", res.StatusCode)
+	}
+	e.noCalls()
+}
+
+// What a message cannot be: for nobody registered, off the local dial
+// plan, of another type, too large.
+func TestMessageRefusals(t *testing.T) {
+	e := newEnv(t, Config{})
+	a := newPhone(t, "1001", nil)
+	for _, c := range []struct {
+		name, number, ctype string
+		body                []byte
+		want                int
+	}{
+		{"addressee not registered", "1003", "text/plain", []byte("hi"), 480},
+		{"not a local user", "95551234", "text/plain", []byte("hi"), 404},
+		{"an image", "1003", "image/png", []byte("\x89PNG"), 415},
+		{"a page too long", "1003", "text/plain", []byte(strings.Repeat("x", MaxMessageBytes+1)), 413},
+		{"CPIM is passed", "1003", "message/cpim", []byte("From: <sip:1001@b>\r\n\r\nContent-Type: text/plain\r\n\r\nhi"), 480},
+	} {
+		res := a.sendMessage(e, c.number, c.ctype, c.body)
+		if res.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.name, res.StatusCode, c.want)
+		}
+		if c.want == 415 && header(res, "Accept") != messageTypes {
+			t.Errorf("%s: Accept %q", c.name, header(res, "Accept"))
+		}
+	}
+	e.noCalls()
+}
