@@ -15,6 +15,7 @@ import (
 
 	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
+	"golang.org/x/time/rate"
 
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/gateway/health"
@@ -249,6 +250,8 @@ type B2BUA struct {
 	merged  map[string]*call  // mergeKey of initial INVITEs being set up
 	drain   drain             // see drain.go
 	ending  int               // calls unlisted whose end (BYEs, CDR) still runs
+
+	msgs messageRate // instant messages per sender (message.go)
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.
@@ -266,6 +269,7 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 		loops:   map[string]*call{},
 		merged:  map[string]*call{},
 		acks:    newAckStore(time.Now),
+		msgs:    messageRate{now: time.Now, m: map[string]*rate.Limiter{}},
 	}
 	if err := b.Reconfigure(cfg); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/emiago/sipgo/sip"
+	"golang.org/x/time/rate"
 
 	"github.com/outpost/outpost/gateway/dialplan"
 )
@@ -21,13 +22,21 @@ import (
 // Decisions: only text/plain and message/cpim (RFC 3862, which carries
 // its own headers and any inner type) are passed, others get 415 with
 // Accept; a body over MaxMessageBytes gets 413 (RFC 3428 §8: a MESSAGE
-// is a page, not a file transfer).
+// is a page, not a file transfer). A sender may send a burst of
+// messageBurst, then one a second; beyond that 503 with Retry-After (SIP
+// has no "too many requests"), so a runaway client cannot flood phones.
 const (
 	// MaxMessageBytes is the largest message body relayed.
 	MaxMessageBytes = 8 << 10
 	// messageTimeout bounds one delivery (all contacts): under Timer F,
 	// so a sender's transaction never outlives ours.
 	messageTimeout = 8 * time.Second
+	// messageBurst and messageRefill are each sender's budget.
+	messageBurst  = 20
+	messageRefill = 1 // per second
+	// maxSenders bounds the budgets kept; senders are authenticated local
+	// users, so only many pushes renaming users could reach it.
+	maxSenders = 4096
 )
 
 // messageTypes are the bodies relayed, as Accept lists them.
@@ -53,6 +62,10 @@ func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) 
 		return
 	case ctype != "text/plain" && ctype != "message/cpim":
 		respondWarn(set, tx, req, 415, "Unsupported Media Type", sip.NewHeader("Accept", messageTypes))
+		return
+	}
+	if !b.msgs.allow(req.From().Address.User) {
+		respondWarn(set, tx, req, 503, "Service Unavailable", sip.NewHeader("Retry-After", "1"))
 		return
 	}
 	d, ok := pol.Router.Outbound(req.Recipient.User)
@@ -156,4 +169,26 @@ func reachable(ts []target) []target {
 		}
 	}
 	return out
+}
+
+// messageRate is a token bucket per sender (golang.org/x/time/rate, read
+// on now so tests step time).
+type messageRate struct {
+	mu  sync.Mutex
+	now func() time.Time
+	m   map[string]*rate.Limiter
+}
+
+func (r *messageRate) allow(sender string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.m[sender]
+	if l == nil {
+		if len(r.m) >= maxSenders {
+			clear(r.m) // each sender then gets at most another burst
+		}
+		l = rate.NewLimiter(messageRefill, messageBurst)
+		r.m[sender] = l
+	}
+	return l.AllowN(r.now(), 1)
 }

@@ -2,7 +2,9 @@ package b2bua
 
 import (
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/emiago/sipgo/sip"
 )
@@ -80,5 +82,42 @@ func TestMessageRefusals(t *testing.T) {
 			t.Errorf("%s: Accept %q", c.name, header(res, "Accept"))
 		}
 	}
+	e.noCalls()
+}
+
+// A sender gets a burst of messages, then one a second: the next is 503
+// with Retry-After, until time refills its budget. Another sender has
+// its own.
+func TestMessageRateLimit(t *testing.T) {
+	e := newEnv(t, Config{})
+	now := time.Now()
+	var mu sync.Mutex
+	e.b.msgs.mu.Lock()
+	e.b.msgs.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e.b.msgs.mu.Unlock()
+	a, c := newPhone(t, "1001", nil), newPhone(t, "1003", nil)
+	b := newPhone(t, "1002", nil)
+	e.loc.set("1002", b.contact())
+	for i := range messageBurst {
+		if res := a.sendMessage(e, "1002", "text/plain", []byte("ping")); res.StatusCode != 200 {
+			t.Fatalf("message %d of the burst: %d", i+1, res.StatusCode)
+		}
+		recv(t, b.messages, "MESSAGE at 1002")
+	}
+	res := a.sendMessage(e, "1002", "text/plain", []byte("one too many"))
+	if res.StatusCode != 503 || header(res, "Retry-After") == "" {
+		t.Fatalf("past the burst: %d Retry-After %q, want 503 with Retry-After", res.StatusCode, header(res, "Retry-After"))
+	}
+	if res := c.sendMessage(e, "1002", "text/plain", []byte("hi")); res.StatusCode != 200 {
+		t.Errorf("another sender: %d", res.StatusCode)
+	}
+	recv(t, b.messages, "MESSAGE from 1003")
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	if res := a.sendMessage(e, "1002", "text/plain", []byte("again")); res.StatusCode != 200 {
+		t.Errorf("a second later: %d", res.StatusCode)
+	}
+	recv(t, b.messages, "MESSAGE at 1002 a second later")
 	e.noCalls()
 }
