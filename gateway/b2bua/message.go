@@ -43,7 +43,10 @@ const (
 const messageTypes = "text/plain, message/cpim"
 
 // Message relays a MESSAGE from a local user the gateway authenticated,
-// routed by pol's dial plan: to a local user only (404 otherwise).
+// routed by pol's dial plan: to a local user's contacts, or to HQ's
+// targets in order (the next on a retryable failure, as for calls). A
+// message routed to the PSTN (an HQ user in survivable mode) cannot be
+// delivered: 480; one with no route 404.
 func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) {
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
@@ -69,8 +72,12 @@ func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) 
 		return
 	}
 	d, ok := pol.Router.Outbound(req.Recipient.User)
-	if !ok || d.Route != dialplan.RouteLocal {
+	switch {
+	case !ok || d.Route == "":
 		respondWarn(set, tx, req, 404, "Not Found")
+		return
+	case d.Route == dialplan.RouteHQ && set.cfg.HQ == nil || d.Route != dialplan.RouteLocal && d.Route != dialplan.RouteHQ:
+		respondWarn(set, tx, req, 480, "Temporarily Unavailable")
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), messageTimeout)
@@ -81,7 +88,12 @@ func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) 
 		respondWarn(set, tx, req, 480, "Temporarily Unavailable")
 		return
 	}
-	code := b.deliver(ctx, cancel, set, req, ts)
+	var code int
+	if d.Route == dialplan.RouteHQ {
+		code = b.deliverInTurn(ctx, set, req, ts)
+	} else {
+		code = b.deliver(ctx, cancel, set, req, ts)
+	}
 	respondWarn(set, tx, req, code, reasonPhrase(code))
 }
 
@@ -118,6 +130,26 @@ func (b *B2BUA) deliver(ctx context.Context, cancel context.CancelFunc, set *Set
 	}
 	wg.Wait()
 	return best
+}
+
+// deliverInTurn sends req's message to the targets in order (HQ's),
+// going on after a retryable failure, and returns the sender's status.
+func (b *B2BUA) deliverInTurn(ctx context.Context, set *Settings, in *sip.Request, ts []target) int {
+	code := 408
+	for _, t := range ts {
+		res, err := b.client.Do(ctx, messageTo(set, in, t))
+		code = 408
+		if err == nil {
+			code = res.StatusCode
+		}
+		if code/100 == 2 || !t.retryable(code, err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if code/100 == 3 {
+		code = 480 // no redirect is followed for a message
+	}
+	return code
 }
 
 // messageTo is the MESSAGE to t carrying in's message: the sender's user

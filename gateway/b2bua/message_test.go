@@ -58,8 +58,8 @@ func TestMessageToEveryContact(t *testing.T) {
 	e.noCalls()
 }
 
-// What a message cannot be: for nobody registered, off the local dial
-// plan, of another type, too large.
+// What a message cannot be: for nobody registered, for the PSTN, with no
+// route, of another type, too large.
 func TestMessageRefusals(t *testing.T) {
 	e := newEnv(t, Config{})
 	a := newPhone(t, "1001", nil)
@@ -69,7 +69,8 @@ func TestMessageRefusals(t *testing.T) {
 		want                int
 	}{
 		{"addressee not registered", "1003", "text/plain", []byte("hi"), 480},
-		{"not a local user", "95551234", "text/plain", []byte("hi"), 404},
+		{"to the PSTN", "95551234", "text/plain", []byte("hi"), 480},
+		{"no route", "777", "text/plain", []byte("hi"), 404},
 		{"an image", "1003", "image/png", []byte("\x89PNG"), 415},
 		{"a page too long", "1003", "text/plain", []byte(strings.Repeat("x", MaxMessageBytes+1)), 413},
 		{"CPIM is passed", "1003", "message/cpim", []byte("From: <sip:1001@b>\r\n\r\nContent-Type: text/plain\r\n\r\nhi"), 480},
