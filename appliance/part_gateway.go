@@ -8,6 +8,7 @@ import (
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/gateway/b2bua"
 	"github.com/outpost/outpost/gateway/registrar"
 	"github.com/outpost/outpost/netcfg"
 )
@@ -147,3 +148,49 @@ func (b bindingStore) SaveBindings(ctx context.Context, ups []registrar.Binding,
 	}
 	return b.st.SaveBindings(ctx, rows, keys)
 }
+
+// The gateway's store-and-forward of instant messages, in the same
+// database: at most offlinePerUser messages per addressee and
+// offlineTotal on the box.
+const (
+	offlinePerUser = 100
+	offlineTotal   = 2000
+)
+
+func (b bindingStore) KeepMessage(ctx context.Context, m *b2bua.OfflineMessage) error {
+	row := store.OfflineMessage{Addressee: m.Addressee, Sender: m.Sender, Display: m.Display, ContentType: m.ContentType, Body: m.Body, Received: m.Received}
+	if err := b.st.KeepMessage(ctx, &row, offlinePerUser, offlineTotal); err != nil {
+		return err
+	}
+	m.ID = row.ID
+	return nil
+}
+
+func (b bindingStore) PendingMessages(ctx context.Context, addressee string) ([]b2bua.OfflineMessage, error) {
+	return offlineMessages(b.st.PendingMessages(ctx, addressee))
+}
+
+func (b bindingStore) AllPendingMessages(ctx context.Context) ([]b2bua.OfflineMessage, error) {
+	return offlineMessages(b.st.AllPendingMessages(ctx))
+}
+
+func (b bindingStore) DeleteMessage(ctx context.Context, id int64) error {
+	return b.st.DeleteMessage(ctx, id)
+}
+
+func (b bindingStore) PruneMessages(ctx context.Context, cutoff time.Time) (int64, error) {
+	return b.st.PruneMessages(ctx, cutoff)
+}
+
+func offlineMessages(rows []store.OfflineMessage, err error) ([]b2bua.OfflineMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]b2bua.OfflineMessage, len(rows))
+	for i, r := range rows {
+		out[i] = b2bua.OfflineMessage{ID: r.ID, Addressee: r.Addressee, Sender: r.Sender, Display: r.Display, ContentType: r.ContentType, Body: r.Body, Received: r.Received}
+	}
+	return out, nil
+}
+
+var _ gateway.MessageStore = bindingStore{}

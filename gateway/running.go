@@ -64,7 +64,7 @@ func (s *Server) newRunning(cfg Config, ls listen.Set, old *running) (*running, 
 	if r.pool, err = nextPool(oldPool, cfg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	if r.b2b, err = b2bua.Prepare(r.b2buaConfig(s.mode.Load)); err != nil {
+	if r.b2b, err = b2bua.Prepare(r.b2buaConfig(s.mode.Load, s.offline.keepFunc())); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	return r, nil
@@ -80,9 +80,11 @@ var (
 
 // b2buaConfig is the B2BUA's configuration under r: its HQ trunk, PSTN
 // gateways and health, the listeners its legs leave from and the pool's
-// signature all of this push; the Warning of the mode at each answer.
-func (r *running) b2buaConfig(m func() *mode.Mode) b2bua.Config {
+// signature all of this push; the Warning of the mode at each answer;
+// keep, the store-and-forward of messages (nil = off).
+func (r *running) b2buaConfig(m func() *mode.Mode, keep func(b2bua.OfflineMessage) error) b2bua.Config {
 	bc := r.cfg.Calls
+	bc.Offline = keep
 	bc.SignPool = r.signPool
 	bc.LocalFor = r.local.from
 	bc.StreamFor = r.local.stream

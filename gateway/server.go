@@ -124,6 +124,7 @@ type Server struct {
 	// capture is the trace tap of the listeners and the HEP exporter (capture.go).
 	capture capturePart
 	pool    poolPart        // the registrar pool's probes (pool.go)
+	offline *offline        // store-and-forward of instant messages (offline.go)
 	hqDial  *hqtrunk.Dialer // TLS connections to HQ
 	// tlsConf is the tls listeners' configuration, which reads the
 	// certificate of what runs at every handshake (tls.go).
@@ -241,6 +242,8 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 		ua.Close()
 		return nil, err
 	}
+	ms, _ := persist.(MessageStore)
+	s.offline = newOffline(ms, log.With("part", "messages"))
 	run, err := s.newRunning(cfg, bound, nil)
 	if err != nil {
 		return fail(err)
@@ -248,10 +251,14 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.now.Store(run)
 	s.listeners, s.pool.cur = bound, run.pool
 	reg.SetRedirect(s.redirect)
-	if s.b2b, err = b2bua.New(ua, run.b2buaConfig(s.mode.Load), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{run, cfg.Mode}, log.With("part", "b2bua")); err != nil {
+	if ms != nil {
+		reg.SetOnBound(s.offline.bound)
+	}
+	if s.b2b, err = b2bua.New(ua, run.b2buaConfig(s.mode.Load, s.offline.keepFunc()), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{run, cfg.Mode}, log.With("part", "b2bua")); err != nil {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
 	s.b2b.Follow(s.policy)
+	s.offline.b2b = s.b2b
 	srv.OnRegister(s.onRegister)
 	srv.OnOptions(s.onOptions)
 	srv.OnInvite(s.onInvite)
@@ -352,6 +359,11 @@ func (s *Server) Run(ctx context.Context) error {
 	regErr := make(chan error, 1)
 	rctx, cancel := context.WithCancel(ctx)
 	go func() { regErr <- s.reg.Run(rctx) }()
+	offDone := make(chan struct{})
+	go func() {
+		defer close(offDone)
+		s.offline.run(rctx)
+	}()
 
 	var err error
 	select {
@@ -360,6 +372,7 @@ func (s *Server) Run(ctx context.Context) error {
 		regErr = nil
 	}
 	cancel()
+	<-offDone
 	s.mu.Lock()
 	s.listeners.CloseAll()
 	s.mu.Unlock()

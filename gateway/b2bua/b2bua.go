@@ -180,6 +180,9 @@ type Config struct {
 	// untouched (apart from the o= line after a transfer, see
 	// party.outSDP).
 	Media MediaFunc `json:"-"`
+	// Offline, when set, keeps a message for a local user with no phone
+	// registered (answered 202; an error = 480); nil = 480.
+	Offline func(OfflineMessage) error `json:"-"`
 	// LocalFor, when set, picks the UDP listener a B leg to dest
 	// ("ip:port") leaves from — the one on the interface facing it — and
 	// the Anchor's address facing that leg; nil = LocalAddr, else the

@@ -16,8 +16,9 @@ import (
 // a request, not a dialog: the B2BUA sends its own MESSAGE, with the
 // sender's identity and the same body, to every registered contact of
 // the addressee at once; the first 2xx is the sender's answer and the
-// other attempts are abandoned. No contact registered is 480; every
-// contact failing is the best failure (rank), 408 when none answered.
+// other attempts are abandoned. No contact registered is 202 when
+// Config.Offline keeps the message, else 480; every contact failing is
+// the best failure (rank), 408 when none answered.
 //
 // Decisions: only text/plain and message/cpim (RFC 3862, which carries
 // its own headers and any inner type) are passed, others get 415 with
@@ -85,21 +86,68 @@ func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) 
 	ts, err := b.targets(ctx, set, d)
 	ts = reachable(ts)
 	if err != nil || len(ts) == 0 {
+		if d.Route == dialplan.RouteLocal && set.cfg.Offline != nil {
+			m := OfflineMessage{Addressee: d.Target, Sender: req.From().Address.User, Display: req.From().DisplayName,
+				ContentType: contentTypeOf(req), Body: append([]byte(nil), req.Body()...), Received: time.Now()}
+			if set.cfg.Offline(m) == nil {
+				respondWarn(set, tx, req, 202, "Accepted") // kept: delivered when a phone registers
+				return
+			}
+		}
 		respondWarn(set, tx, req, 480, "Temporarily Unavailable")
 		return
 	}
 	var code int
+	m := outMessage{sender: req.From().Address.User, display: req.From().DisplayName, ctype: contentTypeOf(req), body: req.Body(), maxFwd: 69}
+	if h := req.MaxForwards(); h != nil && h.Val() > 0 {
+		m.maxFwd = int(h.Val()) - 1
+	}
 	if d.Route == dialplan.RouteHQ {
-		code = b.deliverInTurn(ctx, set, req, ts)
+		code = b.deliverInTurn(ctx, set, m, ts)
 	} else {
-		code = b.deliver(ctx, cancel, set, req, ts)
+		code = b.deliver(ctx, cancel, set, m, ts)
 	}
 	respondWarn(set, tx, req, code, reasonPhrase(code))
 }
 
+// OfflineMessage is an instant message kept for a local user with no
+// phone registered (Config.Offline), delivered by DeliverKept.
+type OfflineMessage struct {
+	ID          int64 // the store's
+	Addressee   string
+	Sender      string // the local user who sent it
+	Display     string // the sender's display name
+	ContentType string
+	Body        []byte
+	Received    time.Time
+}
+
+// DeliverKept sends a kept message to its addressee's registered
+// contacts, as Message does, and returns the status: 2xx delivered, 480
+// none registered.
+func (b *B2BUA) DeliverKept(ctx context.Context, m OfflineMessage) int {
+	b.inflight.Add(1)
+	defer b.inflight.Add(-1)
+	set := b.current().Settings
+	ctx, cancel := context.WithTimeout(ctx, messageTimeout)
+	defer cancel()
+	ts, err := b.targets(ctx, set, dialplan.Decision{Route: dialplan.RouteLocal, Target: m.Addressee})
+	if ts = reachable(ts); err != nil || len(ts) == 0 {
+		return 480
+	}
+	return b.deliver(ctx, cancel, set, outMessage{sender: m.Sender, display: m.Display, ctype: m.ContentType, body: m.Body, maxFwd: 69}, ts)
+}
+
+// outMessage is what a MESSAGE the box sends carries.
+type outMessage struct {
+	sender, display, ctype string
+	body                   []byte
+	maxFwd                 int
+}
+
 // deliver sends req's message to every target at once and returns the
 // status for the sender: the first 2xx, else the best failure.
-func (b *B2BUA) deliver(ctx context.Context, cancel context.CancelFunc, set *Settings, in *sip.Request, ts []target) int {
+func (b *B2BUA) deliver(ctx context.Context, cancel context.CancelFunc, set *Settings, in outMessage, ts []target) int {
 	codes := make(chan int, len(ts))
 	var wg sync.WaitGroup
 	for _, t := range ts {
@@ -134,7 +182,7 @@ func (b *B2BUA) deliver(ctx context.Context, cancel context.CancelFunc, set *Set
 
 // deliverInTurn sends req's message to the targets in order (HQ's),
 // going on after a retryable failure, and returns the sender's status.
-func (b *B2BUA) deliverInTurn(ctx context.Context, set *Settings, in *sip.Request, ts []target) int {
+func (b *B2BUA) deliverInTurn(ctx context.Context, set *Settings, in outMessage, ts []target) int {
 	code := 408
 	for _, t := range ts {
 		res, err := b.client.Do(ctx, messageTo(set, in, t))
@@ -152,9 +200,9 @@ func (b *B2BUA) deliverInTurn(ctx context.Context, set *Settings, in *sip.Reques
 	return code
 }
 
-// messageTo is the MESSAGE to t carrying in's message: the sender's user
-// in From, the addressee in To, in's body and Content-Type, one hop less.
-func messageTo(set *Settings, in *sip.Request, t target) *sip.Request {
+// messageTo is the MESSAGE to t carrying m: the sender's user in From,
+// the addressee in To.
+func messageTo(set *Settings, m outMessage, t target) *sip.Request {
 	req := sip.NewRequest(sip.MESSAGE, t.uri)
 	req.SetTransport(t.transport)
 	if t.dest != "" {
@@ -169,25 +217,18 @@ func messageTo(set *Settings, in *sip.Request, t target) *sip.Request {
 	if laddr != nil {
 		host = laddr.IP.String()
 	}
-	src := in.From()
-	from := &sip.FromHeader{DisplayName: src.DisplayName, Address: sip.Uri{Scheme: "sip", User: src.Address.User, Host: host}}
+	from := &sip.FromHeader{DisplayName: m.display, Address: sip.Uri{Scheme: "sip", User: m.sender, Host: host}}
 	from.Params.Add("tag", sip.GenerateTagN(16))
 	callID := sip.CallIDHeader(sip.GenerateTagN(32))
-	mf := sip.MaxForwardsHeader(69)
-	if h := in.MaxForwards(); h != nil && h.Val() > 0 {
-		mf = sip.MaxForwardsHeader(h.Val() - 1)
-	}
+	mf := sip.MaxForwardsHeader(m.maxFwd)
 	req.AppendHeader(from)
 	req.AppendHeader(&sip.ToHeader{Address: sip.Uri{Scheme: "sip", User: t.user, Host: t.uri.Host}})
 	req.AppendHeader(&callID)
 	req.AppendHeader(&sip.CSeqHeader{SeqNo: 1, MethodName: sip.MESSAGE})
 	req.AppendHeader(&mf)
-	if h := in.GetHeader("Date"); h != nil {
-		req.AppendHeader(sip.HeaderClone(h))
-	}
-	ct := sip.ContentTypeHeader(contentTypeOf(in))
+	ct := sip.ContentTypeHeader(m.ctype)
 	req.AppendHeader(&ct)
-	req.SetBody(append([]byte(nil), in.Body()...))
+	req.SetBody(append([]byte(nil), m.body...))
 	return req
 }
 

@@ -1,6 +1,7 @@
 package b2bua
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -120,5 +121,50 @@ func TestMessageRateLimit(t *testing.T) {
 		t.Errorf("a second later: %d", res.StatusCode)
 	}
 	recv(t, b.messages, "MESSAGE at 1002 a second later")
+	e.noCalls()
+}
+
+// With Config.Offline a message for a user with no phone registered is
+// kept (202), or refused 480 when the store refuses it; DeliverKept
+// later brings it to the user's phone with the sender's identity.
+func TestMessageKeptForLater(t *testing.T) {
+	var mu sync.Mutex
+	var kept []OfflineMessage
+	full := false
+	e := newEnv(t, Config{Offline: func(m OfflineMessage) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if full {
+			return errors.New("full")
+		}
+		kept = append(kept, m)
+		return nil
+	}})
+	a := newPhone(t, "1001", nil)
+	if res := a.sendMessage(e, "1002", "text/plain", []byte("call me")); res.StatusCode != 202 {
+		t.Fatalf("message for nobody registered: %d, want 202", res.StatusCode)
+	}
+	mu.Lock()
+	full = true
+	got := kept
+	mu.Unlock()
+	if len(got) != 1 || got[0].Addressee != "1002" || got[0].Sender != "1001" || got[0].Display != "Anna" || string(got[0].Body) != "call me" {
+		t.Fatalf("kept %+v", got)
+	}
+	if res := a.sendMessage(e, "1002", "text/plain", []byte("again")); res.StatusCode != 480 {
+		t.Errorf("store full: %d, want 480", res.StatusCode)
+	}
+	if code := e.b.DeliverKept(testCtx(t), got[0]); code != 480 {
+		t.Errorf("delivering with no phone: %d, want 480", code)
+	}
+	b := newPhone(t, "1002", nil)
+	e.loc.set("1002", b.contact())
+	if code := e.b.DeliverKept(testCtx(t), got[0]); code != 200 {
+		t.Fatalf("delivering to the registered phone: %d", code)
+	}
+	m := recv(t, b.messages, "kept MESSAGE at 1002")
+	if string(m.Body()) != "call me" || m.From().Address.User != "1001" || m.From().DisplayName != "Anna" {
+		t.Errorf("delivered: From %v body %q", m.From(), m.Body())
+	}
 	e.noCalls()
 }

@@ -69,3 +69,11 @@ func (r *Registrar) handOver(req *sip.Request, aor string, uris []string) *sip.R
 	}
 	return r.moved(req, uris)
 }
+
+// SetOnBound sets the function told, after every REGISTER that adds or
+// refreshes a binding of a user, that user's AOR (the gateway's
+// store-and-forward of messages: a phone is there to take them). It runs
+// on the registration's path: it must return at once.
+func (r *Registrar) SetOnBound(f func(aor string)) {
+	r.onBound.Store(&f)
+}

@@ -468,6 +468,9 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 
 	if added > 0 {
 		r.stats.registered.Add(1)
+		if f := r.onBound.Load(); f != nil {
+			(*f)(aor)
+		}
 	}
 	if removed > 0 {
 		r.stats.unregistered.Add(uint64(removed))

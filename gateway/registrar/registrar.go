@@ -66,6 +66,7 @@ type Registrar struct {
 
 	presence atomic.Pointer[func(aor string, present bool)]
 	redirect atomic.Pointer[func(aor string) []string]
+	onBound  atomic.Pointer[func(aor string)]
 	msr      atomic.Pointer[func(MSRRegistration)]
 }
 
