@@ -28,17 +28,10 @@ import (
 // audio (a wav file played into the call) reaches the box and is relayed,
 // SIPp's echo comes back through the box, and linphonec sees the call
 // running until it hangs up, which ends the call on both sides.
-//
-// linphonec (belle-sip on mbedTLS 2) does not read IP addresses in
-// subjectAltName: the box's certificate here names 127.0.0.1 in its CN
-// only, which mbedTLS then checks.
 func TestLinphoneOverTLSWithSRTP(t *testing.T) {
 	needSIPp(t)
 	testenv.NeedTool(t, "linphonecsh")
-	caPEM, certPEM, keyPEM, _ := testCAWith(t, func(leaf *x509.Certificate) {
-		leaf.Subject = pkix.Name{CommonName: "127.0.0.1"}
-		leaf.IPAddresses, leaf.DNSNames = nil, nil
-	})
+	caPEM, certPEM, keyPEM := linphoneCert(t)
 	doc := benchDoc(2, []string{"udp:127.0.0.1:0", "tls:127.0.0.1:0"}, func(m map[string]any) {
 		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
 		m["sip"].(map[string]any)["tls"] = map[string]any{"cert_pem": certPEM, "key_pem": keyPEM}
@@ -110,10 +103,7 @@ func TestLinphoneOverTLSWithSRTP(t *testing.T) {
 // binding proves the softphone answered the SHA-256 challenge.
 func TestLinphoneWithSHA256Digest(t *testing.T) {
 	testenv.NeedTool(t, "linphonecsh")
-	caPEM, certPEM, keyPEM, _ := testCAWith(t, func(leaf *x509.Certificate) {
-		leaf.Subject = pkix.Name{CommonName: "127.0.0.1"}
-		leaf.IPAddresses, leaf.DNSNames = nil, nil
-	})
+	caPEM, certPEM, keyPEM := linphoneCert(t)
 	doc := benchDoc(2, []string{"tls:127.0.0.1:0"}, func(m map[string]any) {
 		sip := m["sip"].(map[string]any)
 		sip["tls"] = map[string]any{"cert_pem": certPEM, "key_pem": keyPEM}
@@ -133,6 +123,53 @@ func TestLinphoneWithSHA256Digest(t *testing.T) {
 		t.Errorf("user0001's binding: %+v, want linphonec's", r)
 	}
 	d.stop()
+}
+
+// TestLinphoneInstantMessages: the softphone (user0001, over TLS) sends
+// an instant message to a phone on UDP (SIPp as user0000, which checks
+// the text and the sender) and receives one from it, both through the
+// box: MESSAGE challenged, relayed and answered 200 each way.
+func TestLinphoneInstantMessages(t *testing.T) {
+	needSIPp(t)
+	testenv.NeedTool(t, "linphonecsh")
+	caPEM, certPEM, keyPEM := linphoneCert(t)
+	doc := benchDoc(2, []string{"udp:127.0.0.1:0", "tls:127.0.0.1:0"}, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+		m["sip"].(map[string]any)["tls"] = map[string]any{"cert_pem": certPEM, "key_pem": keyPEM}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	received := answeringPhoneWith(t, d.listener("udp"), "user0000", "pw0000", "uas_message_linphone.xml")
+	lp := startLinphone(t, d.listener("tls"), caPEM, "user0001", "pw0001")
+	lp.await(t, "registration over TLS", 20*time.Second, func() bool {
+		return strings.HasPrefix(lp.run(t, "status", "register"), "registered,")
+	})
+	lp.run(t, "generic", "chat sip:user0000@bench.local hello from linphone")
+	received()
+
+	csv := filepath.Join(t.TempDir(), "sender.csv")
+	if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0001\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "uac_message_200.xml", d.listener("udp"), csv, 1, 1); err != nil {
+		t.Fatalf("message to the softphone: %v\n%s\nlinphonec log:\n%s", err, tail(out, 2000), lp.logTail())
+	}
+	lp.await(t, "the message from user0000", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(lp.log)
+		return strings.Contains(string(b), "hello from user0000: the branch is up")
+	})
+	d.stop()
+}
+
+// linphoneCert is a CA and the box's certificate as linphonec checks it:
+// belle-sip on mbedTLS 2 does not read IP addresses in subjectAltName,
+// so the certificate names 127.0.0.1 in its CN only.
+func linphoneCert(t *testing.T) (caPEM, certPEM, keyPEM string) {
+	t.Helper()
+	caPEM, certPEM, keyPEM, _ = testCAWith(t, func(leaf *x509.Certificate) {
+		leaf.Subject = pkix.Name{CommonName: "127.0.0.1"}
+		leaf.IPAddresses, leaf.DNSNames = nil, nil
+	})
+	return caPEM, certPEM, keyPEM
 }
 
 // linphone is one linphonec daemon driven by linphonecsh. linphonecsh
