@@ -37,8 +37,8 @@ type torture struct {
 // tortures is every message of RFC 4475 §3.1.1 (valid), §3.1.2 (invalid
 // syntax), §3.2 (transaction layer), §3.3 (application layer) and §3.4
 // (RFC 2543 compatibility). The box is a registrar and a back-to-back
-// user agent: an out-of-dialog INVITE from an unknown source is challenged
-// (407), a REGISTER for an unknown AOR is challenged (401) before the user
+// user agent: an out-of-dialog INVITE or MESSAGE from an unknown source
+// is challenged (407), a REGISTER for an unknown AOR is challenged (401) before the user
 // is looked up, OPTIONS is answered 200, other methods 405. sipgo answers
 // to the source address and port of the request (RFC 3581 style) whatever
 // the Via says, so the answers to the torture messages' Via hosts
@@ -63,7 +63,7 @@ var tortures = []torture{
 	{"valid/dblreq.dat", "3.1.1.8 Extra Trailing Octets in a UDP Datagram", []int{401, 407}, "TCP (the RFC case is UDP): two requests back to back; sipgo's stream parser sometimes refuses the REGISTER (\"transmission beginning 'C'\"), and answers the INVITE on a new connection to its Via host, unreachable here"},
 	{"valid/semiuri.dat", "3.1.1.9 Semicolon-Separated Parameters in URI User Part", []int{200}, ""},
 	{"valid/transports.dat", "3.1.1.10 Varied and Unknown Transport Types", []int{200}, "UDP: the Via host is a name, which sipgo resolves to answer (RFC 3263 §5); the namespace has no DNS"},
-	{"valid/mpart01.dat", "3.1.1.11 Multipart MIME Message", []int{405}, ""},
+	{"valid/mpart01.dat", "3.1.1.11 Multipart MIME Message", []int{407}, "a MESSAGE: challenged before its body is looked at"},
 	{"valid/unreason.dat", "3.1.1.12 Unusual Reason Phrase", nil, "a response matching no transaction is absorbed (RFC 3261 §17.1.3, §18.1.2)"},
 	{"valid/noreason.dat", "3.1.1.13 Empty Reason Phrase", nil, "a response matching no transaction is absorbed"},
 
