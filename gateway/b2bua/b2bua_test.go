@@ -69,8 +69,15 @@ func (r planRouter) Voicemail(ext string) (dialplan.Decision, bool) {
 }
 
 type fakeLocator struct {
-	mu sync.Mutex
-	m  map[string][]Contact
+	mu   sync.Mutex
+	m    map[string][]Contact
+	pool []Contact // other registrar pool members (PoolContacts)
+}
+
+func (l *fakeLocator) PoolContacts(string) []Contact {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Contact(nil), l.pool...)
 }
 
 func (l *fakeLocator) set(ext string, cs ...Contact) {

@@ -84,9 +84,10 @@ func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) 
 	ctx, cancel := context.WithTimeout(context.Background(), messageTimeout)
 	defer cancel()
 	ts, err := b.targets(ctx, set, d)
+	atMember := len(ts) > 0 && ts[0].signed // the user is at another pool member: not kept here
 	ts = reachable(ts)
 	if err != nil || len(ts) == 0 {
-		if d.Route == dialplan.RouteLocal && set.cfg.Offline != nil {
+		if d.Route == dialplan.RouteLocal && set.cfg.Offline != nil && !atMember {
 			m := OfflineMessage{Addressee: d.Target, Sender: req.From().Address.User, Display: req.From().DisplayName,
 				ContentType: contentTypeOf(req), Body: append([]byte(nil), req.Body()...), Received: time.Now()}
 			if set.cfg.Offline(m) == nil {
@@ -232,12 +233,13 @@ func messageTo(set *Settings, m outMessage, t target) *sip.Request {
 	return req
 }
 
-// reachable drops the contacts whose outbound flow is gone: nothing
-// can reach them.
+// reachable drops the contacts whose outbound flow is gone (nothing can
+// reach them) and the other registrar pool members (a message is not
+// signed as a member's INVITE is, so a member would challenge it).
 func reachable(ts []target) []target {
 	out := ts[:0]
 	for _, t := range ts {
-		if !t.flowFailed {
+		if !t.flowFailed && !t.signed {
 			out = append(out, t)
 		}
 	}

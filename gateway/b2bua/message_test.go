@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,6 +166,27 @@ func TestMessageKeptForLater(t *testing.T) {
 	m := recv(t, b.messages, "kept MESSAGE at 1002")
 	if string(m.Body()) != "call me" || m.From().Address.User != "1001" || m.From().DisplayName != "Anna" {
 		t.Errorf("delivered: From %v body %q", m.From(), m.Body())
+	}
+	e.noCalls()
+}
+
+// A message for a user registered at another pool member is not sent
+// there unsigned (the member would challenge it) nor kept here: 480.
+func TestMessageForAnotherPoolMember(t *testing.T) {
+	var kept atomic.Int32
+	e := newEnv(t, Config{Offline: func(OfflineMessage) error { kept.Add(1); return nil }})
+	member := newPhone(t, "1002", nil)
+	e.loc.mu.Lock()
+	e.loc.pool = []Contact{member.contact()}
+	e.loc.mu.Unlock()
+	a := newPhone(t, "1001", nil)
+	if res := a.sendMessage(e, "1002", "text/plain", []byte("hi")); res.StatusCode != 480 || kept.Load() != 0 {
+		t.Errorf("message for a user at another member: %d, kept %d; want 480, none kept", res.StatusCode, kept.Load())
+	}
+	select {
+	case m := <-member.messages:
+		t.Errorf("the member got a MESSAGE: %v", m)
+	default:
 	}
 	e.noCalls()
 }
