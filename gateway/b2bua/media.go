@@ -1,8 +1,8 @@
 package b2bua
 
 import (
-	"bytes"
 	"net/netip"
+	"strings"
 
 	"github.com/outpost/outpost/gateway/dialplan"
 	"github.com/outpost/outpost/media/sdprewrite"
@@ -103,9 +103,12 @@ func withSendrecv(sdp []byte) []byte {
 
 // isSDP reports whether a body with Content-Type ct can be relayed as a
 // session description.
-func isSDP(ct string) bool {
-	mt, _, _ := bytes.Cut([]byte(ct), []byte(";"))
-	return bytes.EqualFold(bytes.TrimSpace(mt), []byte("application/sdp"))
+func isSDP(ct string) bool { return strings.EqualFold(mediaType(ct), "application/sdp") }
+
+// mediaType is a Content-Type's type/subtype, parameters and spaces cut.
+func mediaType(ct string) string {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.TrimSpace(mt)
 }
 
 // endOf is the far end of the called leg of a call routed by d.

@@ -56,10 +56,7 @@ func (b *B2BUA) Message(req *sip.Request, tx sip.ServerTransaction, pol Policy) 
 		respondWarn(set, tx, req, 481, "Call/Transaction Does Not Exist") // no dialogs for messages here
 		return
 	}
-	ctype := strings.ToLower(strings.TrimSpace(contentTypeOf(req)))
-	if i := strings.IndexByte(ctype, ';'); i >= 0 {
-		ctype = strings.TrimSpace(ctype[:i])
-	}
+	ctype := strings.ToLower(mediaType(contentTypeOf(req)))
 	switch {
 	case len(req.Body()) > MaxMessageBytes:
 		respondWarn(set, tx, req, 413, "Request Entity Too Large")
