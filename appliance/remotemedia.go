@@ -132,14 +132,9 @@ func chooseMedia(own, remote []selection.Entry, local localResources, legs [2]se
 	prefer := ""
 	for i, req := range legs {
 		req.Now = now
-		e, err := selection.Select(cands, req, pol, rnd)
-		if prefer != "" {
-			// The caller's MSR when it is among this leg's nearest.
-			for _, c := range selection.Candidates(cands, req, pol) {
-				if c.MSR == prefer {
-					e, err = c, nil
-				}
-			}
+		e, err := preferred(cands, req, pol, prefer)
+		if err != nil {
+			e, err = selection.Select(cands, req, pol, rnd)
 		}
 		if err != nil || e.MSR == local.MSR {
 			prefer = local.MSR
@@ -149,6 +144,19 @@ func chooseMedia(own, remote []selection.Entry, local localResources, legs [2]se
 		prefer = e.MSR
 	}
 	return out
+}
+
+// preferred is the caller leg's MSR, msr, when it is among the nearest
+// for req; else selection.ErrNoResource.
+func preferred(cands []selection.Entry, req selection.Request, pol selection.Policy, msr string) (selection.Entry, error) {
+	if msr != "" {
+		for _, c := range selection.Candidates(cands, req, pol) {
+			if c.MSR == msr {
+				return c, nil
+			}
+		}
+	}
+	return selection.Entry{}, selection.ErrNoResource
 }
 
 // poolControl joins on the MSR's channel from the pool, dialled (and
