@@ -54,9 +54,7 @@ func TestLinphoneOverTLSWithSRTP(t *testing.T) {
 	answered := runUAS(t, "uas_echo.xml", "127.0.0.1", port, "-aa", "-rtp_echo")
 
 	lp := startLinphone(t, d.listener("tls"), caPEM, "user0001", "pw0001")
-	lp.await(t, "registration over TLS", 20*time.Second, func() bool {
-		return strings.HasPrefix(lp.run(t, "status", "register"), "registered,")
-	})
+	lp.awaitRegistered(t, "registration over TLS")
 	lp.run(t, "generic", "soundcard use files")
 	lp.run(t, "dial", "sip:user0000@bench.local")
 	lp.await(t, "the call's streams", 20*time.Second, func() bool {
@@ -111,9 +109,7 @@ func TestLinphoneWithSHA256Digest(t *testing.T) {
 	})
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	lp := startLinphone(t, d.listener("tls"), caPEM, "user0001", "pw0001")
-	lp.await(t, "registration over TLS with SHA-256", 20*time.Second, func() bool {
-		return strings.HasPrefix(lp.run(t, "status", "register"), "registered,")
-	})
+	lp.awaitRegistered(t, "registration over TLS with SHA-256")
 	regs := awaitRegistrations(t, d, "user0001")
 	log, _ := os.ReadFile(lp.log)
 	if auth := regexp.MustCompile(`(?i)authorization: *digest [^\n]*`).FindAllString(string(log), -1); len(auth) == 0 || !strings.Contains(auth[len(auth)-1], "algorithm=SHA-256") {
@@ -140,9 +136,7 @@ func TestLinphoneInstantMessages(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	received := answeringPhoneWith(t, d.listener("udp"), "user0000", "pw0000", "uas_message_linphone.xml")
 	lp := startLinphone(t, d.listener("tls"), caPEM, "user0001", "pw0001")
-	lp.await(t, "registration over TLS", 20*time.Second, func() bool {
-		return strings.HasPrefix(lp.run(t, "status", "register"), "registered,")
-	})
+	lp.awaitRegistered(t, "registration over TLS")
 	lp.run(t, "generic", "chat sip:user0000@bench.local hello from linphone")
 	received()
 
@@ -259,6 +253,14 @@ func (lp *linphone) await(t *testing.T, what string, within time.Duration, ok fu
 			t.Fatalf("linphonec: no %s within %v\nlog:\n%s", what, within, lp.logTail())
 		}
 	}
+}
+
+// awaitRegistered waits (what names it) for linphonec's registration.
+func (lp *linphone) awaitRegistered(t *testing.T, what string) {
+	t.Helper()
+	lp.await(t, what, 20*time.Second, func() bool {
+		return strings.HasPrefix(lp.run(t, "status", "register"), "registered,")
+	})
 }
 
 // logTail is the end of linphonec's log, without its sound-card noise.
