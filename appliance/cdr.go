@@ -133,8 +133,11 @@ func (a *App) CDRs(ctx context.Context, since time.Time, limit int) ([]api.CDR, 
 // is in when it ends.
 func (a *App) recordCDR(c b2bua.CDR) {
 	peer := c.Peer
-	if c.ForwardedFrom != "" {
+	switch {
+	case c.Disposition == b2bua.Voicemail:
 		peer += " (voicemail of " + c.ForwardedFrom + ")"
+	case c.ForwardedFrom != "":
+		peer += " (forwarded by " + c.ForwardedFrom + ": " + c.ForwardReason + ")"
 	}
 	if c.TransferOf != "" {
 		peer += " (transfer of " + c.TransferOf + ")"

@@ -153,6 +153,32 @@ type User struct {
 	// MediaSite is the media site of the user's leg (its row of
 	// media_resources.matrix), in place of site.site; empty = site.site.
 	MediaSite string `json:"media_site,omitempty"`
+	// DND (do not disturb) refuses the user's calls as busy without
+	// ringing: they go to forward.busy, else voicemail, else get 486. The
+	// phone sets it with *78 and clears it with *79.
+	DND bool `json:"dnd,omitempty"`
+	// Forward is the user's call forwarding. Phones change it with feature
+	// codes (docs/features.md); what a phone set stands until it is
+	// changed again, or until a push changes that field of this user.
+	Forward *Forward `json:"forward,omitempty"`
+}
+
+// Forward is where a user's calls go instead of ringing the user's
+// phones. Each number is dialled as the user would dial it: routed by the
+// dial plan of the mode the call is in (a forward to an HQ extension goes
+// over the PSTN in survivable mode).
+type Forward struct {
+	// Always forwards every call (*72 number to set, *73 to clear).
+	Always string `json:"always,omitempty"`
+	// Busy forwards a call the user's phones refuse busy, or that DND
+	// refuses (*90 number, *91).
+	Busy string `json:"busy,omitempty"`
+	// NoAnswer forwards a call nobody answered within no_answer_s (*92
+	// number, *93).
+	NoAnswer string `json:"no_answer,omitempty"`
+	// NoAnswerS is the ring time before no_answer; 0 = the voicemail ring
+	// time.
+	NoAnswerS int `json:"no_answer_s,omitempty"`
 }
 
 // HQ is the head office: where upstream registrations and HQ-bound calls go

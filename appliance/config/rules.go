@@ -69,6 +69,7 @@ var (
 	noControl    = "^[^" + controls + "]*$"
 	optNumber    = "^$|" + numberRe.String()
 	optName      = "^$|" + nameRe.String()
+	optDialled   = "^$|" + dialledRe.String()
 	optSRV       = "^$|" + srvServiceRe.String()
 	headerPrefix = "^$|^[A-Za-z0-9.!%*_+`'~-]*-$"
 	extensionRe  = `^[0-9A-Za-z_.+-]{1,32}$`
@@ -157,7 +158,14 @@ var fieldRules = map[string]*FieldRule{
 	"users.ha1_md5":    {Pattern: "^$|^[0-9a-f]{32}$", Example: "0123456789abcdef0123456789abcdef"},
 	"users.media_zone": {MaxLength: 64, Pattern: noControl, Example: "default"},
 	"users.media_site": {MaxLength: 64, Pattern: noControl, Example: "kazan", Checks: "A row of media_resources.matrix when that is set."},
-	"users.ha1_sha256": {Pattern: "^$|^[0-9a-f]{64}$", Example: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+	"users.dnd":        {Example: false},
+	"users.forward":    {},
+	"users.forward.always": {Pattern: optDialled, PatternText: "digits, *, # and a leading +, at most 32", Example: "+78435550199",
+		Checks: "Not the user's own extension; forward.always must not lead back to the user through other users' forward.always."},
+	"users.forward.busy":        {Pattern: optDialled, PatternText: "as forward.always", Example: "1002", Checks: "Not the user's own extension."},
+	"users.forward.no_answer":   {Pattern: optDialled, PatternText: "as forward.always", Example: "1002", Checks: "Not the user's own extension."},
+	"users.forward.no_answer_s": {Min: num(5), Max: num(300), ZeroOK: true, Unit: "seconds", Example: 15},
+	"users.ha1_sha256":          {Pattern: "^$|^[0-9a-f]{64}$", Example: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
 
 	"hq":            {},
 	"hq.media_zone": {MaxLength: 64, Pattern: noControl, Example: "default"},

@@ -186,7 +186,7 @@ func TestSealRedactedKeepsStored(t *testing.T) {
 	if in.Users[0].HA1MD5 != HA1("MD5", "100", realm, "a-new-password") || in.Users[0].Password != "" {
 		t.Errorf("changed password not sealed: %+v", in.Users[0])
 	}
-	if in.Users[1] != prev.Users[1] || in.Users[2] != prev.Users[2] {
+	if !reflect.DeepEqual(in.Users[1], prev.Users[1]) || !reflect.DeepEqual(in.Users[2], prev.Users[2]) {
 		t.Error("unchanged users lost their HA1s")
 	}
 	if in.Users[3].HA1SHA256 != HA1("SHA-256", "102", realm, "pw-102-long") {

@@ -18,6 +18,7 @@ import (
 
 var (
 	numberRe    = regexp.MustCompile(`^\+?[0-9]{1,15}$`)   // DID, voicemail pilot
+	dialledRe   = regexp.MustCompile(`^\+?[0-9*#]{1,32}$`) // a number as a phone dials it (forwards)
 	prefixRe    = regexp.MustCompile(`^\+?[0-9]{0,15}$`)   // pstn_prefix
 	emergencyRe = regexp.MustCompile(`^[0-9]{1,15}$`)      // emergency numbers
 	prependRe   = regexp.MustCompile(`^\+?[0-9*#]{0,32}$`) // dial plan prepend
@@ -46,6 +47,7 @@ func (d *Document) Validate() Errors {
 	v.site()
 	v.sip()
 	v.users()
+	v.forwardLoops()
 	v.hq()
 	v.pstn()
 	v.dialplan()
@@ -257,6 +259,7 @@ func (v *validator) users() {
 			}
 		}
 
+		v.forward(p, u)
 		if u.DID != "" {
 			switch j, dup := dids[u.DID]; {
 			case !numberRe.MatchString(u.DID):
@@ -265,6 +268,58 @@ func (v *validator) users() {
 				v.add(field(p, "did"), "duplicate DID %s (also users[%d])", u.DID, j)
 			default:
 				dids[u.DID] = i
+			}
+		}
+	}
+}
+
+// forward checks a user's forwards: numbers a phone could dial, none to
+// the user itself.
+func (v *validator) forward(p string, u User) {
+	f := u.Forward
+	if f == nil {
+		return
+	}
+	p = field(p, "forward")
+	for _, n := range []struct{ name, number string }{{"always", f.Always}, {"busy", f.Busy}, {"no_answer", f.NoAnswer}} {
+		switch {
+		case n.number == "":
+		case !dialledRe.MatchString(n.number):
+			v.add(field(p, n.name), "bad number %q: want digits, * and #, at most 32, with an optional leading +", n.number)
+		case n.number == u.Extension:
+			v.add(field(p, n.name), "forwards the user to itself")
+		}
+	}
+	if f.NoAnswerS != 0 && (f.NoAnswerS < 5 || f.NoAnswerS > 300) {
+		v.add(field(p, "no_answer_s"), "want 5 to 300 seconds (0 = the voicemail ring time)")
+	}
+}
+
+// forwardLoops refuses forward.always chains between users that come back
+// to where they started: such a call could only end in 482.
+func (v *validator) forwardLoops() {
+	always := map[string]string{}
+	for _, u := range v.d.Users {
+		if u.Forward != nil && u.Forward.Always != "" {
+			always[u.Extension] = u.Forward.Always
+		}
+	}
+	for i, u := range v.d.Users {
+		if always[u.Extension] == u.Extension {
+			continue // forward reported it
+		}
+		path := []string{u.Extension}
+		for next, ok := always[u.Extension]; ok; next, ok = always[next] {
+			if _, local := v.exts[next]; !local {
+				break
+			}
+			path = append(path, next)
+			if next == u.Extension {
+				v.add(field(index("users", i), "forward.always"), "forwarding loop: %s", strings.Join(path, " -> "))
+				break
+			}
+			if len(path) > len(v.d.Users) {
+				break // a loop that does not pass through this user: reported at its own users
 			}
 		}
 	}

@@ -180,6 +180,10 @@ type Config struct {
 	// untouched (apart from the o= line after a transfer, see
 	// party.outSDP).
 	Media MediaFunc `json:"-"`
+	// Services, when set, are the users' do-not-disturb and forwards,
+	// and the feature codes that change them are served (featurecode.go);
+	// nil = neither.
+	Services ServiceStore `json:"-"`
 	// Offline, when set, keeps a message for a local user with no phone
 	// registered (answered 202; an error = 480); nil = 480.
 	Offline func(OfflineMessage) error `json:"-"`
@@ -706,6 +710,10 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 	}
 	c.cdr = CDR{CallID: c.info.ID, Start: now, Caller: c.info.From, Dialled: number, Target: d.Target, Route: d.Route, Rule: d.Rule}
 
+	if fc, arg, isCode := parseFeatureCode(number); isCode && trusted && set.cfg.Services != nil {
+		c.serveFeature(fc, arg)
+		return
+	}
 	body, ct := req.Body(), contentTypeOf(req)
 	switch {
 	case !ok || d.Route == "":

@@ -3,6 +3,7 @@ package b2bua
 import (
 	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -30,8 +31,14 @@ type call struct {
 	initial bool   // an initial call (A's INVITE), not a transfer's bridge
 	branch  string // Via branch of A's INVITE (Looped)
 	d       dialplan.Decision
-	local   callLocal
-	setup   callSetup // dropped under mu (setupDone)
+	// The forwards the call followed (ringing phase only): the Diversion
+	// headers, latest first, the local users it reached, and why c.d was
+	// last forwarded to.
+	diversions    []sip.Header
+	reached       map[string]bool
+	forwardReason string
+	local         callLocal
+	setup         callSetup // dropped under mu (setupDone)
 	// rel sends the caller's provisionals reliably (its INVITE had
 	// Require: 100rel); nil = unreliably, as RFC 3261 does.
 	rel   *uasReliable
@@ -52,7 +59,10 @@ type call struct {
 	acking    []*exchange // exchanges that only wait for their ACK
 	xfer      *party      // the transferor while a transfer of this call runs
 	cdr       CDR
-	keepTimer *time.Timer // the keep-alive (startKeepalive)
+	// toVoicemail: the call went to the voicemail pilot (the disposition
+	// of its answer)
+	toVoicemail bool
+	keepTimer   *time.Timer // the keep-alive (startKeepalive)
 
 	life context.Context    // ends with the call
 	kill context.CancelFunc // ends life
@@ -132,9 +142,9 @@ func (c *call) run() {
 	stopWatch := context.AfterFunc(c.setup.a.Context(), func() { c.abort(errCallerGone) })
 	defer stopWatch()
 
-	vm, hasVM := dialplan.Decision{}, false
 	if c.d.Route == dialplan.RouteLocal {
-		vm, hasVM = c.router.Voicemail(c.d.Target)
+		c.ringLocal()
+		return
 	}
 	spec, err := c.specOf(c.d, c.setup.early)
 	if err != nil {
@@ -149,9 +159,6 @@ func (c *call) run() {
 		c.end(Failed, BySystem)
 		return
 	}
-	if hasVM {
-		spec.timeout, spec.cause = c.set.cfg.VoicemailAfter, errNoAnswer
-	}
 	res := c.b.dial(c.ring, c.set, spec)
 	c.notePeer(res)
 	if c.d.Route == dialplan.RouteHQ && !res.answered && res.cause == nil &&
@@ -160,7 +167,140 @@ func (c *call) run() {
 			res = fres
 		}
 	}
-	c.finish(res, hasVM, vm)
+	c.finish(res, false, dialplan.Decision{})
+}
+
+// ringLocal rings a local user with the user's services: forward always,
+// do-not-disturb (busy without ringing), and the forwards on busy and no
+// answer, which may lead to another local user (rung the same way), or
+// out by the dial plan; then the voicemail of the last user reached.
+func (c *call) ringLocal() {
+	early := c.setup.early
+	for {
+		if !c.followAlways() {
+			return
+		}
+		if c.d.Route != dialplan.RouteLocal {
+			c.forward(c.d, c.forwardReason, false)
+			return
+		}
+		sv := c.set.services(c.d.Target)
+		vm, hasVM := c.router.Voicemail(c.d.Target)
+		var res dialResult
+		reason := "do-not-disturb"
+		if sv.DND {
+			res.best = &legEvent{status: 486}
+			c.b.log.Debug("b2bua: do not disturb", "call", c.info.ID, "extension", c.d.Target)
+		} else {
+			spec, err := c.specOf(c.d, early)
+			if err != nil {
+				c.respondA(503, "Service Unavailable")
+				c.end(Failed, BySystem)
+				return
+			}
+			switch {
+			case sv.ForwardNoAnswer != "":
+				spec.timeout, spec.cause = cmp.Or(sv.NoAnswerAfter, c.set.cfg.VoicemailAfter), errNoAnswer
+			case hasVM:
+				spec.timeout, spec.cause = c.set.cfg.VoicemailAfter, errNoAnswer
+			}
+			res = c.b.dial(c.ring, c.set, spec)
+			c.notePeer(res)
+			_, reason = failure(res)
+		}
+		early = nil
+		if fwd := sv.forwardOn(reason); fwd != "" && !res.answered && res.cause != errCallerGone && res.cause != errCallerBye {
+			switch c.divert(fwd, reason) {
+			case diverted:
+				continue
+			case refused:
+				return
+			}
+		}
+		c.finish(res, hasVM, vm)
+		return
+	}
+}
+
+// forwardOn is the forward for a reason failure gave ("" = none).
+func (sv Services) forwardOn(reason string) string {
+	switch reason {
+	case "user-busy", "do-not-disturb":
+		return sv.ForwardBusy
+	case "no-answer":
+		return sv.ForwardNoAnswer
+	}
+	return ""
+}
+
+// followAlways follows the forward-always settings from c.d on. It
+// reports false when the call got its final answer here (a loop).
+func (c *call) followAlways() bool {
+	for c.d.Route == dialplan.RouteLocal {
+		fwd := c.set.services(c.d.Target).ForwardAlways
+		if fwd == "" {
+			return true
+		}
+		switch c.divert(fwd, "unconditional") {
+		case refused:
+			return false
+		case unrouted:
+			return true // the user is rung instead
+		}
+	}
+	return true
+}
+
+// Outcomes of divert.
+const (
+	diverted = iota // c.d is the forward's decision now
+	unrouted        // the number has no route: nothing changed
+	refused         // a loop: the caller got 482, the call ended
+)
+
+// divert moves the call from the local user c.d names to number (the
+// user's forward, for reason): the Diversion (RFC 5806) naming the user
+// is added to the B legs' INVITEs, the caller gets 181, and the CDR the
+// first forwarding user. A forward back to a user the call already
+// reached, or one more than maxForwards, is a loop.
+func (c *call) divert(number, reason string) int {
+	d, ok := c.router.Outbound(number)
+	if !ok || d.Route == "" {
+		c.b.log.Info("b2bua: forward has no route", "call", c.info.ID, "extension", c.d.Target, "forward", number)
+		return unrouted
+	}
+	from := c.d.Target
+	if c.reached == nil {
+		c.reached = map[string]bool{from: true}
+	}
+	if len(c.diversions) >= maxForwards || d.Route == dialplan.RouteLocal && c.reached[d.Target] {
+		c.b.log.Info("b2bua: forwarding loop", "call", c.info.ID, "extension", from, "forward", number)
+		c.respondA(482, "Loop Detected")
+		c.end(Failed, BySystem)
+		return refused
+	}
+	if d.Route == dialplan.RouteLocal {
+		c.reached[d.Target] = true
+	}
+	c.addDiversion(from, reason)
+	_ = c.setup.a.Respond(181, "Call Is Being Forwarded", nil)
+	c.mu.Lock()
+	if c.cdr.ForwardedFrom == "" {
+		c.cdr.ForwardedFrom, c.cdr.ForwardReason = from, reason
+	}
+	c.cdr.Target, c.cdr.Route, c.cdr.Rule = d.Target, d.Route, d.Rule
+	c.info.Target, c.info.Route = d.Target, d.Route
+	c.mu.Unlock()
+	c.b.log.Info("b2bua: call forwarded", "call", c.info.ID, "extension", from, "reason", reason, "to", d.Target, "route", d.Route)
+	c.d, c.forwardReason = d, reason
+	return diverted
+}
+
+// addDiversion puts the Diversion of a forward by ext on top of the
+// call's (RFC 5806 §3: the latest first, counting the forwards).
+func (c *call) addDiversion(ext, reason string) {
+	v := "<sip:" + ext + "@" + c.local.contact.Host + ">;reason=" + reason + ";counter=" + strconv.Itoa(len(c.diversions)+1)
+	c.diversions = slices.Insert(c.diversions, 0, sip.Header(sip.NewHeader("Diversion", v)))
 }
 
 // finish ends a call after its ringing phase res: nothing more to do when
@@ -185,7 +325,7 @@ func (c *call) finish(res dialResult, hasVM bool, vm dialplan.Decision) {
 	}
 	disp, reason := failure(res)
 	if hasVM && reason != "" {
-		if c.forward(vm, reason) {
+		if c.forward(vm, reason, true) {
 			return
 		}
 	}
@@ -298,7 +438,7 @@ func (c *call) specOf(d dialplan.Decision, ts []target) (dialSpec, error) {
 	if h := c.setup.aReq.MaxForwards(); h != nil {
 		s.maxFwd = h.Val() - 1
 	}
-	s.headers = []sip.Header{sip.NewHeader(loopHeader, c.token)}
+	s.headers = append([]sip.Header{sip.NewHeader(loopHeader, c.token)}, c.diversions...)
 	// RFC 4028: the caller's Session-Expires (or the box's own) and a
 	// Min-SE no lower than the caller's; RFC 3262: the box PRACKs a
 	// callee's reliable provisionals itself (not with a late offer: the
@@ -314,29 +454,43 @@ func (c *call) specOf(d dialplan.Decision, ts []target) (dialSpec, error) {
 	return s, nil
 }
 
-// forward sends the call to the voicemail pilot (decision vm) after the
-// callee did not take it, with Diversion naming the extension. It reports
-// whether the A leg got its final response here.
-func (c *call) forward(vm dialplan.Decision, reason string) bool {
-	spec, err := c.spec(vm)
+// forward sends the call on to decision d after the local user c.d did
+// not take it (reason): to the voicemail pilot (vm), or to where the
+// user's forward leads out of the box (divert has then added its
+// Diversion). It reports whether the A leg got its final response here;
+// when not, the caller answers with the user's failure.
+func (c *call) forward(d dialplan.Decision, reason string, vm bool) bool {
+	if vm {
+		c.addDiversion(c.d.Target, reason)
+	}
+	spec, err := c.spec(d)
 	if err != nil || len(spec.targets) == 0 {
-		c.b.log.Warn("b2bua: voicemail pilot unreachable", "call", c.info.ID, "pilot", vm.Number, "err", err)
+		c.b.log.Warn("b2bua: forward target unreachable", "call", c.info.ID, "number", d.Number, "voicemail", vm, "err", err)
+		if !vm {
+			c.respondA(480, "Temporarily Unavailable")
+			c.end(Unreachable, BySystem)
+			return true
+		}
 		return false
 	}
-	ext := c.d.Target
-	// RFC 5806 §3: the diverting user, why, and how many times.
-	div := "<sip:" + ext + "@" + c.local.contact.Host + ">;reason=" + reason + ";counter=1"
-	spec.headers = append(spec.headers, sip.NewHeader("Diversion", div))
-	// RFC 3261 §21.1.3: 181 Call Is Being Forwarded.
-	_ = c.setup.a.Respond(181, "Call Is Being Forwarded", nil)
-	c.mu.Lock()
-	c.cdr.ForwardedFrom = ext
-	c.cdr.Target, c.cdr.Route, c.cdr.Rule = vm.Target, vm.Route, vm.Rule
-	c.info.Target, c.info.Route = vm.Target, vm.Route
-	c.mu.Unlock()
-	c.b.log.Info("b2bua: forwarding to voicemail", "call", c.info.ID, "extension", ext, "reason", reason, "pilot", vm.Target)
+	if vm {
+		_ = c.setup.a.Respond(181, "Call Is Being Forwarded", nil) // RFC 3261 §21.1.3
+		c.mu.Lock()
+		if c.cdr.ForwardedFrom == "" {
+			c.cdr.ForwardedFrom, c.cdr.ForwardReason = c.d.Target, reason
+		}
+		c.cdr.Target, c.cdr.Route, c.cdr.Rule = d.Target, d.Route, d.Rule
+		c.info.Target, c.info.Route = d.Target, d.Route
+		c.toVoicemail = true
+		c.mu.Unlock()
+		c.b.log.Info("b2bua: forwarding to voicemail", "call", c.info.ID, "extension", c.d.Target, "reason", reason, "pilot", d.Target)
+	}
 	res := c.b.dial(c.ring, c.set, spec)
 	c.notePeer(res)
+	if !vm {
+		c.finish(res, false, dialplan.Decision{})
+		return true
+	}
 	if res.answered {
 		if !res.up {
 			c.end(Failed, BySystem)
@@ -470,7 +624,7 @@ func (c *call) answer(l *leg) bool {
 	c.cdr.Answer = time.Now()
 	c.cdr.Status = res.StatusCode
 	c.cdr.Peer = l.t.name()
-	if c.cdr.ForwardedFrom != "" {
+	if c.toVoicemail {
 		c.cdr.Disposition = Voicemail
 	} else {
 		c.cdr.Disposition = Answered

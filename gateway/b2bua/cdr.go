@@ -21,6 +21,7 @@ const (
 	Voicemail    Disposition = "voicemail"     // forwarded to the voicemail pilot, which answered
 	Dead         Disposition = "dead"          // a leg stopped answering in-dialog requests
 	MediaTimeout Disposition = "media-timeout" // the Anchor reported the media dead
+	Service      Disposition = "service"       // a feature code the box answered itself (featurecode.go)
 )
 
 // Who ended a call, for CDR.HangupBy.
@@ -53,7 +54,12 @@ type CDR struct {
 	Disposition Disposition
 	HangupBy    string // ByCaller, ByCallee or BySystem
 
-	ForwardedFrom string // the extension whose call went to voicemail (Diversion)
+	// ForwardedFrom is the first extension whose call was forwarded (to
+	// voicemail or by the user's forward: Diversion), ForwardReason why
+	// (RFC 5806: unconditional, user-busy, do-not-disturb, no-answer,
+	// unavailable).
+	ForwardedFrom string
+	ForwardReason string
 	// FallbackFrom is the route the call was first sent to when HQ failed
 	// it and the per-call fallback took it elsewhere (Route then says
 	// where, Target the translated number); FallbackReason says why, e.g.
