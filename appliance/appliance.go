@@ -49,6 +49,9 @@ type App struct {
 	log  *slog.Logger
 	st   *store.Store
 	gw   *gateway.Server
+	// services are the users' do-not-disturb and forwards as phones set
+	// them (services.go)
+	services *userServices
 	// boxTLS is the box's own SIP TLS certificate (boxcert.go), presented
 	// when the document has no sip.tls.
 	boxTLS   gateway.TLSCert
@@ -150,7 +153,10 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 		return nil, fmt.Errorf("appliance: %w", err)
 	}
 	a.cur.Store(&running{doc: doc, version: a.running().version, parts: first})
-	if a.gw, err = gateway.New(ctx, a.wire(first.Gateway), bindingStore{st}, log.With("part", "gateway")); err != nil {
+	if a.services, err = loadUserServices(ctx, st); err != nil {
+		return nil, partFailed("gateway", err)
+	}
+	if a.gw, err = gateway.New(ctx, a.wire(first), bindingStore{st}, log.With("part", "gateway")); err != nil {
 		return nil, partFailed("gateway", err)
 	}
 	a.gw.OnHQTarget(func(ev gateway.HQTargetEvent) { a.mode.Send(hqTargetEvent(ev)) })

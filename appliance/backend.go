@@ -224,3 +224,19 @@ func (a *App) Calls(context.Context) []api.Call {
 // Firmware is the A/B updater the API serves at /api/v1/firmware (nil:
 // this host has no A/B layout; the API then answers 404).
 func (a *App) Firmware() api.Firmware { return a.opts.Firmware }
+
+// Services lists the users' services in force (api.ServiceLister).
+func (a *App) Services(context.Context) []api.UserServices {
+	var out []api.UserServices
+	for _, s := range a.services.under(a.running().parts.Services).list() {
+		u := api.UserServices{Extension: s.Extension, DND: s.DND, ForwardAlways: s.ForwardAlways, ForwardBusy: s.ForwardBusy,
+			ForwardNoAnswer: s.ForwardNoAnswer, NoAnswerS: int(s.NoAnswerAfter / time.Second)}
+		for _, f := range s.FromPhone {
+			u.FromPhone = append(u.FromPhone, string(f))
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+var _ api.ServiceLister = (*App)(nil)

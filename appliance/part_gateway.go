@@ -22,7 +22,7 @@ type gatewayPart struct{ a *App }
 func (gatewayPart) name() string { return "gateway" }
 
 func (p gatewayPart) prepare(ctx context.Context, next *partConfigs) (change, error) {
-	c, err := p.a.gw.Prepare(ctx, p.a.wire(next.Gateway))
+	c, err := p.a.gw.Prepare(ctx, p.a.wire(next))
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +30,9 @@ func (p gatewayPart) prepare(ctx context.Context, next *partConfigs) (change, er
 }
 
 // wire adds the appliance's hooks to a translated gateway configuration.
-func (a *App) wire(cfg gateway.Config) gateway.Config {
+func (a *App) wire(next *partConfigs) gateway.Config {
+	cfg := next.Gateway
+	cfg.Calls.Services = a.services.under(next.Services)
 	cfg.Calls.OnEnd = a.recordCDR
 	cfg.Calls.Media = a.anchorMedia
 	if cfg.TLS.CertPEM == "" {
@@ -109,7 +111,7 @@ func (a *App) rebindListeners(ctx context.Context) {
 		return
 	}
 	before := a.gw.Listeners()
-	if err := a.gw.Reconfigure(ctx, a.wire(next.Gateway)); err != nil {
+	if err := a.gw.Reconfigure(ctx, a.wire(next)); err != nil {
 		a.log.Error("following interface addresses: rebinding SIP listeners failed", "err", err)
 		return
 	}

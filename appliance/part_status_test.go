@@ -76,7 +76,7 @@ func TestStatusPageAuth(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil || st.Mode != "standalone" || st.StatusPage != addr {
 		t.Fatalf("GET /api/v1/status as admin: %d %v %+v", code, err, st)
 	}
-	for _, path := range []string{"/api/v1/registrations", "/api/v1/calls", "/api/v1/interfaces", "/api/v1/cdr"} {
+	for _, path := range []string{"/api/v1/registrations", "/api/v1/calls", "/api/v1/interfaces", "/api/v1/cdr", "/api/v1/services"} {
 		if code, _, body := statusGet(t, http.MethodGet, addr, path, "1001", "demo1001"); code != http.StatusOK || !json.Valid([]byte(body)) {
 			t.Errorf("GET %s as admin: %d %q", path, code, body)
 		}

@@ -41,6 +41,7 @@ type partConfigs struct {
 	WAN        string // the interface whose link and routes the mode machine watches
 	Management mgmtConfig
 	Status     statusConfig
+	Services   docServices // the users' do-not-disturb and forwards
 	// MSRCapacityPPS is msr.capacity_pps in force (the MSR load's relay
 	// share: msr.NewLoad).
 	MSRCapacityPPS int
@@ -116,6 +117,7 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 		WAN:        d.WAN.Interface,
 		Management: mgmtConfig{Management: d.Management},
 		Status:     statusPageConfig(d),
+		Services:   servicesOf(d),
 
 		MSRCapacityPPS: d.MSR.EffectiveCapacityPPS(),
 	}, nil

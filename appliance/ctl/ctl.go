@@ -4,6 +4,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ const usage = `usage: outpostctl [--socket PATH | --server https://HOST:PORT --c
 verbs:
   status                         mode, config version, listeners, registrar counters
   registrations                  registered contacts
+  services                       users' do-not-disturb and call forwarding
   calls                          calls in progress
   route NUMBER                   which dial-plan rule a call to NUMBER takes, and where it would go now
   interfaces                     network interfaces, their roles, MSR registrations
@@ -196,6 +198,25 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 			fmt.Fprintln(w, "AOR\tCONTACT\tSOURCE\tEXPIRES IN\tUSER AGENT")
 			for _, r := range rs {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%ds\t%s\n", r.AOR, r.Contact, r.Source, r.ExpiresInS, r.UserAgent)
+			}
+		})
+	case "services":
+		us, err := c.cl.Services(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(us, func(w *table) {
+			fmt.Fprintln(w, "USER\tDND\tALWAYS\tBUSY\tNO ANSWER\tSET FROM PHONE")
+			for _, u := range us {
+				dnd, na := "-", cmp.Or(u.ForwardNoAnswer, "-")
+				if u.DND {
+					dnd = "on"
+				}
+				if u.ForwardNoAnswer != "" && u.NoAnswerS > 0 {
+					na += fmt.Sprintf(" after %ds", u.NoAnswerS)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Extension, dnd, cmp.Or(u.ForwardAlways, "-"), cmp.Or(u.ForwardBusy, "-"), na,
+					cmp.Or(strings.Join(u.FromPhone, ","), "-"))
 			}
 		})
 	case "calls":

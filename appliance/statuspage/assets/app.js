@@ -129,6 +129,19 @@
       el("td", null, dur(r.expires_in_s)))), q ? "no registration matches" : "no registrations", 5);
   }
 
+  // --- do not disturb and forwarding ---------------------------------------
+
+  function renderServices(us) {
+    $("svc-count").textContent = us.length;
+    fillTable("services", us.map((u) => el("tr", null,
+      el("td", { class: "mono" }, u.extension),
+      el("td", { class: u.dnd ? "down" : "" }, u.dnd ? "on" : "–"),
+      el("td", { class: "mono" }, u.forward_always || "–"),
+      el("td", { class: "mono" }, u.forward_busy || "–"),
+      el("td", { class: "mono" }, u.forward_no_answer ? u.forward_no_answer + (u.no_answer_s ? " after " + u.no_answer_s + " s" : "") : "–"),
+      el("td", { class: "wide" }, (u.from_phone || []).join(", ") || "–"))), "no user has DND or a forward", 6);
+  }
+
   // --- calls ---------------------------------------------------------------
 
   function leg(m) {
@@ -215,6 +228,7 @@
   async function slow() {
     try {
       renderInterfaces(await get("interfaces"));
+      renderServices(await get("services") || []);
       await pollCDRs();
     } catch (e) {
       connected(false, e.message);
