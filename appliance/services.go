@@ -151,8 +151,9 @@ func (v servicesView) SetService(ext string, ch b2bua.ServiceChange) error {
 	return nil
 }
 
-// serviceState is one user's services in force, and which of them a
-// phone set (the status page, outpostctl services).
+// serviceState is one user's services in force, and those of them in
+// which a phone's setting differs from the document (the status page,
+// outpostctl services).
 type serviceState struct {
 	Extension string
 	b2bua.Services
@@ -168,7 +169,7 @@ func (v servicesView) list() []serviceState {
 		st := serviceState{Extension: ext, Services: sv}
 		v.us.mu.Lock()
 		for _, f := range features {
-			if r, ok := v.us.set[serviceKey{ext, f}]; ok && r.Base == value(v.doc[ext], f) {
+			if r, ok := v.us.set[serviceKey{ext, f}]; ok && r.Base == value(v.doc[ext], f) && r.Value != r.Base {
 				st.FromPhone = append(st.FromPhone, f)
 			}
 		}

@@ -22,8 +22,8 @@ type UserServices struct {
 	ForwardBusy     string `json:"forward_busy,omitempty"`
 	ForwardNoAnswer string `json:"forward_no_answer,omitempty"`
 	NoAnswerS       int    `json:"no_answer_s,omitempty"`
-	// FromPhone names the settings a phone made (dnd, forward_always,
-	// forward_busy, forward_no_answer); the others are the document's.
+	// FromPhone names the settings in which a phone overrides the
+	// document (dnd, forward_always, forward_busy, forward_no_answer).
 	FromPhone []string `json:"from_phone,omitempty"`
 }
 

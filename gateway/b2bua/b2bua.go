@@ -714,6 +714,14 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 		c.serveFeature(fc, arg)
 		return
 	}
+	if ok && d.Route == dialplan.RouteLocal {
+		// Forward-always is followed before the media is anchored, so the
+		// anchor faces where the call goes.
+		if !c.followAlways() {
+			return
+		}
+		d = c.d
+	}
 	body, ct := req.Body(), contentTypeOf(req)
 	switch {
 	case !ok || d.Route == "":

@@ -146,6 +146,7 @@ func (c *call) run() {
 		c.ringLocal()
 		return
 	}
+
 	spec, err := c.specOf(c.d, c.setup.early)
 	if err != nil {
 		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
@@ -170,7 +171,9 @@ func (c *call) run() {
 	c.finish(res, false, dialplan.Decision{})
 }
 
-// ringLocal rings a local user with the user's services: forward always,
+// ringLocal rings a local user with the user's services (a forward
+// always out of the box was followed at admission, before the media was
+// anchored, and that call runs as one to its route): forward always,
 // do-not-disturb (busy without ringing), and the forwards on busy and no
 // answer, which may lead to another local user (rung the same way), or
 // out by the dial plan; then the voicemail of the last user reached.
@@ -208,7 +211,7 @@ func (c *call) ringLocal() {
 			c.notePeer(res)
 			_, reason = failure(res)
 		}
-		early = nil
+		early = nil // they were c.d's before this forward
 		if fwd := sv.forwardOn(reason); fwd != "" && !res.answered && res.cause != errCallerGone && res.cause != errCallerBye {
 			switch c.divert(fwd, reason) {
 			case diverted:

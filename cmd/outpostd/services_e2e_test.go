@@ -1,0 +1,130 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+)
+
+// TestDNDAndForwardingFromThePhone sets do-not-disturb and forwards with
+// feature codes from SIPp phones through the real daemon, and checks what
+// calls then do: in normal mode a forward to an HQ extension goes to HQ,
+// in survivable mode (HQ silent) over the PSTN gateway with the HQ
+// number's translation; the phones' settings survive a restart.
+func TestDNDAndForwardingFromThePhone(t *testing.T) {
+	needSIPp(t)
+	// Not 127.0.0.1, where the phones are: HQ's and the gateway's
+	// addresses are trusted trunks.
+	const hq, gw = "127.0.0.82", "127.0.0.81"
+	doc := benchDoc(0, loopbackListen, func(m map[string]any) {
+		var users []map[string]any
+		for _, u := range []string{"1000", "1001", "1002"} {
+			users = append(users, map[string]any{"extension": u, "password": "pw" + u})
+		}
+		m["users"] = users
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^1\d{3}$`, "route": "local"},
+			{"name": "hq", "match": `^2\d{3}$`, "route": "hq"}}
+		m["hq"] = map[string]any{"targets": []string{hq + ":5060"}, "options_interval_ms": 200,
+			"down_after": 2, "up_after": 1, "hold_s": 1, "pstn_prefix": "+7843555"}
+		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw + ":5060"}}}
+	})
+	// HQ answers probes, and one call (then it is gone: the box turns
+	// survivable).
+	atHQ := runUAS(t, "uas_answer.xml", hq, "5060", "-aa")
+	dir, cfg := t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc)
+	d := startDaemon(t, dir, cfg)
+	udp := d.listener("udp")
+	d.waitFor("normal mode", 15*time.Second, func(s api.Status) bool { return s.Mode == "normal" })
+
+	dial := func(scenario, user, number string) {
+		t.Helper()
+		csv := filepath.Join(t.TempDir(), "caller.csv")
+		line := "SEQUENTIAL\n" + user + ";[authentication username=" + user + " password=pw" + user + "];0;" + number + "\n"
+		if err := os.WriteFile(csv, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := sipp(t, scenario, udp, csv, 1, 1); err != nil {
+			t.Fatalf("%s dials %s (%s): %v\n%s", user, number, scenario, err, tail(out, 3000))
+		}
+	}
+	services := func() string {
+		t.Helper()
+		out, err := d.ctl("services")
+		if err != nil {
+			t.Fatalf("outpostctl services: %v\n%s", err, out)
+		}
+		return out
+	}
+	row := func(out, ext string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == ext {
+				return f
+			}
+		}
+		return nil
+	}
+
+	// 1001 is registered at a port where nothing answers: a call that
+	// rang it would end 408/480, not 486.
+	registerSilent(t, udp, "1001")
+	dial("uac_feature.xml", "1001", "*78")
+	if r := row(services(), "1001"); len(r) < 6 || r[1] != "on" || r[5] != "dnd" {
+		t.Fatalf("services after *78: %q, want 1001 with DND on, set from the phone", r)
+	}
+	dial("uac_busy.xml", "1000", "1001")
+
+	// Forward always to a local user.
+	dial("uac_feature.xml", "1001", "*79")
+	dial("uac_feature.xml", "1001", "*721002")
+	answered := answeringPhoneWith(t, udp, "1002", "pw1002", "uas_answer.xml")
+	dial("uac_forwarded.xml", "1000", "1001")
+	answered()
+
+	// Forward to an HQ extension: to HQ in normal mode...
+	dial("uac_feature.xml", "1001", "*722001")
+	dial("uac_forwarded.xml", "1000", "1001")
+	atHQ()
+	// ... and, with HQ gone, over the PSTN with the HQ number translated.
+	d.waitFor("survivable once HQ stops answering", 15*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
+	trace := filepath.Join(t.TempDir(), "pstn.log")
+	atPSTN := runUAS(t, "uas_answer.xml", gw, "5060", "-aa", "-trace_msg", "-message_file", trace)
+	dial("uac_forwarded.xml", "1000", "1001")
+	atPSTN()
+	if b, _ := os.ReadFile(trace); !strings.Contains(string(b), "INVITE sip:+78435552001@") ||
+		!strings.Contains(string(b), "reason=unconditional") {
+		t.Errorf("the PSTN gateway did not get the forward as +78435552001 with a Diversion:\n%s", tail(string(b), 2000))
+	}
+
+	// The phone's setting outlives the daemon.
+	d.stop()
+	d = startDaemon(t, dir, cfg)
+	if r := row(services(), "1001"); len(r) < 6 || r[2] != "2001" || r[5] != "forward_always" {
+		t.Errorf("services after a restart: %q, want 1001 forwarding always to 2001, set from the phone", r)
+	}
+	d.stop()
+}
+
+// registerSilent registers user (password "pw"+user) with a Contact port
+// on which nothing listens.
+func registerSilent(t *testing.T, registrar, user string) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port)
+	pc.Close()
+	csv := filepath.Join(t.TempDir(), "silent.csv")
+	if err := os.WriteFile(csv, []byte("SEQUENTIAL\n"+user+";[authentication username="+user+" password=pw"+user+"];3600\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sipp(t, "reg_auth.xml", registrar, csv, 1, 10, "-p", port); err != nil {
+		t.Fatalf("%s registration: %v\n%s", user, err, tail(out, 2000))
+	}
+}
