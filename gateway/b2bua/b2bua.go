@@ -180,6 +180,9 @@ type Config struct {
 	// untouched (apart from the o= line after a transfer, see
 	// party.outSDP).
 	Media MediaFunc `json:"-"`
+	// Groups are the hunt groups, by their extensions (which the dial
+	// plan routes local).
+	Groups []Group
 	// Services, when set, are the users' do-not-disturb and forwards,
 	// and the feature codes that change them are served (featurecode.go);
 	// nil = neither.
@@ -258,7 +261,8 @@ type B2BUA struct {
 	drain   drain             // see drain.go
 	ending  int               // calls unlisted whose end (BYEs, CDR) still runs
 
-	msgs messageRate // instant messages per sender (message.go)
+	msgs   messageRate            // instant messages per sender (message.go)
+	groups map[string]*groupState // hunt groups' turns and idle times, by extension (groups.go)
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.
@@ -277,6 +281,7 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 		merged:  map[string]*call{},
 		acks:    newAckStore(time.Now),
 		msgs:    messageRate{now: time.Now, m: map[string]*rate.Limiter{}},
+		groups:  map[string]*groupState{},
 	}
 	if err := b.Reconfigure(cfg); err != nil {
 		return nil, err
@@ -292,6 +297,7 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 // Settings is one Config, checked and parsed by Prepare.
 type Settings struct {
 	cfg      Config
+	groups   map[string]*Group
 	gateways []siptarget.Target
 	contact  *sip.Uri  // parsed ContactHost, nil = per call
 	laddr    *sip.Addr // parsed LocalAddr, nil = per call
@@ -363,7 +369,7 @@ func Prepare(cfg Config) (*Settings, error) {
 	if cfg.SessionExpires > 0 && cfg.SessionExpires < minSE {
 		return nil, fmt.Errorf("b2bua: session expires %d s: below RFC 4028's minimum of %d s", cfg.SessionExpires, minSE)
 	}
-	s := &Settings{cfg: cfg}
+	s := &Settings{cfg: cfg, groups: groupsOf(cfg.Groups)}
 	for i, g := range cfg.PSTNGateways {
 		if g.Transport != siptarget.UDP && g.Transport != siptarget.TCP || g.Port == 0 {
 			return nil, fmt.Errorf("b2bua: pstn gateway %d %s: transport %q not supported (want udp or tcp)", i, g, g.Transport)

@@ -187,6 +187,13 @@ func (c *call) ringLocal() {
 			c.forward(c.d, c.forwardReason, false)
 			return
 		}
+		if g, ok := c.set.group(c.d.Target); ok {
+			if c.ringGroup(g) {
+				return
+			}
+			early = nil
+			continue // to the overflow
+		}
 		sv := c.set.services(c.d.Target)
 		vm, hasVM := c.router.Voicemail(c.d.Target)
 		var res dialResult
@@ -627,6 +634,9 @@ func (c *call) answer(l *leg) bool {
 	c.cdr.Answer = time.Now()
 	c.cdr.Status = res.StatusCode
 	c.cdr.Peer = l.t.name()
+	if c.cdr.Group != "" && !c.toVoicemail {
+		c.cdr.Target, c.info.Target = l.t.user, l.t.user // the member who answered
+	}
 	if c.toVoicemail {
 		c.cdr.Disposition = Voicemail
 	} else {
@@ -790,6 +800,9 @@ func (c *call) end(disp Disposition, by string) {
 	c.cdr.End = time.Now()
 	cdr := c.cdr
 	c.mu.Unlock()
+	if cdr.Group != "" && !cdr.Answer.IsZero() && cdr.Disposition != Voicemail {
+		c.b.groupState(cdr.Group).answeredEnded(cdr.Target, cdr.End)
+	}
 	c.b.endStarts()
 	defer c.b.endDone()
 	c.b.removeCall(c)

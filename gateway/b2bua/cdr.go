@@ -60,6 +60,9 @@ type CDR struct {
 	// unavailable).
 	ForwardedFrom string
 	ForwardReason string
+	// Group is the hunt group the call rang (Target is then the member
+	// who answered, or the group when nobody did).
+	Group string
 	// FallbackFrom is the route the call was first sent to when HQ failed
 	// it and the per-call fallback took it elsewhere (Route then says
 	// where, Target the translated number); FallbackReason says why, e.g.

@@ -77,8 +77,17 @@ func diversions(inv *sip.Request) []string {
 	return out
 }
 
-// hangUp ends an answered outcall from the caller and waits for the callee's BYE.
+// hangUp ends an answered outcall from the caller, waits for the
+// callee's BYE, and for the box to have no call left.
 func hangUp(t *testing.T, e *env, oc *outcall, callee *phone) {
+	t.Helper()
+	endCall(t, oc, callee)
+	e.noCalls()
+}
+
+// endCall ACKs an answered outcall, hangs it up and waits for the
+// callee's BYE.
+func endCall(t *testing.T, oc *outcall, callee *phone) {
 	t.Helper()
 	ctx := testCtx(t)
 	if err := oc.sess.Ack(ctx); err != nil {
@@ -89,7 +98,6 @@ func hangUp(t *testing.T, e *env, oc *outcall, callee *phone) {
 		t.Fatal(err)
 	}
 	recv(t, callee.byes, "BYE at the callee")
-	e.noCalls()
 }
 
 func TestForwardAlwaysRingsTheForwardOnly(t *testing.T) {
