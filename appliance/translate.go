@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/directory"
@@ -198,6 +199,16 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 				cfg.Voicemail.Users = append(cfg.Voicemail.Users, u.Extension)
 			}
 		}
+		for _, g := range d.Groups {
+			if g.Overflow == b2bua.GroupVoicemail {
+				cfg.Voicemail.Users = append(cfg.Voicemail.Users, g.Extension) // its overflow
+			}
+		}
+	}
+	for _, g := range d.Groups {
+		cfg.Calls.Groups = append(cfg.Calls.Groups, b2bua.Group{Extension: g.Extension, Members: g.Members,
+			Strategy: g.EffectiveStrategy(), RingTime: time.Duration(g.EffectiveRingS()) * time.Second,
+			TotalTime: time.Duration(g.TotalS) * time.Second, Overflow: g.Overflow})
 	}
 	cfg.Dialplan = dialplanConfig(d)
 	cfg.Mode = m

@@ -17,8 +17,11 @@ type Document struct {
 	SIP    SIP  `json:"sip"`
 	// Users are the local SIP accounts.
 	Users []User `json:"users,omitempty"`
-	HQ    HQ     `json:"hq,omitzero"`
-	PSTN  PSTN   `json:"pstn,omitzero"`
+	// Groups are the hunt (response) groups: extensions that ring their
+	// members.
+	Groups []Group `json:"groups,omitempty"`
+	HQ     HQ      `json:"hq,omitzero"`
+	PSTN   PSTN    `json:"pstn,omitzero"`
 	// Dialplan is the outbound dial plan: rules tried in order on the
 	// dialled number, the first that matches routes the call.
 	Dialplan []Rule `json:"dialplan,omitempty"`
@@ -161,6 +164,53 @@ type User struct {
 	// codes (docs/features.md); what a phone set stands until it is
 	// changed again, or until a push changes that field of this user.
 	Forward *Forward `json:"forward,omitempty"`
+}
+
+// Group is a hunt group: calls to its extension ring its members by its
+// strategy, each member at most once per call, skipping members who are
+// in a call, in do-not-disturb or not registered; after total_s, or once
+// every member was tried, the call goes to the overflow. Group calls do
+// not follow the members' own forwards.
+type Group struct {
+	// Extension is the group's number: not a user's, and routed local by
+	// the dial plan.
+	Extension string `json:"extension"`
+	// Name is the display name (directory, CDR readers).
+	Name string `json:"name,omitempty"`
+	// Members are users' extensions, rung in this order (sequential).
+	Members []string `json:"members"`
+	// Strategy is simultaneous (every member at once, for ring_s),
+	// sequential (one after another, ring_s each, in list order),
+	// round_robin (as sequential, each call starting one member further)
+	// or longest_idle (as sequential, from the member whose last group
+	// call ended longest ago).
+	Strategy string `json:"strategy,omitempty"`
+	// RingS is how long a member rings.
+	RingS int `json:"ring_s,omitempty"`
+	// TotalS bounds the ringing before the overflow; 0 = the members'
+	// ring times.
+	TotalS int `json:"total_s,omitempty"`
+	// Overflow takes a call nobody answered: a number dialled as a user
+	// would (an extension, another group, a PSTN number), or "voicemail"
+	// (hq.voicemail_pilot, with the group as the diverting user); empty =
+	// the caller gets 480 (486 when every member was busy).
+	Overflow string `json:"overflow,omitempty"`
+}
+
+// EffectiveStrategy is the group's strategy in force.
+func (g Group) EffectiveStrategy() string {
+	if g.Strategy == "" {
+		return "simultaneous"
+	}
+	return g.Strategy
+}
+
+// EffectiveRingS is how long a member rings, in seconds.
+func (g Group) EffectiveRingS() int {
+	if g.RingS == 0 {
+		return 15
+	}
+	return g.RingS
 }
 
 // Forward is where a user's calls go instead of ringing the user's

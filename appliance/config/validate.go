@@ -48,6 +48,7 @@ func (d *Document) Validate() Errors {
 	v.sip()
 	v.users()
 	v.forwardLoops()
+	v.groups()
 	v.hq()
 	v.pstn()
 	v.dialplan()
@@ -293,6 +294,108 @@ func (v *validator) forward(p string, u User) {
 	if f.NoAnswerS != 0 && (f.NoAnswerS < 5 || f.NoAnswerS > 300) {
 		v.add(field(p, "no_answer_s"), "want 5 to 300 seconds (0 = the voicemail ring time)")
 	}
+}
+
+// groups checks the hunt groups: their extensions apart from the users',
+// members that are users, and overflows that do not loop.
+func (v *validator) groups() {
+	seen := map[string]int{}
+	for i, g := range v.d.Groups {
+		p := index("groups", i)
+		switch j, dup := seen[g.Extension]; {
+		case g.Extension == "":
+			v.add(field(p, "extension"), "required")
+		case !isExtension(g.Extension):
+			v.add(field(p, "extension"), "bad extension %q: want 1 to 32 of 0-9 A-Z a-z _ . + -", g.Extension)
+		case dup:
+			v.add(field(p, "extension"), "duplicate group extension %s (also groups[%d])", g.Extension, j)
+		default:
+			seen[g.Extension] = i
+			if u, ok := v.exts[g.Extension]; ok {
+				v.add(field(p, "extension"), "extension %s is users[%d]'s", g.Extension, u)
+			}
+			if j := slices.Index(v.d.PSTN.Emergency, g.Extension); j >= 0 {
+				v.add(field(p, "extension"), "extension %s is an emergency number (pstn.emergency[%d])", g.Extension, j)
+			}
+		}
+		v.text(field(p, "name"), g.Name, 128)
+		if why := v.notLocal(g.Extension); why != "" && g.Extension != "" {
+			v.add(field(p, "extension"), "%s: calls cannot reach the group", why)
+		}
+		if len(g.Members) == 0 {
+			v.add(field(p, "members"), "required: at least one user")
+		}
+		members := map[string]int{}
+		for k, m := range g.Members {
+			mp := index(field(p, "members"), k)
+			if _, ok := v.exts[m]; !ok {
+				v.add(mp, "%q is not a user's extension", m)
+			} else if j, dup := members[m]; dup {
+				v.add(mp, "user %s is already members[%d]", m, j)
+			}
+			members[m] = k
+		}
+		switch g.Strategy {
+		case "", "simultaneous", "sequential", "round_robin", "longest_idle":
+		default:
+			v.add(field(p, "strategy"), "unknown strategy %q: want simultaneous, sequential, round_robin or longest_idle", g.Strategy)
+		}
+		if g.RingS != 0 && (g.RingS < 5 || g.RingS > 300) {
+			v.add(field(p, "ring_s"), "want 5 to 300 seconds (0 = 15)")
+		}
+		if g.TotalS != 0 && (g.TotalS < 5 || g.TotalS > 3600) {
+			v.add(field(p, "total_s"), "want 5 to 3600 seconds (0 = the members' ring times)")
+		}
+		switch {
+		case g.Overflow == "":
+		case g.Overflow == "voicemail":
+			if v.d.HQ.VoicemailPilot == "" {
+				v.add(field(p, "overflow"), "voicemail needs hq.voicemail_pilot")
+			}
+		case !dialledRe.MatchString(g.Overflow):
+			v.add(field(p, "overflow"), "bad number %q: want \"voicemail\", or digits, * and #, at most 32, with an optional leading +", g.Overflow)
+		case g.Overflow == g.Extension:
+			v.add(field(p, "overflow"), "overflows the group to itself")
+		}
+	}
+	// Overflows from group to group must end somewhere.
+	for i, g := range v.d.Groups {
+		if g.Overflow == g.Extension {
+			continue // reported above
+		}
+		path := []string{g.Extension}
+		for next := g.Overflow; ; {
+			j, ok := seen[next]
+			if !ok {
+				break
+			}
+			path = append(path, next)
+			if next == g.Extension {
+				v.add(field(index("groups", i), "overflow"), "overflow loop: %s", strings.Join(path, " -> "))
+				break
+			}
+			if len(path) > len(v.d.Groups) {
+				break // a loop that does not pass through this group: reported at its own groups
+			}
+			next = v.d.Groups[j].Overflow
+		}
+	}
+}
+
+// notLocal says why the dial plan does not route a call to ext to the
+// local extension ext in normal mode ("" = it does).
+func (v *validator) notLocal(ext string) string {
+	for i, r := range v.d.Dialplan {
+		re, err := regexp.Compile(r.Match)
+		if err != nil || !re.MatchString(ext) {
+			continue
+		}
+		if r.Route != "local" || r.Strip != 0 || r.Prepend != "" {
+			return fmt.Sprintf("dialplan[%d] routes %s to %s, not to the local extension", i, ext, r.Route)
+		}
+		return ""
+	}
+	return "no dial-plan rule matches " + ext
 }
 
 // forwardLoops refuses forward.always chains between users that come back
