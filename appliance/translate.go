@@ -205,6 +205,12 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 			}
 		}
 	}
+	for _, u := range d.Users {
+		if dl := u.Delegates; dl != nil {
+			cfg.Calls.Bosses = append(cfg.Calls.Bosses, b2bua.Boss{Extension: u.Extension, Name: u.Name, Delegates: dl.Users,
+				After: time.Duration(dl.AfterS) * time.Second, Identity: dl.EffectiveIdentity()})
+		}
+	}
 	for _, g := range d.Groups {
 		cfg.Calls.Groups = append(cfg.Calls.Groups, b2bua.Group{Extension: g.Extension, Members: g.Members,
 			Strategy: g.EffectiveStrategy(), RingTime: time.Duration(g.EffectiveRingS()) * time.Second,

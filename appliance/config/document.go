@@ -164,6 +164,33 @@ type User struct {
 	// codes (docs/features.md); what a phone set stands until it is
 	// changed again, or until a push changes that field of this user.
 	Forward *Forward `json:"forward,omitempty"`
+	// Delegates makes the user a boss: calls to the user also ring the
+	// delegates, and a delegate calls as the boss by dialling *33 before
+	// the number.
+	Delegates *Delegates `json:"delegates,omitempty"`
+}
+
+// Delegates are a boss's delegates (assistants).
+type Delegates struct {
+	// Users are the delegates' extensions. A delegate of several bosses
+	// calls with *33 as the first of them in the document's order.
+	Users []string `json:"users"`
+	// AfterS delays the delegates' ringing after the boss's; 0 = at once.
+	// They ring at once anyway when the boss's phones cannot: none
+	// registered, all refused, or do-not-disturb.
+	AfterS int `json:"after_s,omitempty"`
+	// Identity is how a delegate's call on the boss's behalf shows the
+	// boss: from (From and P-Asserted-Identity) or pai
+	// (P-Asserted-Identity only, From stays the delegate's).
+	Identity string `json:"identity,omitempty"`
+}
+
+// EffectiveIdentity is the identity mode in force.
+func (d Delegates) EffectiveIdentity() string {
+	if d.Identity == "" {
+		return "from"
+	}
+	return d.Identity
 }
 
 // Group is a hunt group: calls to its extension ring its members by its

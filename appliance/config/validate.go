@@ -48,6 +48,7 @@ func (d *Document) Validate() Errors {
 	v.sip()
 	v.users()
 	v.forwardLoops()
+	v.delegates()
 	v.groups()
 	v.hq()
 	v.pstn()
@@ -396,6 +397,43 @@ func (v *validator) notLocal(ext string) string {
 		return ""
 	}
 	return "no dial-plan rule matches " + ext
+}
+
+// delegates checks the bosses' delegates: other users, each once.
+func (v *validator) delegates() {
+	for i, u := range v.d.Users {
+		dl := u.Delegates
+		if dl == nil {
+			continue
+		}
+		p := field(index("users", i), "delegates")
+		if len(dl.Users) == 0 {
+			v.add(field(p, "users"), "required: at least one user")
+		}
+		seen := map[string]int{}
+		for k, d := range dl.Users {
+			dp := index(field(p, "users"), k)
+			_, local := v.exts[d]
+			j, dup := seen[d]
+			switch {
+			case d == u.Extension:
+				v.add(dp, "a user cannot be its own delegate")
+			case !local:
+				v.add(dp, "%q is not a user's extension", d)
+			case dup:
+				v.add(dp, "user %s is already users[%d]", d, j)
+			}
+			seen[d] = k
+		}
+		if dl.AfterS < 0 || dl.AfterS > 120 {
+			v.add(field(p, "after_s"), "want 0 to 120 seconds")
+		}
+		switch dl.Identity {
+		case "", "from", "pai":
+		default:
+			v.add(field(p, "identity"), "unknown identity %q: want from or pai", dl.Identity)
+		}
+	}
 }
 
 // forwardLoops refuses forward.always chains between users that come back

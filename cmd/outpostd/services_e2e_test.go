@@ -110,9 +110,59 @@ func TestDNDAndForwardingFromThePhone(t *testing.T) {
 	d.stop()
 }
 
+// TestDelegationWithSIPp calls a boss whose phone does not answer and
+// gets the delegate, then has the delegate call as the boss with *33:
+// the callee's INVITE shows the boss in From and P-Asserted-Identity.
+func TestDelegationWithSIPp(t *testing.T) {
+	needSIPp(t)
+	doc := benchDoc(0, loopbackListen, func(m map[string]any) {
+		m["users"] = []map[string]any{{"extension": "1000", "password": "pw1000"}, {"extension": "1001", "password": "pw1001"},
+			{"extension": "1002", "password": "pw1002", "name": "Anna Boss", "delegates": map[string]any{"users": []string{"1003"}}},
+			{"extension": "1003", "password": "pw1003"}}
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^1\d{3}$`, "route": "local"}}
+	})
+	d := startDaemon(t, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	udp := d.listener("udp")
+	call := func(user, number string) {
+		t.Helper()
+		csv := filepath.Join(t.TempDir(), "caller.csv")
+		line := "SEQUENTIAL\n" + user + ";[authentication username=" + user + " password=pw" + user + "];0;" + number + "\n"
+		if err := os.WriteFile(csv, []byte(line), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := sipp(t, "uac_call.xml", udp, csv, 1, 1); err != nil {
+			t.Fatalf("%s calls %s: %v\n%s", user, number, err, tail(out, 3000))
+		}
+	}
+
+	registerSilent(t, udp, "1002") // the boss's phone rings and never answers
+	answered := answeringPhoneWith(t, udp, "1003", "pw1003", "uas_answer.xml")
+	since := time.Now()
+	call("1000", "1002")
+	answered()
+	var recs []api.CDR
+	if _, ok := d.poll(10*time.Second, func(api.Status) bool {
+		recs, _ = d.api.CDRs(t.Context(), since, 0)
+		return len(recs) > 0
+	}); !ok || recs[0].Dialled != "1002" || recs[0].Routed != "1003" {
+		t.Errorf("CDRs %+v, want 1002's call answered by the delegate 1003", recs)
+	}
+
+	trace := filepath.Join(t.TempDir(), "callee.log")
+	port := registerSilent(t, udp, "1001")
+	callee := runUAS(t, "uas_answer.xml", "127.0.0.1", port, "-aa", "-trace_msg", "-message_file", trace)
+	call("1003", "*331001")
+	callee()
+	b, _ := os.ReadFile(trace)
+	if msgs := string(b); !strings.Contains(msgs, `From: "Anna Boss" <sip:1002@`) || !strings.Contains(msgs, `P-Asserted-Identity: "Anna Boss" <sip:1002@`) {
+		t.Errorf("the callee did not see the boss:\n%s", tail(msgs, 2000))
+	}
+	d.stop()
+}
+
 // registerSilent registers user (password "pw"+user) with a Contact port
-// on which nothing listens.
-func registerSilent(t *testing.T, registrar, user string) {
+// on which nothing listens (yet), and returns the port.
+func registerSilent(t *testing.T, registrar, user string) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -127,4 +177,5 @@ func registerSilent(t *testing.T, registrar, user string) {
 	if out, err := sipp(t, "reg_auth.xml", registrar, csv, 1, 10, "-p", port); err != nil {
 		t.Fatalf("%s registration: %v\n%s", user, err, tail(out, 2000))
 	}
+	return port
 }

@@ -183,6 +183,8 @@ type Config struct {
 	// Groups are the hunt groups, by their extensions (which the dial
 	// plan routes local).
 	Groups []Group
+	// Bosses are the users with delegates (delegation.go).
+	Bosses []Boss
 	// Services, when set, are the users' do-not-disturb and forwards,
 	// and the feature codes that change them are served (featurecode.go);
 	// nil = neither.
@@ -296,11 +298,13 @@ func New(ua *sipgo.UserAgent, cfg Config, loc Locator, r Router, log *slog.Logge
 
 // Settings is one Config, checked and parsed by Prepare.
 type Settings struct {
-	cfg      Config
-	groups   map[string]*Group
-	gateways []siptarget.Target
-	contact  *sip.Uri  // parsed ContactHost, nil = per call
-	laddr    *sip.Addr // parsed LocalAddr, nil = per call
+	cfg        Config
+	groups     map[string]*Group
+	bosses     map[string]*Boss // by the boss's extension
+	delegateOf map[string]*Boss // a delegate's first boss
+	gateways   []siptarget.Target
+	contact    *sip.Uri  // parsed ContactHost, nil = per call
+	laddr      *sip.Addr // parsed LocalAddr, nil = per call
 }
 
 // maxCalls is Config.MaxCalls with its default.
@@ -370,6 +374,7 @@ func Prepare(cfg Config) (*Settings, error) {
 		return nil, fmt.Errorf("b2bua: session expires %d s: below RFC 4028's minimum of %d s", cfg.SessionExpires, minSE)
 	}
 	s := &Settings{cfg: cfg, groups: groupsOf(cfg.Groups)}
+	s.bosses, s.delegateOf = bossesOf(cfg.Bosses)
 	for i, g := range cfg.PSTNGateways {
 		if g.Transport != siptarget.UDP && g.Transport != siptarget.TCP || g.Port == 0 {
 			return nil, fmt.Errorf("b2bua: pstn gateway %d %s: transport %q not supported (want udp or tcp)", i, g, g.Transport)
@@ -697,6 +702,22 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 		return
 	}
 	number := req.Recipient.User
+	var behalf *Boss
+	caller := ""
+	if f := req.From(); f != nil {
+		caller = f.Address.User
+	}
+	if rest, boss, isCode := set.onBehalf(caller, number); isCode && trusted {
+		switch {
+		case boss == nil:
+			_ = a.Respond(403, "Forbidden", nil, set.warnings()...) // nobody's delegate
+			return
+		case rest == "":
+			_ = a.Respond(484, "Address Incomplete", nil, set.warnings()...)
+			return
+		}
+		number, behalf = rest, boss
+	}
 	d, ok := route(number)
 
 	c := newCall(b, pol)
@@ -715,6 +736,9 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 		c.info.From = f.Address.User
 	}
 	c.cdr = CDR{CallID: c.info.ID, Start: now, Caller: c.info.From, Dialled: number, Target: d.Target, Route: d.Route, Rule: d.Rule}
+	if behalf != nil {
+		c.behalf, c.cdr.OnBehalfOf = behalf, behalf.Extension
+	}
 
 	if fc, arg, isCode := parseFeatureCode(number); isCode && trusted && set.cfg.Services != nil {
 		c.serveFeature(fc, arg)

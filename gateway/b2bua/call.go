@@ -37,8 +37,10 @@ type call struct {
 	diversions    []sip.Header
 	reached       map[string]bool
 	forwardReason string
-	local         callLocal
-	setup         callSetup // dropped under mu (setupDone)
+	// behalf: a delegate's call made as this boss (delegation.go)
+	behalf *Boss
+	local  callLocal
+	setup  callSetup // dropped under mu (setupDone)
 	// rel sends the caller's provisionals reliably (its INVITE had
 	// Require: 100rel); nil = unreliably, as RFC 3261 does.
 	rel   *uasReliable
@@ -198,15 +200,24 @@ func (c *call) ringLocal() {
 		vm, hasVM := c.router.Voicemail(c.d.Target)
 		var res dialResult
 		reason := "do-not-disturb"
+		ts := early
 		if sv.DND {
+			ts = c.delegateTargets(c.d.Target, true) // they ring in the boss's place
+		}
+		if sv.DND && len(ts) == 0 {
 			res.best = &legEvent{status: 486}
 			c.b.log.Debug("b2bua: do not disturb", "call", c.info.ID, "extension", c.d.Target)
 		} else {
-			spec, err := c.specOf(c.d, early)
+			spec, err := c.specOf(c.d, ts)
 			if err != nil {
 				c.respondA(503, "Service Unavailable")
 				c.end(Failed, BySystem)
 				return
+			}
+			if !sv.DND {
+				if dts := c.delegateTargets(c.d.Target, len(spec.targets) == 0); len(dts) > 0 {
+					spec.targets = append(slices.Clone(spec.targets), dts...)
+				}
 			}
 			switch {
 			case sv.ForwardNoAnswer != "":
@@ -449,6 +460,9 @@ func (c *call) specOf(d dialplan.Decision, ts []target) (dialSpec, error) {
 		s.maxFwd = h.Val() - 1
 	}
 	s.headers = append([]sip.Header{sip.NewHeader(loopHeader, c.token)}, c.diversions...)
+	if c.behalf != nil {
+		c.behalf.behalfIdentity(&s, c.local.contact.Host)
+	}
 	// RFC 4028: the caller's Session-Expires (or the box's own) and a
 	// Min-SE no lower than the caller's; RFC 3262: the box PRACKs a
 	// callee's reliable provisionals itself (not with a late offer: the
@@ -634,8 +648,9 @@ func (c *call) answer(l *leg) bool {
 	c.cdr.Answer = time.Now()
 	c.cdr.Status = res.StatusCode
 	c.cdr.Peer = l.t.name()
-	if c.cdr.Group != "" && !c.toVoicemail {
-		c.cdr.Target, c.info.Target = l.t.user, l.t.user // the member who answered
+	if l.t.contact && !c.toVoicemail {
+		// The user who answered: a group's member, a boss's delegate.
+		c.cdr.Target, c.info.Target = l.t.user, l.t.user
 	}
 	if c.toVoicemail {
 		c.cdr.Disposition = Voicemail

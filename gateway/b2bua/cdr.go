@@ -60,6 +60,8 @@ type CDR struct {
 	// unavailable).
 	ForwardedFrom string
 	ForwardReason string
+	// OnBehalfOf is the boss a delegate (Caller) called as.
+	OnBehalfOf string
 	// Group is the hunt group the call rang (Target is then the member
 	// who answered, or the group when nobody did).
 	Group string

@@ -103,6 +103,9 @@ type target struct {
 	// flowFailed: an RFC 5626 outbound contact whose flow is gone: the
 	// leg fails with 430 without an INVITE (Contact.FlowFailed).
 	flowFailed bool
+	// delay holds a forked leg back after the others started (a boss's
+	// delegates); such targets come last, all with the same delay.
+	delay time.Duration
 }
 
 // retryable is the route's retry rule for an attempt at t.
@@ -428,17 +431,41 @@ func (b *B2BUA) dial(ctx context.Context, set *Settings, spec dialSpec) dialResu
 		b.inflight.Add(1) // runLeg may outlive dial (a silent target lingers)
 		go r.runLeg(l)
 	}
-	if sequential {
-		start()
-	} else {
+	var held <-chan time.Time // the delayed targets' start
+	var hold *time.Timer
+	defer func() {
+		if hold != nil {
+			hold.Stop()
+		}
+	}()
+	startRest := func() {
+		held = nil
 		for next < len(ts) {
 			start()
 		}
+	}
+	startForks := func() {
+		for next < len(ts) && ts[next].delay == 0 {
+			start()
+		}
+		if next < len(ts) && pending > 0 {
+			hold = time.NewTimer(ts[next].delay)
+			held = hold.C
+			return
+		}
+		startRest() // nothing else rings: no reason to wait
+	}
+	if sequential {
+		start()
+	} else {
+		startForks()
 	}
 
 	decided := false
 	for pending > 0 && !decided {
 		select {
+		case <-held:
+			startRest()
 		case ev := <-r.events:
 			if ev.prov != nil {
 				if spec.onProv != nil {
@@ -482,6 +509,9 @@ func (b *B2BUA) dial(ctx context.Context, set *Settings, spec dialSpec) dialResu
 			// one after another by the retry rule.
 			if (sequential || ev.leg.t.hops > 0) && next < len(ts) && ctx.Err() == nil && ev.leg.t.retryable(ev.status, ev.err) {
 				start()
+			}
+			if pending == 0 && held != nil && ctx.Err() == nil {
+				startRest() // the others failed before the delay was up
 			}
 		case <-ctx.Done():
 			decided = true
