@@ -11,7 +11,7 @@ func (s *Session) Stats() [2]LegStats {
 		out[l] = LegStats{
 			Packets: st.Packets, Bytes: st.Bytes, Expected: st.Expected, Lost: st.Lost, Jitter: st.Jitter,
 			Relayed: io.relayed.Load(), RTCP: io.rtcp.Load(), Refused: io.refused.Load(), Dropped: io.dropped.Load(),
-			SRTPAuthFailures: io.authErr.Load(),
+			SRTPAuthFailures: io.authErr.Load(), MusicOnHold: io.moh.Load(),
 		}
 		if c := io.rx.Load(); c != nil {
 			out[l].SRTP = c.suite
@@ -35,7 +35,14 @@ func (s *Session) Close() [2]LegStats {
 		s.mu.Lock()
 		s.closed = true
 		pairs, pl := s.pairs, s.poller
+		players := s.players
+		s.players = [2]*mohPlayer{}
 		s.mu.Unlock()
+		for _, p := range players {
+			if p != nil {
+				p.halt()
+			}
+		}
 		for _, p := range pairs {
 			switch {
 			case p == nil:

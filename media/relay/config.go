@@ -69,6 +69,11 @@ type Config struct {
 	// entry is empty (default SRTPOff). Applies to sessions created
 	// afterwards.
 	SRTP SRTPPolicy
+	// MusicOnHold is what a held leg hears (moh.go): µ-law samples at
+	// 8 kHz, looped; nil = nothing of the box's (the held leg gets what
+	// the holder sends, if anything). Applies to sessions created
+	// afterwards.
+	MusicOnHold []byte
 }
 
 // Check returns c with its zero fields filled in, or what is wrong with it:

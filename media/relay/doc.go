@@ -39,6 +39,13 @@
 //     directions they name, and a later sendrecv resumes them. RTCP keeps
 //     flowing on hold. A c=0.0.0.0 hold keeps the leg's last signalled
 //     address for latching, so the holder's music on hold is taken.
+//   - Music on hold (moh.go): with Config.MusicOnHold, a leg that holds
+//     by a re-offer (sendonly, inactive, c=0.0.0.0) stops being relayed
+//     and the held leg hears the box's recording instead, in its law,
+//     SSRC and SRTP key; an inactive hold is offered on as sendonly and
+//     answered inactive. Resume stops it; a call's first offer is never
+//     a hold. The box answers an offer with the answerer's direction
+//     within what the offer allows (RFC 3264 §6.1).
 //   - Symmetric RTP (RFC 4961) with latching limited by policy:
 //     LatchSignalled accepts only the signalled address and port;
 //     LatchFirstPackets follows the source of the first N packets (or

@@ -178,6 +178,7 @@ type legIO struct {
 	dropped atomic.Uint64 // accepted but not relayed (hold, no destination yet, not RTP)
 	rtcp    atomic.Uint64 // RTCP packets relayed
 	authErr atomic.Uint64 // SRTP/SRTCP packets that did not authenticate
+	moh     atomic.Uint64 // music-on-hold packets the box sent this leg
 }
 
 // forwarder is one leg's view of the session for the hot path.

@@ -580,3 +580,19 @@ func (p *poller) flush(from *pair, rtcp bool) {
 	}
 	p.out.n = 0
 }
+
+// sendRTP sends one datagram from the pair's RTP socket without waiting
+// (music on hold; the forwarding path batches its own sends).
+func (pr *pair) sendRTP(b []byte, dst netip.AddrPort) {
+	if !pr.polled {
+		_, _ = pr.rtp.WriteToUDPAddrPort(b, dst)
+		return
+	}
+	var sa unix.Sockaddr // in the socket's family, as setDest does
+	if a := dst.Addr().Unmap(); pr.addr.Unmap().Is4() && a.Is4() {
+		sa = &unix.SockaddrInet4{Port: int(dst.Port()), Addr: a.As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(dst.Port()), Addr: dst.Addr().As16()}
+	}
+	_ = unix.Sendto(pr.fd[0], b, unix.MSG_DONTWAIT, sa) // UDP: a full buffer loses the packet
+}

@@ -20,3 +20,6 @@ func (p *poller) remove(*pair) {}
 func bindRawPair(netip.Addr, int, int) (*pair, error) { panic("media/relay: pollers need Linux") }
 
 func closeRaw(*pair) {}
+
+// sendRTP sends one datagram from the pair's RTP socket (music on hold).
+func (pr *pair) sendRTP(b []byte, dst netip.AddrPort) { _, _ = pr.rtp.WriteToUDPAddrPort(b, dst) }

@@ -73,6 +73,9 @@ type LegStats struct {
 	// authenticate (tampered, truncated, wrong key).
 	SRTP             string
 	SRTPAuthFailures uint64
+	// MusicOnHold counts the music-on-hold packets the box sent the leg
+	// while the other held the call.
+	MusicOnHold uint64
 }
 
 // negotiated is what one offer/answer settled for a leg.
@@ -85,6 +88,9 @@ type negotiated struct {
 	// the SDP the box sent it (RFC 3264 §5.1).
 	recvCodec, recvTE sdprewrite.Codec
 	gen               uint64
+	// hold: the leg's own re-offer said it will not receive (a hold, for
+	// music on hold); never set by an answer or a call's first offer.
+	hold bool
 	// sig is where the leg receives, and the source latching expects: its
 	// SDP's address, or on an RFC 2543 hold (c=0.0.0.0) the one it
 	// signalled last, so that its music on hold is still taken.
@@ -149,6 +155,9 @@ type Session struct {
 		lastSeen  [2]time.Time
 	}
 
+	moh     []byte        // Config.MusicOnHold at the session's start
+	players [2]*mohPlayer // music on hold playing to each leg (moh.go), under mu
+
 	closeOnce sync.Once
 	final     [2]LegStats
 }
@@ -164,6 +173,7 @@ func (r *Relay) NewSession(sc SessionConfig) (*Session, error) {
 	s := &Session{
 		r: r, id: sc.ID, local: [2]netip.Addr{sc.LocalA.Unmap(), sc.LocalB.Unmap()}, onInactive: sc.OnInactive,
 		codecs: cfg.Codecs, policy: cfg.Latching, latchN: cfg.LatchPackets, timeout: cfg.InactivityTimeout, batch: cfg.Batch,
+		moh: cfg.MusicOnHold,
 	}
 	for l := range 2 {
 		s.srtpPol[l] = sc.SRTP[l]
@@ -370,7 +380,11 @@ func (s *Session) Offer(from Leg, sdp []byte) ([]byte, error) {
 		sentCrypto = s.ownKeys(to)
 	}
 	dir := effectiveDir(p.Audio)
-	body := s.write(to, p, pr.port, out, dir, sdprewrite.Profile(p.Audio.Proto, sentCrypto != nil), sentCrypto)
+	sentDir := dir
+	if dir == sdprewrite.Inactive && s.neg[from] != nil && len(s.moh) > 0 {
+		sentDir = sdprewrite.SendOnly // the box plays music on hold to the other leg
+	}
+	body := s.write(to, p, pr.port, out, sentDir, sdprewrite.Profile(p.Audio.Proto, sentCrypto != nil), sentCrypto)
 	s.offer = &pendingOffer{from: from, media: p.Audio, dir: dir, native: native, sent: out, crypto: fromCrypto, sentCrypto: sentCrypto}
 	return body, nil
 }
@@ -466,7 +480,8 @@ func (s *Session) Answer(from Leg, sdp []byte) ([]byte, error) {
 	sentAns, _ := findSame(o.sent, ansCodec)
 	sentTE, _ := sdprewrite.Find(o.sent, "telephone-event")
 	ansDir := effectiveDir(p.Audio)
-	negOff := &negotiated{media: o.media, dir: o.dir, codec: offCodec, recvCodec: offCodec}
+	negOff := &negotiated{media: o.media, dir: o.dir, codec: offCodec, recvCodec: offCodec,
+		hold: s.neg[off] != nil && !o.dir.Receives()}
 	negAns := &negotiated{media: p.Audio, dir: ansDir, codec: ansCodec, recvCodec: sentAns}
 	if haveTE {
 		negOff.te, negOff.recvTE = offTE, offTE
@@ -487,10 +502,13 @@ func (s *Session) Answer(from Leg, sdp []byte) ([]byte, error) {
 	if haveTE {
 		reply = append(reply, offTE)
 	}
-	// The answer's direction goes to the offerer as written (RFC 3264
-	// §6.1 already made it the reverse of the offer's).
-	// The answer keeps the offer's profile (RFC 3264 §6).
-	return s.write(off, p, pr.port, reply, ansDir, o.media.Proto, replyCrypto), nil
+	// The box answers the offerer with what the answerer does, within
+	// what the offer allows (RFC 3264 §6.1): the answerer's direction,
+	// except after an inactive hold that the box offered on as sendonly
+	// (music on hold), answered inactive. The answer keeps the offer's
+	// profile (RFC 3264 §6).
+	replyDir := sdprewrite.Make(ansDir.Sends() && o.dir.Receives(), ansDir.Receives() && o.dir.Sends())
+	return s.write(off, p, pr.port, reply, replyDir, o.media.Proto, replyCrypto), nil
 }
 
 // findSame returns the codec of list with c's name (and, for several of
@@ -534,6 +552,7 @@ func (s *Session) commit(l Leg, n *negotiated) {
 	if s.neg[Other(l)] != nil {
 		s.publish(A)
 		s.publish(B)
+		s.updateMOH()
 		s.resetInactivity()
 	}
 }
@@ -597,7 +616,7 @@ func (s *Session) publish(l Leg) {
 		gen:           from.gen,
 		signalled:     sig.rtp,
 		signalledRTCP: sig.rtcp,
-		relay:         from.dir.Sends() && to.dir.Receives(),
+		relay:         from.dir.Sends() && to.dir.Receives() && !s.wantsMOH(Other(l)),
 		table:         t,
 		clockRate:     rate,
 	}
