@@ -92,6 +92,7 @@ func prepare(raw []byte, prev *config.Document) (*config.Document, []byte, error
 		errs = append(errs, se...)
 	}
 	errs = append(errs, doc.Validate()...)
+	errs = append(errs, checkMusicOnHold(doc)...)
 	if len(errs) > 0 {
 		return nil, nil, validationError(dedupe(errs))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/outpost/outpost/gateway/digest"
 	"github.com/outpost/outpost/gateway/pool"
 	"github.com/outpost/outpost/gateway/registrar"
+	"github.com/outpost/outpost/media/moh"
 	"github.com/outpost/outpost/media/msr"
 	"github.com/outpost/outpost/media/relay"
 	"github.com/outpost/outpost/media/selection"
@@ -311,7 +312,36 @@ func dialplanConfig(d *config.Document) dialplan.Config {
 func relayConfig(d *config.Document) relay.Config {
 	return relay.Config{PortMin: d.Media.EffectivePortMin(), PortMax: d.Media.EffectivePortMax(),
 		Codecs: d.Media.EffectiveCodecs(), InactivityTimeout: d.Media.EffectiveInactivity(),
-		SRTP: relay.SRTPPolicy(d.Media.EffectiveSRTP())}
+		SRTP: relay.SRTPPolicy(d.Media.EffectiveSRTP()), MusicOnHold: musicOnHold(d.Media)}
+}
+
+// musicOnHold is the recording media.music_on_hold names: its WAV as
+// µ-law, the image's (media/moh) when empty, none when "off". A file
+// checkMusicOnHold would refuse falls back to the image's.
+func musicOnHold(m config.Media) []byte {
+	if m.MusicOnHoldOff() {
+		return nil
+	}
+	if wav, err := m.MusicOnHoldWAV(); err == nil && wav != nil {
+		if samples, err := moh.ParseWAV(wav); err == nil {
+			return samples
+		}
+	}
+	return moh.Default()
+}
+
+// checkMusicOnHold reads media.music_on_hold's WAV file, which the config
+// package (pure) leaves to the box: a file the relay cannot play refuses
+// the document at that field.
+func checkMusicOnHold(d *config.Document) config.Errors {
+	wav, err := d.Media.MusicOnHoldWAV()
+	if err != nil || wav == nil {
+		return nil // not base64 is Validate's error
+	}
+	if _, err := moh.ParseWAV(wav); err != nil {
+		return config.Errors{{Path: "media.music_on_hold", Message: "WAV file: " + err.Error()}}
+	}
+	return nil
 }
 
 // anchorPolicyOf is which calls are anchored and each route's and

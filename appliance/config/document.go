@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	_ "embed"
+	"encoding/base64"
 	"net/netip"
 	"time"
 )
@@ -498,7 +499,25 @@ type Media struct {
 	// name: {"lan0": "offer", "wan0": "require"}. A route's entry in
 	// SRTPRoutes wins over it for the leg the call is routed to.
 	SRTPInterfaces map[string]string `json:"srtp_interfaces,omitempty"`
+	// MusicOnHold is what a held party hears on a call the relay anchors:
+	// a WAV file in base64 (8 kHz mono, 16-bit PCM, A-law or µ-law, at
+	// most 60 s), "off" for nothing of the box's, or empty for the
+	// recording shipped in the image.
+	MusicOnHold string `json:"music_on_hold,omitempty"`
 }
+
+// MusicOnHoldWAV is media.music_on_hold decoded: nil for the image's
+// recording or "off" (MusicOnHoldOff tells them apart), an error when it
+// is not base64.
+func (m Media) MusicOnHoldWAV() ([]byte, error) {
+	if m.MusicOnHold == "" || m.MusicOnHoldOff() {
+		return nil, nil
+	}
+	return base64.StdEncoding.DecodeString(m.MusicOnHold)
+}
+
+// MusicOnHoldOff reports media.music_on_hold "off".
+func (m Media) MusicOnHoldOff() bool { return m.MusicOnHold == "off" }
 
 // SRTP policies of media.srtp and media.srtp_routes.
 const (

@@ -272,6 +272,8 @@ var fieldRules = map[string]*FieldRule{
 		Example: []any{"G722", "PCMA", "telephone-event"}, Checks: "No duplicates; at least one audio codec."},
 	"media.inactivity_s": {Default: func(d *Document) any { return sec(d.Media.EffectiveInactivity()) }, Min: num(2), Max: num(3600),
 		ZeroOK: true, Unit: "seconds", Example: 60},
+	"media.music_on_hold": {MaxLength: maxMusicOnHold, Example: "off",
+		Checks: "Base64 of a WAV file: 8 kHz mono, 16-bit PCM, A-law or µ-law, 20 ms to 60 s (the box reads it when the document is applied)."},
 	"media.srtp": {Default: func(d *Document) any { return d.Media.EffectiveSRTP() }, Enum: append([]string{""}, srtpEnum...), Example: "offer"},
 	"media.srtp_routes": {DefaultText: "`media.srtp`", Keys: &FieldRule{Enum: routes}, Values: &FieldRule{Enum: srtpEnum},
 		Example: map[string]any{"hq": "require"}},

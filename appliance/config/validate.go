@@ -751,7 +751,16 @@ func (v *validator) wan() {
 	}
 }
 
+// maxMusicOnHold bounds media.music_on_hold: 60 s of 16-bit PCM in base64
+// and a WAV header.
+const maxMusicOnHold = (60*8000*2+4096)*4/3 + 4
+
 func (v *validator) media() {
+	if len(v.d.Media.MusicOnHold) > maxMusicOnHold {
+		v.add("media.music_on_hold", "%d bytes: at most %d (60 s of 16-bit PCM in base64)", len(v.d.Media.MusicOnHold), maxMusicOnHold)
+	} else if _, err := v.d.Media.MusicOnHoldWAV(); err != nil {
+		v.add("media.music_on_hold", "not base64 (want a WAV file in base64, \"off\" or empty): %v", err)
+	}
 	m := v.d.Media
 	ok := true
 	for _, f := range []struct {

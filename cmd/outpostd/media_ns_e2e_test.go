@@ -386,5 +386,23 @@ func TestHoldStopsMediaInNamespaces(t *testing.T) {
 	if before < 40 || during > 2 || after < 40 {
 		t.Errorf("media to the caller: %d before the hold, %d while held (want none), %d after the resume", before, during, after)
 	}
+	// The held callee hears the box's music on hold (the caller sends
+	// nothing in this test), and only while held.
+	music := callee.between(holdOK.Add(settle), resumeSent)
+	late := callee.between(resumeOK.Add(settle), resumeOK.Add(1400*time.Millisecond))
+	t.Logf("callee received %d music-on-hold packets while held, %d after the resume", music, late)
+	if music < 50 || late > 2 {
+		t.Errorf("music on hold to the callee: %d packets while held (want about 75), %d after the resume (want none)", music, late)
+	}
+	callee.mu.Lock()
+	var energy float64
+	for _, v := range callee.pcm {
+		energy += float64(v) * float64(v)
+	}
+	n := len(callee.pcm)
+	callee.mu.Unlock()
+	if n == 0 || math.Sqrt(energy/float64(n)) < 300 {
+		t.Errorf("music on hold is silence: RMS of %d samples %.0f", n, math.Sqrt(energy/float64(max(n, 1))))
+	}
 	d.stop()
 }

@@ -73,7 +73,7 @@ type Config struct {
 	// 8 kHz, looped; nil = nothing of the box's (the held leg gets what
 	// the holder sends, if anything). Applies to sessions created
 	// afterwards.
-	MusicOnHold []byte
+	MusicOnHold []byte `json:"-"`
 }
 
 // Check returns c with its zero fields filled in, or what is wrong with it:
