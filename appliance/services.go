@@ -125,6 +125,11 @@ func (v servicesView) Services(ext string) b2bua.Services {
 	return sv
 }
 
+func (v servicesView) IsUser(ext string) bool {
+	_, ok := v.doc[ext]
+	return ok
+}
+
 func (v servicesView) SetService(ext string, ch b2bua.ServiceChange) error {
 	docSv, ok := v.doc[ext]
 	if !ok {

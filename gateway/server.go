@@ -90,7 +90,7 @@ type PSTNGateway struct {
 }
 
 // Allowed methods, announced in OPTIONS and 405 answers.
-const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, UPDATE, REFER, MESSAGE"
+const allow = "INVITE, ACK, CANCEL, BYE, OPTIONS, REGISTER, UPDATE, REFER, MESSAGE, SUBSCRIBE"
 
 // Server is the running SIP side.
 type Server struct {
@@ -251,9 +251,15 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	s.now.Store(run)
 	s.listeners, s.pool.cur = bound, run.pool
 	reg.SetRedirect(s.redirect)
-	if ms != nil {
-		reg.SetOnBound(s.offline.bound)
-	}
+	// A phone that registers takes kept messages, and changes its user's
+	// presence; one that unregisters too.
+	reg.SetOnBound(func(aor string) {
+		if ms != nil {
+			s.offline.bound(aor)
+		}
+		s.b2b.UsersChanged()
+	})
+	reg.SetOnUnbound(func(string) { s.b2b.UsersChanged() })
 	if s.b2b, err = b2bua.New(ua, run.b2buaConfig(s.mode.Load, s.offline.keepFunc()), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{run, cfg.Mode}, log.With("part", "b2bua")); err != nil {
 		return fail(fmt.Errorf("gateway: %w", err))
 	}
@@ -268,6 +274,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnUpdate(s.b2b.OnUpdate)
 	srv.OnPrack(s.onPrack)
 	srv.OnMessage(s.onMessage)
+	srv.OnSubscribe(s.onSubscribe)
 	srv.OnNoRoute(s.onNoRoute)
 	// UDP INVITEs (their CANCELs and non-2xx ACKs), BYEs and the ACKs of
 	// 2xx responses are run by the fast path's transactions, not sipgo's.
@@ -511,6 +518,23 @@ func (s *Server) onMessage(req *sip.Request, tx sip.ServerTransaction) {
 	s.b2b.Message(req, tx, run.policy(s.Mode()))
 }
 
+// onSubscribe serves subscriptions to local users' state (b2bua
+// subscribe.go): a new one from an authenticated local user, a refresh
+// in its dialog.
+func (s *Server) onSubscribe(req *sip.Request, tx sip.ServerTransaction) {
+	run := s.now.Load()
+	if s.refused(run, req, tx) {
+		return
+	}
+	if to := req.To(); to == nil || !to.Params.Has("tag") {
+		if _, res := s.reg.AuthorizeCall(req); res != nil {
+			s.respond(run, tx, res)
+			return
+		}
+	}
+	s.b2b.OnSubscribe(req, tx, run.policy(s.Mode()))
+}
+
 func (s *Server) onOptions(req *sip.Request, tx sip.ServerTransaction) {
 	run := s.now.Load()
 	if s.refused(run, req, tx) {
@@ -535,6 +559,7 @@ func (s *Server) optionsAnswer(req *sip.Request) *sip.Response {
 	}
 	res := sip.NewResponseFromRequest(req, sip.StatusOK, "OK", nil)
 	res.AppendHeader(sip.NewHeader("Allow", allow))
+	res.AppendHeader(sip.NewHeader("Allow-Events", "dialog, presence"))
 	res.AppendHeader(sip.NewHeader("Accept", "application/sdp"))
 	res.AppendHeader(sip.NewHeader("Accept-Encoding", "identity"))
 	res.AppendHeader(sip.NewHeader("Accept-Language", "en"))

@@ -265,6 +265,7 @@ type B2BUA struct {
 
 	msgs   messageRate            // instant messages per sender (message.go)
 	groups map[string]*groupState // hunt groups' turns and idle times, by extension (groups.go)
+	watch  watchers               // subscriptions to local users' state (subscribe.go)
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.

@@ -231,6 +231,7 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	srv.OnOptions(b.OnOptions)
 	srv.OnPrack(b.OnPrack)
 	srv.OnMessage(func(req *sip.Request, tx sip.ServerTransaction) { b.Message(req, tx, b.current()) })
+	srv.OnSubscribe(func(req *sip.Request, tx sip.ServerTransaction) { b.OnSubscribe(req, tx, b.current()) })
 	serve(t, ua, srv, conn, closing, nil)
 	e := &env{t: t, b: b, loc: loc, box: conn.LocalAddr().String(), ua: ua, srv: srv, closing: closing}
 	t.Logf("box at %s", e.box)

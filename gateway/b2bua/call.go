@@ -110,6 +110,7 @@ func (c *call) setState(s string) {
 		c.info.Answered = time.Now()
 	}
 	c.mu.Unlock()
+	c.b.watchedChanged()
 }
 
 // respondA answers the A leg's INVITE with a final non-2xx status and
@@ -314,6 +315,7 @@ func (c *call) divert(number, reason string) int {
 	c.mu.Unlock()
 	c.b.log.Info("b2bua: call forwarded", "call", c.info.ID, "extension", from, "reason", reason, "to", d.Target, "route", d.Route)
 	c.d, c.forwardReason = d, reason
+	c.b.watchedChanged()
 	return diverted
 }
 
@@ -821,6 +823,7 @@ func (c *call) end(disp Disposition, by string) {
 	c.b.endStarts()
 	defer c.b.endDone()
 	c.b.removeCall(c)
+	c.b.watchedChanged()
 	if anchor != nil {
 		anchor.Close()
 	}

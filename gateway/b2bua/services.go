@@ -49,6 +49,9 @@ type ServiceStore interface {
 	// SetService records a change ext made from its phone; ErrNotLocal
 	// when ext is not a local user.
 	SetService(ext string, ch ServiceChange) error
+	// IsUser reports whether ext is a local user (subscriptions to its
+	// state are served).
+	IsUser(ext string) bool
 }
 
 // ErrNotLocal is ServiceStore.SetService's answer for an extension that

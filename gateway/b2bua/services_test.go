@@ -31,6 +31,13 @@ func (s *memServices) Services(ext string) Services {
 	return s.m[ext]
 }
 
+func (s *memServices) IsUser(ext string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[ext]
+	return ok
+}
+
 func (s *memServices) put(ext string, sv Services) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

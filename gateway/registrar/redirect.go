@@ -77,3 +77,10 @@ func (r *Registrar) handOver(req *sip.Request, aor string, uris []string) *sip.R
 func (r *Registrar) SetOnBound(f func(aor string)) {
 	r.onBound.Store(&f)
 }
+
+// SetOnUnbound sets the function told, after every REGISTER that removes
+// a binding of a user, that user's AOR (presence: the user may be gone).
+// As SetOnBound's, it must return at once.
+func (r *Registrar) SetOnUnbound(f func(aor string)) {
+	r.onUnbound.Store(&f)
+}

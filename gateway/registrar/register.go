@@ -474,6 +474,9 @@ func (r *Registrar) update(req *sip.Request, st *state, h *registerHeaders, aor,
 	}
 	if removed > 0 {
 		r.stats.unregistered.Add(uint64(removed))
+		if f := r.onUnbound.Load(); f != nil {
+			(*f)(aor)
+		}
 	}
 	return res
 }

@@ -64,10 +64,11 @@ type Registrar struct {
 
 	date dateCache // Date header of the 200s
 
-	presence atomic.Pointer[func(aor string, present bool)]
-	redirect atomic.Pointer[func(aor string) []string]
-	onBound  atomic.Pointer[func(aor string)]
-	msr      atomic.Pointer[func(MSRRegistration)]
+	presence  atomic.Pointer[func(aor string, present bool)]
+	redirect  atomic.Pointer[func(aor string) []string]
+	onBound   atomic.Pointer[func(aor string)]
+	onUnbound atomic.Pointer[func(aor string)]
+	msr       atomic.Pointer[func(MSRRegistration)]
 }
 
 // OnPresence sets the function told, about once a second from Run, which
