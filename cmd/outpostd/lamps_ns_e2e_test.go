@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+)
+
+// notice is one NOTIFY a SIPp phone received: when, and what the busy
+// lamp shows (idle, trying, early, confirmed) or "terminated".
+type notice struct {
+	at    time.Time
+	state string
+}
+
+var dialogState = regexp.MustCompile(`<state>([a-z]+)</state>`)
+
+// notices reads the NOTIFYs out of s's message trace.
+func (s *sippServer) notices() []notice {
+	var out []notice
+	for _, block := range strings.Split(s.messages(), "\n----------") {
+		head, msg, ok := strings.Cut(block, "\n")
+		if !ok || !strings.Contains(msg, "message received") {
+			continue
+		}
+		_, msg, _ = strings.Cut(msg, "\n") // the "message received" line
+		if !strings.HasPrefix(strings.TrimSpace(msg), "NOTIFY ") {
+			continue
+		}
+		f := strings.Fields(strings.TrimLeft(head, "- "))
+		var at time.Time
+		if len(f) >= 2 {
+			at, _ = time.ParseInLocation("2006-01-02 15:04:05.000000", f[0]+" "+f[1], time.Local)
+		}
+		n := notice{at: at, state: "idle"}
+		switch m := dialogState.FindStringSubmatch(msg); {
+		case strings.Contains(msg, "Subscription-State: terminated"):
+			n.state = "terminated"
+		case m != nil:
+			n.state = m[1]
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// TestBusyLampAcrossAWANCut: a SIPp phone in the branch watches another
+// user's busy lamp (RFC 4235) through the box while that user takes a
+// call, in normal mode and again after the WAN is cut: the lamp goes
+// idle, ringing, busy, idle; the unsubscribe ends it. The time from the
+// callee's 180 to the ringing NOTIFY at the watcher is the figure.
+func TestBusyLampAcrossAWANCut(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	startSIPpServer(t, b.tp, "hq", nsHQ, "hq.xml", "-deadcall_wait", "1000")
+	doc := benchDoc(4, []string{"udp:" + nsBoxLAN + ":5060", "udp:" + nsBoxWAN + ":5060"}, func(m map[string]any) {
+		m["wan"] = map[string]any{"interface": "wan0"}
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+		m["hq"] = map[string]any{"targets": []string{nsHQ + ":5060"}, "options_interval_ms": 300, "down_after": 2, "up_after": 2, "hold_s": 2}
+	})
+	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	d.waitFor("normal mode", 15*time.Second, func(s api.Status) bool { return s.Mode == "normal" })
+	b.registerPhone(t, "user0002", "5072")
+	callee := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer_each.xml", "-p", "5072")
+
+	lamp := func(mode string) {
+		t.Helper()
+		csv := filepath.Join(t.TempDir(), "lamp.csv")
+		if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0003;[authentication username=user0003 password=pw0003];0;user0002\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		watcher := startSIPpServer(t, b.tp, "phone", nsPhone, "uac_blf.xml", "-p", "5073", "-inf", csv, "-m", "1", "-d", "4000", nsBoxLAN+":5060")
+		watcher.waitMessage(mode+": the lamp's first NOTIFY", "NOTIFY sip:user0003@", 5*time.Second)
+		rung := len(callee.times("sent", "SIP/2.0 180"))
+		_, done := b.call(t, "uac_call.xml", "user0002")
+		if err := <-done; err != nil {
+			t.Fatalf("%s: the call to the watched user: %v", mode, err)
+		}
+		select {
+		case err := <-watcher.done:
+			watcher.done <- err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the lamp's SIPp did not finish", mode)
+		}
+		ns := watcher.notices()
+		var seq []string
+		for _, n := range ns {
+			if len(seq) == 0 || seq[len(seq)-1] != n.state {
+				seq = append(seq, n.state)
+			}
+		}
+		got := strings.Join(seq, " ")
+		if !regexp.MustCompile(`^idle (trying )?early confirmed idle terminated$`).MatchString(got) {
+			t.Errorf("%s: the lamp showed %q, want idle, (trying,) early, confirmed, idle, terminated", mode, got)
+		}
+		if rings := callee.times("sent", "SIP/2.0 180"); len(rings) > rung {
+			for _, n := range ns {
+				if n.state == "early" {
+					figure(t, "blf_ringing_notify_"+mode, n.at.Sub(rings[rung]))
+					break
+				}
+			}
+		}
+		watcher.stop()
+		t.Logf("%s: %d NOTIFYs: %s", mode, len(ns), got)
+	}
+	lamp("normal")
+	b.tp.Down("box", "wan0")
+	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
+	lamp("survivable")
+	d.stop()
+}
