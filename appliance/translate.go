@@ -212,6 +212,9 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 				After: time.Duration(dl.AfterS) * time.Second, Identity: dl.EffectiveIdentity()})
 		}
 	}
+	for _, g := range d.PickupGroups {
+		cfg.Calls.PickupGroups = append(cfg.Calls.PickupGroups, g.Members)
+	}
 	for _, g := range d.Groups {
 		cfg.Calls.Groups = append(cfg.Calls.Groups, b2bua.Group{Extension: g.Extension, Members: g.Members,
 			Strategy: g.EffectiveStrategy(), RingTime: time.Duration(g.EffectiveRingS()) * time.Second,

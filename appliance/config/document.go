@@ -21,8 +21,12 @@ type Document struct {
 	// Groups are the hunt (response) groups: extensions that ring their
 	// members.
 	Groups []Group `json:"groups,omitempty"`
-	HQ     HQ      `json:"hq,omitzero"`
-	PSTN   PSTN    `json:"pstn,omitzero"`
+	// PickupGroups are users who answer each other's ringing calls from
+	// their own phones with *8 (any user can take a given user's ringing
+	// call with ** and the extension).
+	PickupGroups []PickupGroup `json:"pickup_groups,omitempty"`
+	HQ           HQ            `json:"hq,omitzero"`
+	PSTN         PSTN          `json:"pstn,omitzero"`
 	// Dialplan is the outbound dial plan: rules tried in order on the
 	// dialled number, the first that matches routes the call.
 	Dialplan []Rule `json:"dialplan,omitempty"`
@@ -223,6 +227,14 @@ type Group struct {
 	// (hq.voicemail_pilot, with the group as the diverting user); empty =
 	// the caller gets 480 (486 when every member was busy).
 	Overflow string `json:"overflow,omitempty"`
+}
+
+// PickupGroup is a set of users who may pick up each other's calls.
+type PickupGroup struct {
+	// Name names the group in logs and the status page.
+	Name string `json:"name,omitempty"`
+	// Members are users' extensions, at least two.
+	Members []string `json:"members"`
 }
 
 // EffectiveStrategy is the group's strategy in force.

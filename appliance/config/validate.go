@@ -49,6 +49,7 @@ func (d *Document) Validate() Errors {
 	v.users()
 	v.forwardLoops()
 	v.delegates()
+	v.pickupGroups()
 	v.groups()
 	v.hq()
 	v.pstn()
@@ -379,6 +380,27 @@ func (v *validator) groups() {
 				break // a loop that does not pass through this group: reported at its own groups
 			}
 			next = v.d.Groups[j].Overflow
+		}
+	}
+}
+
+// pickupGroups checks that pickup groups are of users, each once.
+func (v *validator) pickupGroups() {
+	for i, g := range v.d.PickupGroups {
+		p := index("pickup_groups", i)
+		v.text(field(p, "name"), g.Name, 64)
+		if len(g.Members) < 2 {
+			v.add(field(p, "members"), "want at least two users")
+		}
+		seen := map[string]int{}
+		for k, m := range g.Members {
+			mp := index(field(p, "members"), k)
+			if _, ok := v.exts[m]; !ok {
+				v.add(mp, "%q is not a user's extension", m)
+			} else if j, dup := seen[m]; dup {
+				v.add(mp, "user %s is already members[%d]", m, j)
+			}
+			seen[m] = k
 		}
 	}
 }

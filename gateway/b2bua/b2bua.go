@@ -185,6 +185,9 @@ type Config struct {
 	Groups []Group
 	// Bosses are the users with delegates (delegation.go).
 	Bosses []Boss
+	// PickupGroups are the users who may pick up each other's ringing
+	// calls with the group pickup code (pickup.go).
+	PickupGroups [][]string
 	// Services, when set, are the users' do-not-disturb and forwards,
 	// and the feature codes that change them are served (featurecode.go);
 	// nil = neither.
@@ -718,6 +721,10 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 			return
 		}
 		number, behalf = rest, boss
+	}
+	if users, isPickup := set.pickupTarget(caller, number); isPickup && trusted && set.cfg.Services != nil {
+		b.servePickup(set, a, req, callLocal{arrived: arrived, laddr: laddr, contact: contact}, caller, users)
+		return
 	}
 	d, ok := route(number)
 

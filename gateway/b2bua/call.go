@@ -39,8 +39,10 @@ type call struct {
 	forwardReason string
 	// behalf: a delegate's call made as this boss (delegation.go)
 	behalf *Boss
-	local  callLocal
-	setup  callSetup // dropped under mu (setupDone)
+	// pick is the phone picking the ringing call up (pickup.go), under mu
+	pick  *pickup
+	local callLocal
+	setup callSetup // dropped under mu (setupDone)
 	// rel sends the caller's provisionals reliably (its INVITE had
 	// Require: 100rel); nil = unreliably, as RFC 3261 does.
 	rel   *uasReliable
@@ -228,6 +230,9 @@ func (c *call) ringLocal() {
 			}
 			res = c.b.dial(c.ring, c.set, spec)
 			c.notePeer(res)
+			if res.cause == errPickedUp && c.answerPickup() {
+				return
+			}
 			_, reason = failure(res)
 		}
 		early = nil // they were c.d's before this forward
@@ -725,14 +730,14 @@ func (c *call) setupDone() {
 // re-INVITE's 2xx: sipgo's WriteAck would copy it for a transaction that
 // is already gone (acks.go).
 func (c *call) ackCallee(pb *party, body []byte) {
+	_, cli := pb.session()
+	if cli == nil {
+		return // not a callee: a picker (pickup.go) confirms with its own ACK
+	}
 	if !pb.conf.acked.CompareAndSwap(false, true) {
 		return
 	}
 	defer pb.confirm()
-	_, cli := pb.session()
-	if cli == nil {
-		return
-	}
 	var ct string
 	if len(body) > 0 && c.setup.aReq != nil {
 		if an := c.media(); an != nil {

@@ -62,6 +62,9 @@ type CDR struct {
 	ForwardReason string
 	// OnBehalfOf is the boss a delegate (Caller) called as.
 	OnBehalfOf string
+	// PickedUpBy is the user who picked the call up from another phone
+	// (Target then names that user too).
+	PickedUpBy string
 	// Group is the hunt group the call rang (Target is then the member
 	// who answered, or the group when nobody did).
 	Group string
