@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,5 +114,63 @@ func TestBusyLampAcrossAWANCut(t *testing.T) {
 	b.tp.Down("box", "wan0")
 	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
 	lamp("survivable")
+	d.stop()
+}
+
+// TestCallPickupInNamespaces: a call rings user0002; user0003 picks it
+// up with **user0002 from its own phone; the relay then carries audio
+// both ways between the caller and the picker, and the CDR names the
+// picker.
+func TestCallPickupInNamespaces(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	doc := benchDoc(4, []string{"udp:lan0:5060"}, func(m map[string]any) {
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"}}
+		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
+	})
+	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	caller := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40000"), 0)
+	picker := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40002"), 0)
+	b.registerPhone(t, "user0002", "5072")
+	callee := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_ring.xml", "-p", "5072")
+	since := time.Now()
+	traceA, done := b.call(t, "uac_call_long.xml", "user0002", "-d", "3000")
+	callee.waitMessage("the callee rings", "SIP/2.0 180", 5*time.Second)
+
+	csv := filepath.Join(t.TempDir(), "picker.csv")
+	if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0003;[authentication username=user0003 password=pw0003];0;**user0002\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pick := startSIPpServer(t, b.tp, "phone", nsPhone, "uac_pickup.xml", "-p", "5073", "-inf", csv, "-m", "1", nsBoxLAN+":5060")
+	toPicker, toCaller := pick.answerMedia(), traceA.answerMedia()
+	var wg sync.WaitGroup
+	wg.Go(func() { caller.send(toCaller, 100) })
+	wg.Go(func() { picker.send(toPicker, 100) })
+	wg.Wait()
+	if err := <-done; err != nil {
+		t.Fatalf("the picked-up call: %v", err)
+	}
+	select {
+	case err := <-pick.done:
+		pick.done <- err
+		if err != nil {
+			t.Errorf("the picker's SIPp: %v\n%s", err, tail(pick.out.String(), 2000))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the picker's SIPp did not finish")
+	}
+	callee.waitMessage("the callee's ringing ended", "CANCEL sip:user0002@", time.Second)
+	got := func(p *rtpPeer) int { p.mu.Lock(); defer p.mu.Unlock(); return p.got }
+	t.Logf("caller received %d, picker %d of 100 packets", got(caller), got(picker))
+	if got(caller) < 80 || got(picker) < 80 {
+		t.Errorf("media after the pickup: caller received %d, picker %d of 100", got(caller), got(picker))
+	}
+	var recs []api.CDR
+	if _, ok := d.poll(10*time.Second, func(api.Status) bool {
+		recs, _ = d.api.CDRs(t.Context(), since, 0)
+		return len(recs) > 0
+	}); !ok || recs[0].Dialled != "user0002" || recs[0].Routed != "user0003" || recs[0].Disposition != "answered" {
+		t.Errorf("CDRs %+v, want user0002's call answered by user0003", recs)
+	}
 	d.stop()
 }

@@ -111,8 +111,9 @@ func (c *call) setState(s string) {
 	if s == StateAnswered {
 		c.info.Answered = time.Now()
 	}
+	from, target := c.info.From, c.info.Target
 	c.mu.Unlock()
-	c.b.watchedChanged()
+	c.b.watchedChanged(from, target)
 }
 
 // respondA answers the A leg's INVITE with a final non-2xx status and
@@ -320,7 +321,7 @@ func (c *call) divert(number, reason string) int {
 	c.mu.Unlock()
 	c.b.log.Info("b2bua: call forwarded", "call", c.info.ID, "extension", from, "reason", reason, "to", d.Target, "route", d.Route)
 	c.d, c.forwardReason = d, reason
-	c.b.watchedChanged()
+	c.b.watchedChanged(from, d.Target)
 	return diverted
 }
 
@@ -655,6 +656,7 @@ func (c *call) answer(l *leg) bool {
 	c.cdr.Answer = time.Now()
 	c.cdr.Status = res.StatusCode
 	c.cdr.Peer = l.t.name()
+	rang := c.info.Target
 	if l.t.contact && !c.toVoicemail {
 		// The user who answered: a group's member, a boss's delegate.
 		c.cdr.Target, c.info.Target = l.t.user, l.t.user
@@ -667,6 +669,7 @@ func (c *call) answer(l *leg) bool {
 	c.mu.Unlock()
 	c.b.register(pa, pb)
 	c.setState(StateAnswered)
+	c.b.watchedChanged(rang) // a boss's or group's lamp, when someone else answered
 
 	hdrs := c.set.warnings()
 	if len(body) > 0 {
@@ -828,7 +831,7 @@ func (c *call) end(disp Disposition, by string) {
 	c.b.endStarts()
 	defer c.b.endDone()
 	c.b.removeCall(c)
-	c.b.watchedChanged()
+	c.b.watchedChanged(cdr.Caller, cdr.Target, cdr.Dialled)
 	if anchor != nil {
 		anchor.Close()
 	}

@@ -84,7 +84,7 @@ func (c *call) serveFeature(fc featureCode, arg string) {
 		c.end(Failed, BySystem)
 		return
 	}
-	c.b.watchedChanged() // DND shows in presence
+	c.b.watchedChanged(ext) // DND shows in presence
 	c.b.log.Info("b2bua: feature set from phone", "extension", ext, "feature", fc.feature, "on", fc.on, "number", ch.Number)
 	c.confirmFeature()
 }

@@ -173,11 +173,13 @@ func (c *call) answerPickup() bool {
 	c.setup.users = 2 // this answer, and the caller's ACK (onAck)
 	c.cdr.Answer, c.cdr.Status = time.Now(), 200
 	c.cdr.Target, c.cdr.PickedUpBy = p.picker, p.picker
+	rang := c.info.Target
 	c.info.Target = p.picker
 	c.cdr.Disposition = Answered
 	c.mu.Unlock()
 	c.b.register(pa, px)
 	c.setState(StateAnswered)
+	c.b.watchedChanged(rang)
 
 	okX := make(chan bool, 1)
 	p.result <- pickupResult{body: toX, ok: okX}

@@ -80,8 +80,11 @@ type watchers struct {
 	mu        sync.Mutex
 	subs      map[string]*subscription
 	byWatcher map[string]int
-	dirty     bool // a change came while the scan ran
-	running   bool
+	// The users whose state changed since the last scan (all: any of
+	// them, e.g. a registration), and whether a scan runs.
+	dirty   map[string]bool
+	all     bool
+	running bool
 }
 
 // OnSubscribe handles a SUBSCRIBE from an authenticated local user (the
@@ -239,18 +242,28 @@ func (b *B2BUA) armSubscription(s *subscription, expires int) {
 // their presence is looked at again.
 func (b *B2BUA) UsersChanged() { b.watchedChanged() }
 
-// watchedChanged says that the state of watched users may have changed:
-// every subscription's state is looked at again, and those that changed
-// get a NOTIFY. One scan runs at a time; changes during it make it run
-// once more.
-func (b *B2BUA) watchedChanged() {
+// watchedChanged says that the state of users (none named: any user)
+// may have changed: the subscriptions to them are looked at again, and
+// those whose state changed get a NOTIFY. One scan runs at a time;
+// changes during it make it run once more.
+func (b *B2BUA) watchedChanged(users ...string) {
 	w := &b.watch
 	w.mu.Lock()
 	if len(w.subs) == 0 {
 		w.mu.Unlock()
 		return
 	}
-	w.dirty = true
+	if len(users) == 0 {
+		w.all = true
+	}
+	for _, u := range users {
+		if u != "" {
+			if w.dirty == nil {
+				w.dirty = map[string]bool{}
+			}
+			w.dirty[u] = true
+		}
+	}
 	if w.running {
 		w.mu.Unlock()
 		return
@@ -266,33 +279,55 @@ func (b *B2BUA) scanWatched() {
 	w := &b.watch
 	for {
 		w.mu.Lock()
-		if !w.dirty {
+		if !w.all && len(w.dirty) == 0 {
 			w.running = false
 			w.mu.Unlock()
 			return
 		}
-		w.dirty = false
+		all, dirty := w.all, w.dirty
+		w.all, w.dirty = false, nil
 		subs := make([]*subscription, 0, len(w.subs))
 		for _, s := range w.subs {
-			subs = append(subs, s)
+			if all || dirty[s.target] {
+				subs = append(subs, s)
+			}
 		}
 		w.mu.Unlock()
-		dialogs := b.dialogsByUser()
+		if len(subs) == 0 {
+			continue
+		}
+		watched := make(map[string]bool, len(subs))
+		for _, s := range subs {
+			watched[s.target] = true
+		}
+		dialogs := b.dialogsOf(watched)
 		for _, s := range subs {
 			b.notify(s, b.bodyOf(s, dialogs), false)
 		}
 	}
 }
 
-// dialogsByUser is every local user's part in the calls in progress.
-func (b *B2BUA) dialogsByUser() map[string][]userDialog {
+// dialogStates are the RFC 4235 states of the call states.
+var dialogStates = map[string]string{StateRouting: "trying", StateRinging: "early", StateAnswered: "confirmed"}
+
+// dialogsOf is the part of users in the calls in progress.
+func (b *B2BUA) dialogsOf(users map[string]bool) map[string][]userDialog {
 	out := map[string][]userDialog{}
-	for _, c := range b.Calls() {
-		st := map[string]string{StateRouting: "trying", StateRinging: "early", StateAnswered: "confirmed"}[c.State]
-		if c.From != "" {
+	b.mu.Lock()
+	calls := make([]*call, 0, len(b.calls))
+	for _, c := range b.calls {
+		calls = append(calls, c)
+	}
+	b.mu.Unlock()
+	for _, x := range calls {
+		x.mu.Lock() // not under b.mu: see doc.go, "State and locks"
+		c := x.info
+		x.mu.Unlock()
+		st := dialogStates[c.State]
+		if users[c.From] {
 			out[c.From] = append(out[c.From], userDialog{id: c.ID + "-i", callID: c.ID, initiator: true, state: st, remote: c.To})
 		}
-		if c.Route == dialplan.RouteLocal && c.Target != "" && c.Target != c.From {
+		if c.Route == dialplan.RouteLocal && users[c.Target] && c.Target != c.From {
 			out[c.Target] = append(out[c.Target], userDialog{id: c.ID + "-r", callID: c.ID, state: st, remote: c.From})
 		}
 	}
@@ -309,7 +344,7 @@ func (b *B2BUA) bodyOf(s *subscription, dialogs map[string][]userDialog) string 
 		return pidf(s.entity, open)
 	}
 	if dialogs == nil {
-		dialogs = b.dialogsByUser()
+		dialogs = b.dialogsOf(map[string]bool{s.target: true})
 	}
 	ds := slices.Clone(dialogs[s.target])
 	slices.SortFunc(ds, func(x, y userDialog) int { return strings.Compare(x.id, y.id) })

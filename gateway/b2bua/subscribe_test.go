@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emiago/sipgo"
 	"github.com/emiago/sipgo/sip"
 )
 
@@ -194,4 +195,56 @@ func TestSubscribeRefused(t *testing.T) {
 		nextNotify(t, w)
 	}
 	e.noCalls()
+}
+
+// BenchmarkWatchedScan is the work of one state change with 1000 calls
+// in progress and 500 busy-lamp subscriptions: every user's dialogs
+// gathered, then the bodies of the subscriptions to the users that
+// changed built.
+func BenchmarkWatchedScan(b *testing.B) {
+	ua, err := sipgo.NewUA()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ua.Close()
+	box, err := New(ua, Config{}, &fakeLocator{m: map[string][]Contact{}}, planRouter{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 1000 {
+		c := &call{b: box}
+		c.info = CallInfo{ID: "call-" + strconv.Itoa(i), From: strconv.Itoa(1000 + i), To: strconv.Itoa(3000 + i),
+			Target: strconv.Itoa(3000 + i), Route: "local", State: StateAnswered}
+		box.calls[c.info.ID] = c
+	}
+	var subs []*subscription
+	for i := range 500 {
+		subs = append(subs, &subscription{event: eventDialog, target: strconv.Itoa(1000 + 2*i), entity: "sip:x@box"})
+	}
+	all, two := map[string]bool{}, map[string]bool{subs[0].target: true, subs[1].target: true}
+	for _, s := range subs {
+		all[s.target] = true
+	}
+	b.Run("every-subscription", func(b *testing.B) { // a registration: every lamp looked at
+		b.ReportAllocs()
+		for b.Loop() {
+			dialogs := box.dialogsOf(all)
+			for _, s := range subs {
+				if box.bodyOf(s, dialogs) == "" {
+					b.Fatal("empty body")
+				}
+			}
+		}
+	})
+	b.Run("one-call", func(b *testing.B) { // a call's state: its two users' lamps
+		b.ReportAllocs()
+		for b.Loop() {
+			dialogs := box.dialogsOf(two)
+			for _, s := range subs[:2] {
+				if box.bodyOf(s, dialogs) == "" {
+					b.Fatal("empty body")
+				}
+			}
+		}
+	})
 }
