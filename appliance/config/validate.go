@@ -327,16 +327,7 @@ func (v *validator) groups() {
 		if len(g.Members) == 0 {
 			v.add(field(p, "members"), "required: at least one user")
 		}
-		members := map[string]int{}
-		for k, m := range g.Members {
-			mp := index(field(p, "members"), k)
-			if _, ok := v.exts[m]; !ok {
-				v.add(mp, "%q is not a user's extension", m)
-			} else if j, dup := members[m]; dup {
-				v.add(mp, "user %s is already members[%d]", m, j)
-			}
-			members[m] = k
-		}
+		v.userList(field(p, "members"), g.Members, "")
 		switch g.Strategy {
 		case "", "simultaneous", "sequential", "round_robin", "longest_idle":
 		default:
@@ -392,16 +383,27 @@ func (v *validator) pickupGroups() {
 		if len(g.Members) < 2 {
 			v.add(field(p, "members"), "want at least two users")
 		}
-		seen := map[string]int{}
-		for k, m := range g.Members {
-			mp := index(field(p, "members"), k)
-			if _, ok := v.exts[m]; !ok {
-				v.add(mp, "%q is not a user's extension", m)
-			} else if j, dup := seen[m]; dup {
-				v.add(mp, "user %s is already members[%d]", m, j)
-			}
-			seen[m] = k
+		v.userList(field(p, "members"), g.Members, "")
+	}
+}
+
+// userList checks a list of users' extensions at p: each a user, once,
+// and not self (the user the list belongs to; "" = none).
+func (v *validator) userList(p string, list []string, self string) {
+	seen := map[string]int{}
+	for k, m := range list {
+		mp := index(p, k)
+		_, local := v.exts[m]
+		j, dup := seen[m]
+		switch {
+		case m == self:
+			v.add(mp, "%s is the user itself", m)
+		case !local:
+			v.add(mp, "%q is not a user's extension", m)
+		case dup:
+			v.add(mp, "user %s is already %s[%d]", m, p[strings.LastIndexByte(p, '.')+1:], j)
 		}
+		seen[m] = k
 	}
 }
 
@@ -432,21 +434,7 @@ func (v *validator) delegates() {
 		if len(dl.Users) == 0 {
 			v.add(field(p, "users"), "required: at least one user")
 		}
-		seen := map[string]int{}
-		for k, d := range dl.Users {
-			dp := index(field(p, "users"), k)
-			_, local := v.exts[d]
-			j, dup := seen[d]
-			switch {
-			case d == u.Extension:
-				v.add(dp, "a user cannot be its own delegate")
-			case !local:
-				v.add(dp, "%q is not a user's extension", d)
-			case dup:
-				v.add(dp, "user %s is already users[%d]", d, j)
-			}
-			seen[d] = k
-		}
+		v.userList(field(p, "users"), dl.Users, u.Extension)
 		if dl.AfterS < 0 || dl.AfterS > 120 {
 			v.add(field(p, "after_s"), "want 0 to 120 seconds")
 		}

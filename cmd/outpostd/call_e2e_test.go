@@ -63,6 +63,13 @@ func answeringPhone(t *testing.T, registrar, user, password string) func() {
 // answeringPhoneWith is answeringPhone with the callee's scenario.
 func answeringPhoneWith(t *testing.T, registrar, user, password, scenario string) func() {
 	t.Helper()
+	return runUAS(t, scenario, "127.0.0.1", registerAt(t, registrar, user, password), "-aa")
+}
+
+// registerAt registers user with a Contact on a free port of 127.0.0.1
+// on which nothing listens yet, and returns the port.
+func registerAt(t *testing.T, registrar, user, password string) string {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +81,9 @@ func answeringPhoneWith(t *testing.T, registrar, user, password, scenario string
 		t.Fatal(err)
 	}
 	if out, err := sipp(t, "reg_auth.xml", registrar, csv, 1, 10, "-p", port); err != nil {
-		t.Fatalf("callee registration: %v\n%s", err, tail(out, 2000))
+		t.Fatalf("%s registration: %v\n%s", user, err, tail(out, 2000))
 	}
-	return runUAS(t, scenario, "127.0.0.1", port, "-aa")
+	return port
 }
 
 // answerOne starts a SIPp on ip:port that answers one call; the returned

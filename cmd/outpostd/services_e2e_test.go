@@ -1,10 +1,8 @@
 package main
 
 import (
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,18 +162,5 @@ func TestDelegationWithSIPp(t *testing.T) {
 // on which nothing listens (yet), and returns the port.
 func registerSilent(t *testing.T, registrar, user string) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port)
-	pc.Close()
-	csv := filepath.Join(t.TempDir(), "silent.csv")
-	if err := os.WriteFile(csv, []byte("SEQUENTIAL\n"+user+";[authentication username="+user+" password=pw"+user+"];3600\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := sipp(t, "reg_auth.xml", registrar, csv, 1, 10, "-p", port); err != nil {
-		t.Fatalf("%s registration: %v\n%s", user, err, tail(out, 2000))
-	}
-	return port
+	return registerAt(t, registrar, user, "pw"+user)
 }
