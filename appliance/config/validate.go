@@ -352,25 +352,17 @@ func (v *validator) groups() {
 		}
 	}
 	// Overflows from group to group must end somewhere.
+	next := func(ext string) (string, bool) {
+		n := v.d.Groups[seen[ext]].Overflow
+		_, ok := seen[n]
+		return n, ok
+	}
 	for i, g := range v.d.Groups {
-		if g.Overflow == g.Extension {
+		if j, ok := seen[g.Extension]; !ok || j != i || g.Overflow == g.Extension {
 			continue // reported above
 		}
-		path := []string{g.Extension}
-		for next := g.Overflow; ; {
-			j, ok := seen[next]
-			if !ok {
-				break
-			}
-			path = append(path, next)
-			if next == g.Extension {
-				v.add(field(index("groups", i), "overflow"), "overflow loop: %s", strings.Join(path, " -> "))
-				break
-			}
-			if len(path) > len(v.d.Groups) {
-				break // a loop that does not pass through this group: reported at its own groups
-			}
-			next = v.d.Groups[j].Overflow
+		if path := loopFrom(g.Extension, next, len(v.d.Groups)); path != nil {
+			v.add(field(index("groups", i), "overflow"), "overflow loop: %s", strings.Join(path, " -> "))
 		}
 	}
 }
@@ -455,25 +447,38 @@ func (v *validator) forwardLoops() {
 			always[u.Extension] = u.Forward.Always
 		}
 	}
+	next := func(ext string) (string, bool) {
+		n, ok := always[ext]
+		_, local := v.exts[n]
+		return n, ok && local
+	}
 	for i, u := range v.d.Users {
 		if always[u.Extension] == u.Extension {
 			continue // forward reported it
 		}
-		path := []string{u.Extension}
-		for next, ok := always[u.Extension]; ok; next, ok = always[next] {
-			if _, local := v.exts[next]; !local {
-				break
-			}
-			path = append(path, next)
-			if next == u.Extension {
-				v.add(field(index("users", i), "forward.always"), "forwarding loop: %s", strings.Join(path, " -> "))
-				break
-			}
-			if len(path) > len(v.d.Users) {
-				break // a loop that does not pass through this user: reported at its own users
-			}
+		if path := loopFrom(u.Extension, next, len(v.d.Users)); path != nil {
+			v.add(field(index("users", i), "forward.always"), "forwarding loop: %s", strings.Join(path, " -> "))
 		}
 	}
+}
+
+// loopFrom follows next from start and returns the path when it comes
+// back to start within limit steps; nil when it ends, or loops without
+// passing start (that loop is reported from its own members).
+func loopFrom(start string, next func(string) (string, bool), limit int) []string {
+	path := []string{start}
+	for cur := start; len(path) <= limit; {
+		n, ok := next(cur)
+		if !ok {
+			return nil
+		}
+		path = append(path, n)
+		if n == start {
+			return path
+		}
+		cur = n
+	}
+	return nil
 }
 
 func (v *validator) hq() {
