@@ -67,7 +67,7 @@ func TestBusyLampAcrossAWANCut(t *testing.T) {
 	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
 	d.waitFor("normal mode", 15*time.Second, func(s api.Status) bool { return s.Mode == "normal" })
 	b.registerPhone(t, "user0002", "5072")
-	callee := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer_each.xml", "-p", "5072")
+	callee := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer_late.xml", "-p", "5072")
 
 	lamp := func(mode string) {
 		t.Helper()
