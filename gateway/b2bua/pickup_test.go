@@ -55,7 +55,8 @@ func pickUp(t *testing.T, e *env, rec *cdrs, picker *phone, code string) {
 	}
 }
 
-// waitConfirmed waits until the box's one call has its caller's ACK.
+// waitConfirmed waits until the box's one call has its caller's ACK (the
+// picker's may come first).
 func waitConfirmed(t *testing.T, e *env) {
 	t.Helper()
 	for range 1000 {
@@ -67,9 +68,9 @@ func waitConfirmed(t *testing.T, e *env) {
 		e.b.mu.Unlock()
 		if c != nil {
 			c.mu.Lock()
-			ok := c.confirmed
+			pa := c.parties[LegA]
 			c.mu.Unlock()
-			if ok {
+			if pa != nil && pa.isConfirmed() {
 				return
 			}
 		}
