@@ -597,6 +597,7 @@ func localName(req *sip.Request, tx sip.ServerTransaction) string {
 // Close releases a Server that never ran (Run closes what it served):
 // its listeners and the SIP stack.
 func (s *Server) Close() {
+	s.b2b.EndSubscriptions()
 	s.mu.Lock()
 	s.listeners.CloseAll()
 	s.mu.Unlock()

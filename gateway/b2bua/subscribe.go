@@ -238,6 +238,25 @@ func (b *B2BUA) armSubscription(s *subscription, expires int) {
 	s.mu.Unlock()
 }
 
+// EndSubscriptions forgets every subscription and stops its expiry
+// timer, when the box stops: no NOTIFY goes out after that (phones
+// subscribe again when their refresh gets 481 from the next run).
+func (b *B2BUA) EndSubscriptions() {
+	w := &b.watch
+	w.mu.Lock()
+	subs := w.subs
+	w.subs, w.byWatcher = nil, nil
+	w.mu.Unlock()
+	for _, s := range subs {
+		s.mu.Lock()
+		s.ended = true
+		if s.expireTimer != nil {
+			s.expireTimer.Stop()
+		}
+		s.mu.Unlock()
+	}
+}
+
 // UsersChanged tells the B2BUA that local users' registrations changed:
 // their presence is looked at again.
 func (b *B2BUA) UsersChanged() { b.watchedChanged() }
