@@ -18,9 +18,17 @@
 //     what comes from the network; the tests and the fuzz target use it as
 //     an oracle on input it accepts (both parsers must then agree) and to
 //     check that the SDP written for well-formed input stays well-formed.
-//   - Only the first audio m= section is relayed. Every other m= section
-//     (video, a second audio stream, data) keeps its lines but gets port
-//     0, which RFC 3264 §6 and §8.2 use to reject or disable a stream.
+//   - Every m= section is read into Sections (kind, transport, formats,
+//     address, direction, keys, a=mid); the first audio one is also Audio,
+//     the stream whose codecs the relay chooses. Other sections the box
+//     relays (Params.Streams: RTP audio, video and text, Section.Relayable)
+//     keep their formats, a=rtpmap, a=fmtp, a=rtcp-fb and a=extmap as the
+//     sender wrote them and get the box's port, transport, direction and
+//     keys. Every other section (not relayable, or one the caller does not
+//     relay) keeps its lines but gets port 0, which RFC 3264 §6 and §8.2
+//     use to reject or disable a stream. a=group (BUNDLE) is removed, so
+//     a bundled offer is answered unbundled, one port per stream (RFC
+//     8843 §7.3.3); a=mid stays.
 //   - Rewrite keeps the order of the lines it does not own and regenerates
 //     the ones it does: o=, every c= (the box's address), the audio m=,
 //     its a=rtpmap/a=fmtp lines (from the codec list), its direction
@@ -28,15 +36,16 @@
 //     lines are dropped so the two cannot disagree), and a=rtcp (the RTP
 //     port + 1, only when the sender used a=rtcp). Lines that describe the
 //     sender's transport and would be wrong once the box is in the path —
-//     ICE candidates and credentials, a=rtcp-mux, a=ssrc, a=rtcp-fb — are
+//     ICE candidates and credentials, a=rtcp-mux, a=ssrc, a=msid, and in
+//     the audio section a=rtcp-fb (its payload types are the box's) — are
 //     removed. The written SDP always uses CRLF and ends with one.
-//   - SDES (RFC 4568): a=crypto lines of the audio section are read into
+//   - SDES (RFC 4568): a=crypto lines of each section are read into
 //     Media.Crypto when the box can key them (the suites of Suites, one
 //     inline key, optional lifetime; no MKI, no several keys, no session
 //     parameters: such lines are counted in Media.CryptoLines and
 //     otherwise ignored). Keys are per hop, so Rewrite always removes the
-//     sender's a=crypto lines and writes Params.Crypto, with the m= line's
-//     profile from Params.Proto (RTP/SAVP or RTP/AVP). Crypto's String and
+//     sender's a=crypto lines and writes Params.Crypto (Stream.Crypto), with
+//     the m= line's profile from Params.Proto (Stream.Proto). Crypto's String and
 //     LogValue redact the key; only Line, used for SDP bodies, writes it.
 //   - c=IN IP4 0.0.0.0 (RFC 2543 hold) is reported as such (Media.Hold);
 //     the relay turns it into a direction.

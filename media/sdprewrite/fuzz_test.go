@@ -37,11 +37,31 @@ func FuzzRewrite(f *testing.F) {
 			}
 		}
 		p := Params{Origin: Origin{Username: "outpost", SessID: "9", Version: 3},
-			Addr: netip.MustParseAddr("198.18.7.1"), Port: 40000, Codecs: codecs, Direction: s.Audio.Direction.Reverse()}
+			Addr: netip.MustParseAddr("198.18.7.1"), Port: 40000, Codecs: codecs, Direction: s.Audio.Direction.Reverse(),
+			Streams: map[int]Stream{}}
+		for i, sec := range s.Sections {
+			if i != s.AudioIndex && sec.Relayable() {
+				p.Streams[i] = Stream{Port: 40002 + 2*i, Direction: sec.Direction.Reverse()}
+			}
+		}
 		out := s.Rewrite(p)
 		back, err := Parse(out)
 		if err != nil {
 			t.Fatalf("rewritten SDP does not parse: %v\n%s", err, out)
+		}
+		if len(back.Sections) != len(s.Sections) || back.AudioIndex != s.AudioIndex {
+			t.Fatalf("sections: %d, audio at %d; wrote %d, audio at %d\n%s", len(back.Sections), back.AudioIndex,
+				len(s.Sections), s.AudioIndex, out)
+		}
+		for i, sec := range back.Sections {
+			st, relayed := p.Streams[i]
+			switch {
+			case i == s.AudioIndex:
+			case relayed && (sec.Port != st.Port || sec.Direction != st.Direction || sec.Addr != p.Addr || !sec.Relayable()):
+				t.Fatalf("stream %d: %+v, wrote %+v\n%s", i, sec, st, out)
+			case !relayed && sec.Valid && sec.Port != 0:
+				t.Fatalf("section %d not rejected: %+v\n%s", i, sec, out)
+			}
 		}
 		a := back.Audio
 		p0 := p

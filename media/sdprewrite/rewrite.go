@@ -20,11 +20,35 @@ type Params struct {
 	// Crypto are the a=crypto lines written into the audio section (the
 	// sender's are always removed: keys are per hop).
 	Crypto []Crypto
+	// Streams are the other m= sections the box relays, by index in
+	// Sections; a section without an entry (or with port 0) is rejected.
+	Streams map[int]Stream
+}
+
+// Stream is what Rewrite writes into a relayed m= section other than the
+// audio one. Its formats pass as the sender wrote them: the box relays
+// the stream without changing its payload.
+type Stream struct {
+	Port      int       // the box's RTP port
+	Proto     string    // the transport; "" keeps the sender's
+	Direction Direction // written at media level
+	Crypto    []Crypto  // the box's a=crypto lines (the sender's are removed)
 }
 
 // dropped reports whether an attribute of the audio section (or, with
 // session true, of the session level) is regenerated or removed.
 func dropped(name string, session bool) bool {
+	switch name {
+	case "rtpmap", "fmtp", "rtcp-fb":
+		return !session
+	}
+	return droppedPassed(name, session)
+}
+
+// droppedPassed reports whether an attribute of a relayed section whose
+// formats pass unchanged (or of the session level) is regenerated or
+// removed: what describes the sender's transport and keys.
+func droppedPassed(name string, session bool) bool {
 	if _, ok := parseDirection(name); ok {
 		return true
 	}
@@ -34,10 +58,10 @@ func dropped(name string, session bool) bool {
 	switch name {
 	case "candidate", "end-of-candidates", "remote-candidates", "rtcp-mux", "rtcp-rsize":
 		return true
-	case "rtpmap", "fmtp", "rtcp", "ssrc", "ssrc-group", "rtcp-fb", "msid", "crypto":
+	case "rtcp", "ssrc", "ssrc-group", "msid", "crypto":
 		return !session
 	case "group":
-		return session // BUNDLE groups mids the box does not bundle
+		return session // BUNDLE groups the box does not bundle (RFC 8843 §7.3.3: declined)
 	}
 	return false
 }
@@ -55,9 +79,9 @@ func connLine(a netip.Addr) string {
 }
 
 // Rewrite returns the SDP to send: s with the box's origin, address,
-// port, codecs and direction (see the package doc for which lines change).
-// It needs an audio stream: without one (ParseAny, HasAudio false) it
-// returns nil.
+// ports, codecs and directions (see the package doc for which lines
+// change). It needs an audio stream: without one (ParseAny, HasAudio
+// false) it returns nil.
 func (s *SDP) Rewrite(p Params) []byte {
 	if !s.HasAudio() {
 		return nil
@@ -67,29 +91,19 @@ func (s *SDP) Rewrite(p Params) []byte {
 		b.WriteString(l)
 		b.WriteString("\r\n")
 	}
+	sessEnd := len(s.lines)
+	if len(s.Sections) > 0 {
+		sessEnd = s.Sections[0].start
+	}
 	haveSessC := false
-	for _, l := range s.lines[:min(s.audioStart, len(s.lines))] {
-		if strings.HasPrefix(l, "c=") {
-			haveSessC = true
-		}
-		if strings.HasPrefix(l, "m=") {
-			break
-		}
+	for _, l := range s.lines[:sessEnd] {
+		haveSessC = haveSessC || strings.HasPrefix(l, "c=")
 	}
 	addr := p.Addr.Unmap()
-	section := -1
-	for i, l := range s.lines {
-		if i == s.audioEnd && s.audioEnd > s.audioStart {
-			s.writeAudioTail(line, p)
-		}
-		if len(l) < 2 || l[1] != '=' {
-			line(l)
-			continue
-		}
-		inAudio := i >= s.audioStart && i < s.audioEnd
-		switch l[0] {
-		case 'o':
-			if section == -1 {
+	for _, l := range s.lines[:sessEnd] {
+		if len(l) >= 2 && l[1] == '=' {
+			switch l[0] {
+			case 'o':
 				o := p.Origin
 				if o.Username == "" {
 					o.Username = "-"
@@ -97,44 +111,83 @@ func (s *SDP) Rewrite(p Params) []byte {
 				line("o=" + o.Username + " " + o.SessID + " " + strconv.FormatUint(o.Version, 10) +
 					" IN " + addrType(addr) + " " + addr.String())
 				continue
-			}
-		case 'm':
-			section++
-			if i == s.audioStart {
-				line(s.audioMLine(p))
-				if !haveSessC {
-					line(connLine(addr))
+			case 'c':
+				line(connLine(addr))
+				continue
+			case 'a':
+				if name, _, _ := strings.Cut(l[2:], ":"); dropped(name, true) {
+					continue
 				}
-				continue
-			}
-			// Every other stream is disabled (RFC 3264 §8.2: port 0).
-			f := strings.Fields(l[2:])
-			if len(f) >= 2 {
-				f[1] = "0"
-			}
-			line("m=" + strings.Join(f, " "))
-			continue
-		case 'c':
-			if section != -1 && i >= s.audioStart && i < s.audioEnd && !haveSessC {
-				continue // written after the m= line already
-			}
-			line(connLine(addr))
-			continue
-		case 'a':
-			name, _, _ := strings.Cut(l[2:], ":")
-			if section == -1 && dropped(name, true) {
-				continue
-			}
-			if inAudio && dropped(name, false) {
-				continue
 			}
 		}
 		line(l)
 	}
-	if s.audioEnd == len(s.lines) {
-		s.writeAudioTail(line, p)
+	for i, sec := range s.Sections {
+		body := s.lines[sec.start+1 : sec.end]
+		st, relayed := p.Streams[i]
+		switch {
+		case i == s.AudioIndex:
+			line(s.audioMLine(p))
+			s.writeBody(line, body, addr, haveSessC, func(name string) bool { return dropped(name, false) })
+			s.writeAudioTail(line, p)
+		case relayed && st.Port != 0 && sec.Relayable():
+			line(streamMLine(s.lines[sec.start], st))
+			s.writeBody(line, body, addr, haveSessC, func(name string) bool { return droppedPassed(name, false) })
+			for _, c := range st.Crypto {
+				line("a=crypto:" + c.Line())
+			}
+			if sec.RTCPPort != 0 {
+				line("a=rtcp:" + strconv.Itoa(st.Port+1) + " IN " + addrType(addr) + " " + addr.String())
+			}
+			line("a=" + st.Direction.String())
+		default:
+			// Rejected or disabled (RFC 3264 §6, §8.2: port 0), its
+			// lines kept.
+			f := strings.Fields(s.lines[sec.start][2:])
+			if len(f) >= 2 {
+				f[1] = "0"
+			}
+			line("m=" + strings.Join(f, " "))
+			s.writeBody(line, body, addr, true, func(string) bool { return false })
+		}
 	}
 	return []byte(b.String())
+}
+
+// writeBody writes the lines of a section after its m= line: c= lines
+// carry the box's address (one is written first when the session level
+// has none), and the attributes drop tells are left out.
+func (s *SDP) writeBody(line func(string), body []string, addr netip.Addr, haveSessC bool, drop func(string) bool) {
+	if !haveSessC {
+		line(connLine(addr))
+	}
+	for _, l := range body {
+		if len(l) >= 2 && l[1] == '=' {
+			switch l[0] {
+			case 'c':
+				if haveSessC {
+					line(connLine(addr))
+				}
+				continue
+			case 'a':
+				if name, _, _ := strings.Cut(l[2:], ":"); drop(name) {
+					continue
+				}
+			}
+		}
+		line(l)
+	}
+}
+
+// streamMLine is a relayed section's m= line with the box's port and
+// transport; the formats stay as the sender wrote them.
+func streamMLine(m string, st Stream) string {
+	f := strings.Fields(m[2:])
+	f[1] = strconv.Itoa(st.Port)
+	if st.Proto != "" {
+		f[2] = st.Proto
+	}
+	return "m=" + strings.Join(f, " ")
 }
 
 func (s *SDP) audioMLine(p Params) string {

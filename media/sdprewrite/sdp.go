@@ -131,11 +131,47 @@ type Media struct {
 	CryptoLines int
 }
 
+// Section is one m= section of a description (RFC 4566 §5.14).
+type Section struct {
+	Kind  string // the m= media type: "audio", "video", "text", "application", ...
+	Media        // transport, formats, address, direction and keys, read like the audio one's
+	Mid   string // a=mid (RFC 5888), "" when none
+	// Valid reports whether the m= line parsed (a kind, a port, a
+	// transport); an invalid section is never relayed.
+	Valid bool
+
+	start, end int // its lines: [start, end)
+}
+
+// Relayable reports whether the box can anchor the section as an RTP
+// stream passed through: an RTP audio, video or text stream (RFC 3551,
+// RFC 4585, RFC 3711 profiles; RFC 4103 text) that was not rejected. DTLS
+// (UDP/TLS/RTP/SAVPF), T.38 (udptl) and application streams are not.
+func (sec Section) Relayable() bool {
+	if !sec.Valid || sec.Port == 0 {
+		return false
+	}
+	switch sec.Kind {
+	case "audio", "video", "text":
+	default:
+		return false
+	}
+	switch strings.ToUpper(sec.Proto) {
+	case "RTP/AVP", "RTP/AVPF", "RTP/SAVP", "RTP/SAVPF":
+		return true
+	}
+	return false
+}
+
 // SDP is a parsed session description. It keeps its lines for Rewrite,
 // WithOrigin and WithSendRecv.
 type SDP struct {
 	Origin Origin // session-level o=; zero when missing or malformed
 	Audio  Media  // the first audio m= section; zero when HasAudio is false
+	// Sections are the m= sections in order; AudioIndex is the one Audio
+	// was read from, -1 when none.
+	Sections   []Section
+	AudioIndex int
 
 	raw        string   // the description as received
 	lines      []string // its non-blank lines, without terminators and trailing blanks
@@ -176,7 +212,7 @@ func ParseAny(b []byte) (*SDP, error) {
 	if len(b) > MaxSize {
 		return nil, ErrTooLarge
 	}
-	s := &SDP{raw: string(b), originAt: -1, audioStart: -1}
+	s := &SDP{raw: string(b), originAt: -1, audioStart: -1, AudioIndex: -1}
 	for _, l := range strings.Split(s.raw, "\n") {
 		l = strings.TrimRight(l, "\r \t")
 		if l == "" {
@@ -184,113 +220,138 @@ func ParseAny(b []byte) (*SDP, error) {
 		}
 		s.lines = append(s.lines, l)
 	}
-	var sessAddr netip.Addr
-	var sessHold bool
-	sessDir := SendRecv
-	haveSessDir, haveMediaDir, haveMediaC := false, false, false
-	inAudio, seenAudio, seenOrigin := false, false, false
-	section := -1 // -1 = session level
-	rtpmaps := map[uint8]Codec{}
-	fmtps := map[uint8]string{}
+	var sess sectionReader
+	var cur *sectionReader
+	var readers []*sectionReader
+	seenOrigin, seenAudio := false, false
 	for i, l := range s.lines {
 		if len(l) < 2 || l[1] != '=' {
 			continue // not a type=value line: kept, ignored
 		}
 		v := l[2:]
-		switch l[0] {
-		case 'o':
+		switch {
+		case l[0] == 'm':
+			if cur != nil {
+				cur.sec.end = i
+			}
+			kind, _, _ := strings.Cut(v, " ")
+			cur = &sectionReader{sec: Section{Kind: kind, start: i, end: len(s.lines)}}
+			m, err := parseMLine(v)
+			if err == nil {
+				cur.sec.Media, cur.sec.Valid = m, true
+			}
+			if kind == "audio" && !seenAudio {
+				seenAudio = true
+				if err != nil {
+					s.audioErr = fmt.Errorf("media/sdprewrite: line %d %q: %w", i+1, l, err)
+				} else {
+					s.AudioIndex = len(readers)
+				}
+			}
+			readers = append(readers, cur)
+		case cur == nil:
 			// RFC 4566 §5: one o=, at session level; the first one counts.
-			if section == -1 && !seenOrigin {
+			if l[0] == 'o' && !seenOrigin {
 				s.Origin, s.originAt, seenOrigin = parseOrigin(v), i, true
 			}
-		case 'm':
-			section++
-			if inAudio {
-				s.audioEnd = i
-				inAudio = false
-			}
-			if seenAudio || !strings.HasPrefix(v, "audio ") {
-				continue
-			}
-			seenAudio = true
-			m, err := parseMLine(v)
-			if err != nil {
-				s.audioErr = fmt.Errorf("media/sdprewrite: line %d %q: %w", i+1, l, err)
-				continue
-			}
-			s.Audio = m
-			s.audioStart = i
-			inAudio = true
-		case 'c':
-			addr, hold := parseConn(v)
-			switch {
-			case section == -1:
-				sessAddr, sessHold = addr, hold
-			case inAudio:
-				s.Audio.Addr, s.Audio.Hold, haveMediaC = addr, hold, true
-			}
-		case 'a':
-			name, val, _ := strings.Cut(v, ":")
-			if d, ok := parseDirection(name); ok {
-				if section == -1 {
-					sessDir, haveSessDir = d, true
-				} else if inAudio {
-					s.Audio.Direction, haveMediaDir = d, true
-				}
-				continue
-			}
-			if !inAudio {
-				continue
-			}
-			switch name {
-			case "rtpmap":
-				if c, ok := parseRtpmap(val); ok {
-					rtpmaps[c.PT] = c
-				}
-			case "fmtp":
-				pt, rest, _ := strings.Cut(val, " ")
-				if n, err := strconv.ParseUint(pt, 10, 7); err == nil {
-					fmtps[uint8(n)] = strings.TrimSpace(rest)
-				}
-			case "ptime":
-				if n, err := strconv.Atoi(strings.TrimSpace(val)); err == nil && n > 0 && n <= 1000 {
-					s.Audio.Ptime = n
-				}
-			case "rtcp":
-				s.Audio.RTCPPort, s.Audio.RTCPAddr = parseRTCP(val)
-			case "crypto":
-				s.Audio.CryptoLines++
-				if c, err := ParseCrypto(val); err == nil && !hasTag(s.Audio.Crypto, c.Tag) {
-					s.Audio.Crypto = append(s.Audio.Crypto, c)
-				}
-			}
+			sess.line(l[0], v)
+		default:
+			cur.line(l[0], v)
 		}
 	}
-	if s.audioStart < 0 {
-		return s, nil
+	for _, r := range readers {
+		s.Sections = append(s.Sections, r.finish(&sess))
 	}
-	if inAudio {
-		s.audioEnd = len(s.lines)
+	if s.AudioIndex >= 0 {
+		a := s.Sections[s.AudioIndex]
+		s.Audio, s.audioStart, s.audioEnd = a.Media, a.start, a.end
 	}
-	if !haveMediaC {
-		s.Audio.Addr, s.Audio.Hold = sessAddr, sessHold
+	return s, nil
+}
+
+// sectionReader gathers the lines of one level (the session, or an m=
+// section) that decide its Media.
+type sectionReader struct {
+	sec         Section
+	addr        netip.Addr
+	hold, haveC bool
+	dir         Direction
+	haveDir     bool
+	rtpmaps     map[uint8]Codec
+	fmtps       map[uint8]string
+}
+
+func (r *sectionReader) line(typ byte, v string) {
+	m := &r.sec.Media
+	switch typ {
+	case 'c':
+		r.addr, r.hold = parseConn(v)
+		r.haveC = true
+	case 'a':
+		name, val, _ := strings.Cut(v, ":")
+		if d, ok := parseDirection(name); ok {
+			r.dir, r.haveDir = d, true
+			return
+		}
+		switch name {
+		case "rtpmap":
+			if c, ok := parseRtpmap(val); ok {
+				if r.rtpmaps == nil {
+					r.rtpmaps = map[uint8]Codec{}
+				}
+				r.rtpmaps[c.PT] = c
+			}
+		case "fmtp":
+			pt, rest, _ := strings.Cut(val, " ")
+			if n, err := strconv.ParseUint(pt, 10, 7); err == nil {
+				if r.fmtps == nil {
+					r.fmtps = map[uint8]string{}
+				}
+				r.fmtps[uint8(n)] = strings.TrimSpace(rest)
+			}
+		case "ptime":
+			if n, err := strconv.Atoi(strings.TrimSpace(val)); err == nil && n > 0 && n <= 1000 {
+				m.Ptime = n
+			}
+		case "rtcp":
+			m.RTCPPort, m.RTCPAddr = parseRTCP(val)
+		case "crypto":
+			m.CryptoLines++
+			if c, err := ParseCrypto(val); err == nil && !hasTag(m.Crypto, c.Tag) {
+				m.Crypto = append(m.Crypto, c)
+			}
+		case "mid":
+			r.sec.Mid = strings.TrimSpace(val)
+		}
 	}
-	if !haveMediaDir && haveSessDir {
-		s.Audio.Direction = sessDir
+}
+
+// finish settles the section's address and direction (its own, else the
+// session's: RFC 4566 §5.7, RFC 3264 §5.1) and names its formats (RFC
+// 4566 §6 rtpmap; RFC 3551 §6 for static types without one; unknown
+// dynamic types keep an empty name, so they match no allowed codec).
+func (r *sectionReader) finish(sess *sectionReader) Section {
+	sec := r.sec
+	sec.Addr, sec.Hold = r.addr, r.hold
+	if !r.haveC {
+		sec.Addr, sec.Hold = sess.addr, sess.hold
 	}
-	// Resolve the m= payload types to codecs (RFC 4566 §6: rtpmap; RFC
-	// 3551 §6 for static types without one). Unknown dynamic types keep
-	// an empty name, so they match no allowed codec.
-	for i, c := range s.Audio.Codecs {
-		if m, ok := rtpmaps[c.PT]; ok {
+	switch {
+	case r.haveDir:
+		sec.Direction = r.dir
+	case sess.haveDir:
+		sec.Direction = sess.dir
+	}
+	for i, c := range sec.Codecs {
+		if m, ok := r.rtpmaps[c.PT]; ok {
 			c = m
 		} else if st, ok := StaticCodec(c.PT); ok {
 			c = st
 		}
-		c.Fmtp = fmtps[c.PT]
-		s.Audio.Codecs[i] = c
+		c.Fmtp = r.fmtps[c.PT]
+		sec.Codecs[i] = c
 	}
-	return s, nil
+	return sec
 }
 
 // parseMLine reads "audio PORT[/N] PROTO FMT...".
