@@ -1,5 +1,5 @@
 // Package relay is the RTP media relay of outpostd: it anchors a call's
-// audio on the box, between leg A (usually the caller) and leg B, so that
+// audio (and video) on the box, between leg A (usually the caller) and leg B, so that
 // calls between VLANs, to the PSTN gateway, or between a µ-law phone and
 // an A-law gateway work (docs/design.md §1).
 //
@@ -33,6 +33,20 @@
 //     once used on a leg its number is kept in later offers (RFC 3264
 //     §8.3.2). Nothing else is transcoded: no common codec is
 //     ErrNotAcceptable (488).
+//   - Streams besides the audio (streams.go): every other RTP audio,
+//     video or text m= section of an offer (sdprewrite.Section.Relayable),
+//     up to MaxStreams, is anchored on a port pair of its own per leg and
+//     offered to the other leg with the offerer's formats unchanged, so
+//     both legs use the same payload types and packets pass byte for byte
+//     (no transcoding, no SSRC rewrite: video carries retransmission and
+//     simulcast SSRCs). Latching, directions, RTCP, statistics
+//     (Session.Streams) and SRTP per leg (keys of its own per stream) work
+//     as for the audio, but a stream that fails them (no usable a=crypto
+//     where the policy needs one, a port 0 answer, too many streams) is
+//     rejected with port 0 on both legs instead of failing the call. Other
+//     sections (T.38, DTLS, data channels) are rejected with port 0, and
+//     BUNDLE offers are answered unbundled (sdprewrite). Music on hold and
+//     the inactivity timer follow the audio stream only.
 //   - Directions: media from a leg is relayed only when that leg's SDP
 //     lets it send and the other leg's SDP lets it receive, so sendonly,
 //     recvonly, inactive and c=0.0.0.0 (RFC 2543) hold stop exactly the
@@ -166,7 +180,7 @@
 //
 // DTLS-SRTP and SDES with MKI or several keys, ICE, rtcp-mux (removed from the
 // SDP, so the legs use separate RTCP ports), codecs other than G.711
-// transcoding, video and second audio streams (disabled with port 0),
-// late offers (INVITE without SDP), jitter buffering, and choosing the
+// transcoding, BUNDLE and rtcp-mux on one port, DTLS and T.38 streams
+// (rejected with port 0), late offers (INVITE without SDP), jitter buffering, and choosing the
 // local addresses (the caller passes them, e.g. from media/selection).
 package relay

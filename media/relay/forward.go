@@ -105,6 +105,10 @@ type rewriter struct {
 	step           uint32 // timestamp increment per packet, learned
 	pub            *atomic.Pointer[ssrcMap]
 	hasSent, remap bool
+	// pass leaves every packet as it came: streams other than the audio
+	// one carry several SSRCs by design (RFC 4588 retransmission,
+	// simulcast), which a rewrite to one SSRC would break.
+	pass bool
 }
 
 // ssrcMap is the rewriter's mapping, published for the RTCP reader.
@@ -116,6 +120,9 @@ type ssrcMap struct {
 // apply rewrites RTP header h (parsed from the packet being forwarded)
 // and reports whether it changed anything that must be written back.
 func (w *rewriter) apply(h *rtp.Header) (changed bool) {
+	if w.pass {
+		return false
+	}
 	seq, ts, ssrc := h.SequenceNumber, h.Timestamp, h.SSRC
 	switch {
 	case !w.started:

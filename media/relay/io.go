@@ -9,13 +9,12 @@ import (
 // the kernel and then dropped as malformed or relayed truncated (RTCP).
 const maxPacket = 2048
 
-// readRTP relays RTP arriving on the socket facing leg l until the socket
-// is closed: the portable reader (Linux uses readBatched). One goroutine
-// per socket: the Go netpoller multiplexes them, ReadFromUDPAddrPort and
-// WriteToUDPAddrPort do not allocate.
-func (s *Session) readRTP(l Leg, p *pair) {
+// readRTP relays RTP arriving on p's RTP socket (read by forwarder f)
+// until the socket is closed: the portable reader (Linux uses
+// readBatched). One goroutine per socket: the Go netpoller multiplexes
+// them, ReadFromUDPAddrPort and WriteToUDPAddrPort do not allocate.
+func (s *Session) readRTP(f *forwarder, p *pair) {
 	defer s.wg.Done()
-	f := &s.fwd[l]
 	buf := make([]byte, maxPacket, maxPacket+srtpSlack)
 	for {
 		n, src, err := p.rtp.ReadFromUDPAddrPort(buf)
@@ -31,10 +30,9 @@ func (s *Session) readRTP(l Leg, p *pair) {
 	}
 }
 
-// readRTCP relays RTCP arriving on the socket facing leg l.
-func (s *Session) readRTCP(l Leg, p *pair) {
+// readRTCP relays RTCP arriving on p's RTCP socket.
+func (s *Session) readRTCP(f *forwarder, p *pair) {
 	defer s.wg.Done()
-	f := &s.fwd[l]
 	buf := make([]byte, maxPacket, maxPacket+srtpSlack)
 	for {
 		n, src, err := p.rtcp.ReadFromUDPAddrPort(buf)

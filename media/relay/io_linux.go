@@ -159,9 +159,8 @@ func forwardIn(f *forwarder, rtcp bool, now int64, in, out *mmsg, flush func(fro
 // system call and parks on the Go netpoller when the socket is empty.
 // (By default a session's sockets are served by the relay's pollers,
 // poll_linux.go, instead.)
-func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
+func (s *Session) readBatched(f *forwarder, conn *net.UDPConn, rtcp bool, n int) {
 	defer s.wg.Done()
-	f := &s.fwd[l]
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return

@@ -6,6 +6,6 @@ import "net"
 
 const batchSupported = false
 
-func (s *Session) readBatched(l Leg, conn *net.UDPConn, rtcp bool, n int) {
+func (s *Session) readBatched(f *forwarder, conn *net.UDPConn, rtcp bool, n int) {
 	panic("media/relay: batched I/O needs Linux")
 }

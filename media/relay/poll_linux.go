@@ -188,10 +188,10 @@ func closeRaw(pr *pair) {
 	}
 }
 
-// add watches the sockets of pair pr, which faces leg l of session s.
-func (p *poller) add(s *Session, l Leg, pr *pair) error {
+// add watches the sockets of pair pr, read by forwarder f of session s.
+func (p *poller) add(s *Session, f *forwarder, pr *pair) error {
 	p.mu.Lock()
-	err := p.addLocked(s, l, pr)
+	err := p.addLocked(s, f, pr)
 	var idle *pollInstance
 	if err != nil {
 		idle = p.stopIfIdle()
@@ -201,7 +201,7 @@ func (p *poller) add(s *Session, l Leg, pr *pair) error {
 	return err
 }
 
-func (p *poller) addLocked(s *Session, l Leg, pr *pair) error {
+func (p *poller) addLocked(s *Session, f *forwarder, pr *pair) error {
 	if p.inst == nil {
 		inst, err := p.start()
 		if err != nil {
@@ -218,7 +218,7 @@ func (p *poller) addLocked(s *Session, l Leg, pr *pair) error {
 			}
 			return fmt.Errorf("media/relay: poll socket: %w", err)
 		}
-		p.socks[int32(fd)] = polledSock{s: s, f: &s.fwd[l], rtcp: i == 1}
+		p.socks[int32(fd)] = polledSock{s: s, f: f, rtcp: i == 1}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ type poller struct{}
 
 func (ps *pollSet) forSession() *poller { panic("media/relay: pollers need Linux") }
 
-func (p *poller) add(*Session, Leg, *pair) error { panic("media/relay: pollers need Linux") }
+func (p *poller) add(*Session, *forwarder, *pair) error { panic("media/relay: pollers need Linux") }
 
 func (p *poller) remove(*pair) {}
 

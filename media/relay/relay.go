@@ -229,6 +229,9 @@ func (r *Relay) Stats() Stats {
 	r.mu.Unlock()
 	for _, s := range list {
 		st.add(s.Stats())
+		for _, x := range s.Streams() {
+			st.add(x.Legs)
+		}
 	}
 	for _, e := range eps {
 		st.EndpointPackets += e.rtpIn.Load()
@@ -248,12 +251,15 @@ func (r *Relay) addSession(s *Session) error {
 	return nil
 }
 
-func (r *Relay) removeSession(s *Session, final [2]LegStats) {
+func (r *Relay) removeSession(s *Session, final [2]LegStats, streams []StreamStats) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.sessions[s]; ok {
 		delete(r.sessions, s)
 		r.done.add(final)
+		for _, x := range streams {
+			r.done.add(x.Legs)
+		}
 	}
 }
 

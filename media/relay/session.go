@@ -158,6 +158,9 @@ type Session struct {
 	moh     []byte        // Config.MusicOnHold at the session's start
 	players [2]*mohPlayer // music on hold playing to each leg (moh.go), under mu
 
+	streams      map[int]*stream // relayed m= sections besides the audio one, by index (streams.go)
+	finalStreams []StreamStats   // their figures once closed
+
 	closeOnce sync.Once
 	final     [2]LegStats
 }
@@ -209,12 +212,23 @@ func (s *Session) errorf(format string, args ...any) error {
 	return fmt.Errorf("media/relay: session "+s.id+": "+format, args...)
 }
 
-// ensurePair binds the ports facing leg l if it has none yet and starts
-// their readers. Called with s.mu held.
+// ensurePair binds the audio ports facing leg l if it has none yet and
+// starts their readers. Called with s.mu held.
 func (s *Session) ensurePair(l Leg) (*pair, error) {
 	if p := s.pairs[l]; p != nil {
 		return p, nil
 	}
+	p, err := s.bind(l, &s.fwd[l])
+	if err != nil {
+		return nil, err
+	}
+	s.pairs[l] = p
+	return p, nil
+}
+
+// bind binds a pair of ports facing leg l, read by forwarder f (whose in
+// is the leg's legIO), and starts their readers. Called with s.mu held.
+func (s *Session) bind(l Leg, f *forwarder) (*pair, error) {
 	polled := pollSupported && !s.r.portableReaders && s.batch <= 1
 	p, err := s.r.ports.allocate(s.local[l], polled)
 	if err != nil {
@@ -224,24 +238,22 @@ func (s *Session) ensurePair(l Leg) (*pair, error) {
 		if s.poller == nil {
 			s.poller = s.r.polls.forSession()
 		}
-		if err := s.poller.add(s, l, p); err != nil {
+		if err := s.poller.add(s, f, p); err != nil {
 			s.r.ports.release(p)
 			return nil, s.errorf("leg %s: %w", legName(l), err)
 		}
-		s.pairs[l] = p
-		s.io[l].pair.Store(p)
+		f.in.pair.Store(p)
 		return p, nil
 	}
-	s.pairs[l] = p
-	s.io[l].pair.Store(p)
+	f.in.pair.Store(p)
 	s.wg.Add(2)
 	if batchSupported && !s.r.portableReaders {
 		n := max(s.batch, 1)
-		go s.readBatched(l, p.rtp, false, n)
-		go s.readBatched(l, p.rtcp, true, n)
+		go s.readBatched(f, p.rtp, false, n)
+		go s.readBatched(f, p.rtcp, true, n)
 	} else {
-		go s.readRTP(l, p)
-		go s.readRTCP(l, p)
+		go s.readRTP(f, p)
+		go s.readRTCP(f, p)
 	}
 	return p, nil
 }
@@ -384,7 +396,8 @@ func (s *Session) Offer(from Leg, sdp []byte) ([]byte, error) {
 	if dir == sdprewrite.Inactive && s.neg[from] != nil && len(s.moh) > 0 {
 		sentDir = sdprewrite.SendOnly // the box plays music on hold to the other leg
 	}
-	body := s.write(to, p, pr.port, out, sentDir, sdprewrite.Profile(p.Audio.Proto, sentCrypto != nil), sentCrypto)
+	streams := s.offerStreams(from, p)
+	body := s.write(to, p, pr.port, out, sentDir, sdprewrite.Profile(p.Audio.Proto, sentCrypto != nil), sentCrypto, streams)
 	s.offer = &pendingOffer{from: from, media: p.Audio, dir: dir, native: native, sent: out, crypto: fromCrypto, sentCrypto: sentCrypto}
 	return body, nil
 }
@@ -508,7 +521,7 @@ func (s *Session) Answer(from Leg, sdp []byte) ([]byte, error) {
 	// (music on hold), answered inactive. The answer keeps the offer's
 	// profile (RFC 3264 §6).
 	replyDir := sdprewrite.Make(ansDir.Sends() && o.dir.Receives(), ansDir.Receives() && o.dir.Sends())
-	return s.write(off, p, pr.port, reply, replyDir, o.media.Proto, replyCrypto), nil
+	return s.write(off, p, pr.port, reply, replyDir, o.media.Proto, replyCrypto, s.answerStreams(from, p)), nil
 }
 
 // findSame returns the codec of list with c's name (and, for several of

@@ -110,25 +110,32 @@ func newCryptoCtx(suite string, key []byte, inbound bool) (*cryptoCtx, error) {
 	return c, nil
 }
 
-// ownKeys returns the box's SDES keys toward leg l, one per supported
-// suite in preference order (tags 1, 2, 3), made with crypto/rand the
-// first time the box offers SRTP to the leg and kept for the session:
-// re-offers then keep the same SDP and the same contexts (RFC 4568 §7.1.4
-// allows keeping keys). Called with s.mu held.
-func (s *Session) ownKeys(l Leg) []sdprewrite.Crypto {
-	if s.own[l] == nil {
+// ownKeys returns the box's SDES keys toward leg l for the audio stream
+// (keysFor). Called with s.mu held.
+func (s *Session) ownKeys(l Leg) []sdprewrite.Crypto { return keysFor(&s.own[l]) }
+
+// ownKey returns the box's audio key toward l for suite.
+func (s *Session) ownKey(l Leg, suite string) sdprewrite.Crypto { return keyFor(&s.own[l], suite) }
+
+// keysFor returns the box's SDES keys kept in *own (one stream toward
+// one leg), one per supported suite in preference order (tags 1, 2, 3),
+// made with crypto/rand the first time the box offers SRTP there and kept
+// for the session: re-offers then keep the same SDP and the same contexts
+// (RFC 4568 §7.1.4 allows keeping keys). Each stream has keys of its own.
+func keysFor(own *[]sdprewrite.Crypto) []sdprewrite.Crypto {
+	if *own == nil {
 		for i, suite := range sdprewrite.Suites {
 			k := make([]byte, sdprewrite.SuiteKeyLen(suite))
 			_, _ = rand.Read(k) // never fails (crypto/rand, Go ≥ 1.24)
-			s.own[l] = append(s.own[l], sdprewrite.Crypto{Tag: i + 1, Suite: suite, Key: k})
+			*own = append(*own, sdprewrite.Crypto{Tag: i + 1, Suite: suite, Key: k})
 		}
 	}
-	return s.own[l]
+	return *own
 }
 
-// ownKey returns the box's key toward l for suite.
-func (s *Session) ownKey(l Leg, suite string) sdprewrite.Crypto {
-	for _, c := range s.ownKeys(l) {
+// keyFor returns the key of *own (keysFor) for suite.
+func keyFor(own *[]sdprewrite.Crypto, suite string) sdprewrite.Crypto {
+	for _, c := range keysFor(own) {
 		if c.Suite == suite {
 			return c
 		}
@@ -149,32 +156,39 @@ func answerCrypto(answer, offered []sdprewrite.Crypto) (ans, own sdprewrite.Cryp
 	return ans, own, false
 }
 
-// commitSRTP installs the SRTP state of leg l (nil = plain), keeping the
-// contexts when nothing changed (183 then 200 with the same keys, a
-// re-INVITE that keeps them), so their rollover counters and replay
-// windows continue. Called with s.mu held. Keys are never logged.
+// commitSRTP installs the SRTP state of the audio stream on leg l
+// (installSRTP). Called with s.mu held.
 func (s *Session) commitSRTP(l Leg, n *legSRTP) error {
-	if n.same(s.srtpNeg[l]) {
+	return s.installSRTP(l, "audio", &s.io[l], &s.srtpNeg[l], n)
+}
+
+// installSRTP installs the SRTP state n (nil = plain) of one stream on
+// leg l into io, *cur being the state in force, and keeps the contexts
+// when nothing changed (183 then 200 with the same keys, a re-INVITE that
+// keeps them), so their rollover counters and replay windows continue.
+// Called with s.mu held. Keys are never logged.
+func (s *Session) installSRTP(l Leg, stream string, io *legIO, cur **legSRTP, n *legSRTP) error {
+	if n.same(*cur) {
 		return nil
 	}
 	if n == nil {
-		s.io[l].rx.Store(nil)
-		s.io[l].tx.Store(nil)
-		s.srtpNeg[l] = nil
-		s.r.log.Debug("media/relay: plain RTP on leg", "session", s.id, "leg", legName(l))
+		io.rx.Store(nil)
+		io.tx.Store(nil)
+		*cur = nil
+		s.r.log.Debug("media/relay: plain RTP on leg", "session", s.id, "leg", legName(l), "stream", stream)
 		return nil
 	}
 	rx, err := newCryptoCtx(n.suite, n.rxKey, true)
 	if err != nil {
-		return s.errorf("leg %s: %w", legName(l), err)
+		return s.errorf("leg %s %s: %w", legName(l), stream, err)
 	}
 	tx, err := newCryptoCtx(n.suite, n.txKey, false)
 	if err != nil {
-		return s.errorf("leg %s: %w", legName(l), err)
+		return s.errorf("leg %s %s: %w", legName(l), stream, err)
 	}
-	s.io[l].rx.Store(rx)
-	s.io[l].tx.Store(tx)
-	s.srtpNeg[l] = n
-	s.r.log.Debug("media/relay: SRTP on leg", "session", s.id, "leg", legName(l), "suite", n.suite, "tag", n.tag)
+	io.rx.Store(rx)
+	io.tx.Store(tx)
+	*cur = n
+	s.r.log.Debug("media/relay: SRTP on leg", "session", s.id, "leg", legName(l), "stream", stream, "suite", n.suite, "tag", n.tag)
 	return nil
 }

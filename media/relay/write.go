@@ -9,7 +9,7 @@ import (
 // write renders the SDP the box sends to leg to, with the o= version
 // incremented only when the body changed since the last SDP sent on that
 // leg (RFC 3264 §8). Called with s.mu held.
-func (s *Session) write(to Leg, p *sdprewrite.SDP, port int, codecs []sdprewrite.Codec, dir sdprewrite.Direction, proto string, crypto []sdprewrite.Crypto) []byte {
+func (s *Session) write(to Leg, p *sdprewrite.SDP, port int, codecs []sdprewrite.Codec, dir sdprewrite.Direction, proto string, crypto []sdprewrite.Crypto, streams map[int]sdprewrite.Stream) []byte {
 	st := &s.sent[to]
 	params := sdprewrite.Params{
 		Origin:    sdprewrite.Origin{Username: "outpost", SessID: st.sessID, Version: st.version},
@@ -19,6 +19,7 @@ func (s *Session) write(to Leg, p *sdprewrite.SDP, port int, codecs []sdprewrite
 		Direction: dir,
 		Proto:     proto,
 		Crypto:    crypto,
+		Streams:   streams,
 	}
 	out := p.Rewrite(params)
 	body := withoutOrigin(out)
