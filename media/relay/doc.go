@@ -179,8 +179,8 @@
 // # Not done here
 //
 // DTLS-SRTP and SDES with MKI or several keys, ICE, rtcp-mux (removed from the
-// SDP, so the legs use separate RTCP ports), codecs other than G.711
-// transcoding, BUNDLE and rtcp-mux on one port, DTLS and T.38 streams
-// (rejected with port 0), late offers (INVITE without SDP), jitter buffering, and choosing the
-// local addresses (the caller passes them, e.g. from media/selection).
+// SDP, so the legs use separate RTCP ports), BUNDLE (answered unbundled),
+// codecs other than G.711 transcoding, T.38 and data streams (rejected with
+// port 0), late offers (INVITE without SDP), jitter buffering, and choosing
+// the local addresses (the caller passes them, e.g. from media/selection).
 package relay
