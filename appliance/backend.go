@@ -215,8 +215,9 @@ func (a *App) Calls(context.Context) []api.Call {
 	calls := a.gw.Calls()
 	out := make([]api.Call, 0, len(calls))
 	for _, c := range calls {
+		media, streams := a.media.liveStats(c.ID)
 		out = append(out, api.Call{ID: c.ID, From: c.From, To: c.To, Target: c.Target, Route: string(c.Route),
-			State: c.State, Started: c.Started.UTC(), Answered: c.Answered.UTC(), Media: a.media.liveStats(c.ID)})
+			State: c.State, Started: c.Started.UTC(), Answered: c.Answered.UTC(), Media: media, Streams: streams})
 	}
 	return out
 }

@@ -28,7 +28,7 @@ type mediaPart struct {
 	ifaceOf func(netip.Addr) string
 	mu      sync.Mutex
 	live    map[string]*relay.Session // by call ID, while the call lasts
-	done    map[string][2]relay.LegStats
+	done    map[string]endedMedia
 }
 
 // anchorPolicy says which calls are anchored. With Always (media.relay),
@@ -68,7 +68,7 @@ func newMediaPart(next *partConfigs, ports func() []int, log *slog.Logger) (*med
 	if err != nil {
 		return nil, err
 	}
-	m := &mediaPart{r: r, log: log, ports: ports, live: map[string]*relay.Session{}, done: map[string][2]relay.LegStats{}}
+	m := &mediaPart{r: r, log: log, ports: ports, live: map[string]*relay.Session{}, done: map[string]endedMedia{}}
 	m.policy.Store(&next.Anchor)
 	return m, nil
 }
@@ -161,14 +161,23 @@ func (a *anchor) Reject(b2bua.Leg) {}
 
 func (a *anchor) Close() {
 	st := a.s.Close()
+	streams := a.s.Streams()
 	a.m.mu.Lock()
 	delete(a.m.live, a.id)
-	a.m.done[a.id] = st
+	a.m.done[a.id] = endedMedia{audio: st, streams: streams}
 	a.m.mu.Unlock()
 }
 
+// endedMedia are the figures of an ended call's relayed media, kept for
+// its CDR.
+type endedMedia struct {
+	audio   [2]relay.LegStats
+	streams []relay.StreamStats
+}
+
 // takeStats returns (and forgets) the statistics of an ended call, as JSON
-// for the CDR; "" when its media was not relayed.
+// for the CDR: the audio per leg ("a", "b") and the other streams
+// ("streams", when there were any); "" when its media was not relayed.
 func (m *mediaPart) takeStats(callID string) string {
 	m.mu.Lock()
 	st, ok := m.done[callID]
@@ -177,20 +186,33 @@ func (m *mediaPart) takeStats(callID string) string {
 	if !ok {
 		return ""
 	}
-	b, _ := json.Marshal(map[string]api.MediaLeg{"a": apiLeg(st[relay.A]), "b": apiLeg(st[relay.B])})
+	b, _ := json.Marshal(struct {
+		A       api.MediaLeg      `json:"a"`
+		B       api.MediaLeg      `json:"b"`
+		Streams []api.MediaStream `json:"streams,omitempty"`
+	}{apiLeg(st.audio[relay.A]), apiLeg(st.audio[relay.B]), apiStreams(st.streams)})
 	return string(b)
 }
 
-// liveStats returns the statistics of a call in progress.
-func (m *mediaPart) liveStats(callID string) *[2]api.MediaLeg {
+// liveStats returns the statistics of a call in progress: the audio per
+// leg, and the other streams.
+func (m *mediaPart) liveStats(callID string) (*[2]api.MediaLeg, []api.MediaStream) {
 	m.mu.Lock()
 	s := m.live[callID]
 	m.mu.Unlock()
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	st := s.Stats()
-	return &[2]api.MediaLeg{apiLeg(st[relay.A]), apiLeg(st[relay.B])}
+	return &[2]api.MediaLeg{apiLeg(st[relay.A]), apiLeg(st[relay.B])}, apiStreams(s.Streams())
+}
+
+func apiStreams(list []relay.StreamStats) []api.MediaStream {
+	var out []api.MediaStream
+	for _, x := range list {
+		out = append(out, api.MediaStream{Kind: x.Kind, Legs: [2]api.MediaLeg{apiLeg(x.Legs[relay.A]), apiLeg(x.Legs[relay.B])}})
+	}
+	return out
 }
 
 func apiLeg(s relay.LegStats) api.MediaLeg {

@@ -96,7 +96,7 @@ func TestAnchorMediaProtection(t *testing.T) {
 	if _, err := an.Answer(1, []byte(ans)); err != nil {
 		t.Fatalf("SRTP answer: %v", err)
 	}
-	live := m.liveStats("call-srtp")
+	live, _ := m.liveStats("call-srtp")
 	if live == nil || live[0].Protection != "rtp" || live[1].Protection != "srtp:"+c.Suite {
 		t.Fatalf("live media %+v, want rtp / srtp:%s", live, c.Suite)
 	}

@@ -235,6 +235,15 @@ type Call struct {
 	// Media is the relayed RTP per leg (A = caller); absent when the
 	// media does not pass through the box.
 	Media *[2]MediaLeg `json:"media,omitempty"`
+	// Streams are the call's other relayed streams (video, a second
+	// audio stream), in SDP order.
+	Streams []MediaStream `json:"streams,omitempty"`
+}
+
+// MediaStream is one relayed stream besides a call's audio.
+type MediaStream struct {
+	Kind string      `json:"kind"` // the SDP media type: "video", "audio", "text"
+	Legs [2]MediaLeg `json:"legs"` // A = caller
 }
 
 // CDR is one call detail record, GET /api/v1/cdr.

@@ -79,6 +79,14 @@ func TestBaresipCallOverTLSWithSRTP(t *testing.T) {
 // forwarding no packet between them. The box's relay is the only way the
 // tones can cross, so each one arriving proves the box anchored the media
 // on the right interface of each leg.
+// TestBaresipVideoCallWithSRTP: as TestBaresipCallWithSRTP, with VP8
+// video beside the audio (baresip's fakevideo test pattern): the box
+// anchors the video on ports of its own, with SRTP keys of its own per
+// leg, and each phone decodes the other's frames.
+func TestBaresipVideoCallWithSRTP(t *testing.T) {
+	baresipCall(t, baresipCase{transport: "udp", callerCodec: "pcmu", calleeCodec: "pcma", srtp: true, video: true})
+}
+
 func TestBaresipCallBetweenLANs(t *testing.T) {
 	baresipCall(t, baresipCase{transport: "udp", callerCodec: "pcmu", calleeCodec: "pcma", lans: true})
 }
@@ -89,6 +97,7 @@ type baresipCase struct {
 	callerCodec, calleeCodec string // baresip's names: pcmu, pcma
 	srtp                     bool   // SDES-SRTP mandatory on both phones
 	lans                     bool   // each phone on a LAN of its own (namespaces), else all on loopback
+	video                    bool   // VP8 video from baresip's fakevideo source beside the audio
 }
 
 // Addresses of TestBaresipCallBetweenLANs: the box is .1 on each LAN.
@@ -162,11 +171,11 @@ func baresipCall(t *testing.T, c baresipCase) {
 
 	callee := startBaresip(t, baresipPhone{
 		user: "user0002", password: "pw0002", transport: c.transport, at: calleeAt, caPEM: caPEM,
-		codec: c.calleeCodec, srtp: c.srtp, answer: true, source: fmt.Sprintf("ausine,%d", calleeHz),
+		codec: c.calleeCodec, srtp: c.srtp, answer: true, source: fmt.Sprintf("ausine,%d", calleeHz), video: c.video,
 	})
 	caller := startBaresip(t, baresipPhone{
 		user: "user0001", password: "pw0001", transport: c.transport, at: callerAt, caPEM: caPEM,
-		codec: c.callerCodec, srtp: c.srtp, source: "aufile," + toneWAV(t),
+		codec: c.callerCodec, srtp: c.srtp, source: "aufile," + toneWAV(t), video: c.video,
 	})
 	for _, p := range []*baresipUA{callee, caller} {
 		p.await("registration", 10*time.Second, fmt.Sprintf("%s@bench.local: {0/%s/v4} 200 OK", p.user, strings.ToUpper(c.transport)))
@@ -194,7 +203,8 @@ func baresipCall(t *testing.T, c baresipCase) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(calls) == 1 && calls[0].Media != nil && calls[0].Media[0].Relayed >= 100 && calls[0].Media[1].Relayed >= 100 {
+		if len(calls) == 1 && calls[0].Media != nil && calls[0].Media[0].Relayed >= 100 && calls[0].Media[1].Relayed >= 100 &&
+			(!c.video || videoBothWays(calls[0])) {
 			call = calls[0]
 			break
 		}
@@ -229,6 +239,21 @@ func baresipCall(t *testing.T, c baresipCase) {
 		}
 	}
 
+	if c.video {
+		// Each phone decoded the other's VP8 (a frame's size is known
+		// only once one decodes), under SRTP keys of the video's own.
+		for _, p := range []*baresipUA{callee, caller} {
+			p.await("decoded video", 10*time.Second, "video: receiving with resolution 320 x 240")
+			if c.srtp && !strings.Contains(p.log.String(), "srtp: video: SRTP is Enabled") {
+				t.Errorf("%s: video SRTP not enabled, by its log:\n%s", p.user, p.logTail())
+			}
+		}
+		if v := call.Streams[0].Legs; v[0].Protection != want || v[1].Protection != want {
+			t.Errorf("video protection: %+v", v)
+		}
+	} else if len(call.Streams) != 0 {
+		t.Errorf("an audio call has other streams: %+v", call.Streams)
+	}
 	caller.command("hangup")
 	for _, p := range []*baresipUA{callee, caller} {
 		p.await("the call's end", 10*time.Second, "terminated (duration:")
@@ -246,6 +271,17 @@ func baresipCall(t *testing.T, c baresipCase) {
 	checkTone(t, "the callee (from the caller)", callee.decoded(), callerHz)
 	checkTone(t, "the caller (from the callee)", caller.decoded(), calleeHz)
 	d.stop()
+}
+
+// videoBothWays reports whether a call's video stream went both ways
+// through the box (20 packets each way: over a second of fakevideo).
+func videoBothWays(c api.Call) bool {
+	for _, s := range c.Streams {
+		if s.Kind == "video" && s.Legs[0].Relayed >= 20 && s.Legs[1].Relayed >= 20 {
+			return true
+		}
+	}
+	return false
 }
 
 // awaitRegistrations waits (10 s at most) until the box's registrar holds
@@ -286,6 +322,7 @@ type baresipPhone struct {
 	srtp           bool   // SDES-SRTP mandatory
 	answer         bool   // auto-answer
 	source         string // audio_source: "ausine,HZ" or "aufile,PATH"
+	video          bool   // VP8 video: fakevideo's test pattern sent, what comes decoded and dropped
 }
 
 // baresipUA is one running baresip, configured by a directory of its
@@ -334,6 +371,11 @@ func startBaresip(t *testing.T, p baresipPhone) *baresipUA {
 	}
 	if p.answer {
 		params += ";answermode=auto"
+	}
+	if p.video {
+		conf = append(conf, "module fakevideo.so", "module vp8.so", "video_source fakevideo,nil", "video_display fakevideo,nil",
+			"video_size 320x240", "video_fps 15", "video_bitrate 200000")
+		params += ";video_codecs=vp8"
 	}
 	if p.caPEM != "" {
 		ca := filepath.Join(dir, "ca.pem")

@@ -347,3 +347,36 @@ func TestStreamLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestBundleDeclined: a bundled offer (RFC 8843: a=group:BUNDLE, a=mid,
+// a bundle-only section with port 0) is offered on unbundled, each stream
+// on ports of its own with its a=mid, and the bundle-only one rejected.
+func TestBundleDeclined(t *testing.T) {
+	r := newRelay(t, Config{})
+	pa, va, pb, vb := newPhone(t, phoneA), newPhone(t, phoneA), newPhone(t, phoneB), newPhone(t, phoneB)
+	s, err := r.NewSession(SessionConfig{ID: t.Name(), LocalA: boxA, LocalB: boxB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	offer := strings.Replace(string(withVideo(pa.sdp(1, []string{"0 PCMU"}, "a=mid:a"), va, "a=mid:v", "m=video 0 RTP/AVP 96", "a=mid:v2", "a=bundle-only")),
+		"t=0 0\r\n", "t=0 0\r\na=group:BUNDLE a v v2\r\n", 1)
+	toB, err := s.Offer(A, []byte(offer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(toB), "a=group") {
+		t.Errorf("the box offered a bundle it does not make:\n%s", toB)
+	}
+	a, v, v2 := mediaOf(t, toB), section(t, toB, 1), section(t, toB, 2)
+	if v.Port == 0 || v.Port == a.Port || v.Mid != "v" || section(t, toB, 0).Mid != "a" || v2.Port != 0 {
+		t.Fatalf("unbundled offer: audio %d, video %+v, bundle-only %+v\n%s", a.Port, v, v2, toB)
+	}
+	toA, err := s.Answer(B, withVideo(pb.sdp(1, []string{"0 PCMU"}, "a=mid:a"), vb, "a=mid:v", "m=video 0 RTP/AVP 96", "a=mid:v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := section(t, toA, 1); v.Port == 0 || v.Port == mediaOf(t, toA).Port || strings.Contains(string(toA), "a=group") {
+		t.Errorf("unbundled answer:\n%s", toA)
+	}
+}
