@@ -236,6 +236,10 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 					ma = fmt.Sprintf("%d/%d/%.1fms/%s", m[0].Packets, m[0].Lost, m[0].JitterMs, m[0].Protection)
 					mb = fmt.Sprintf("%d/%d/%.1fms/%s", m[1].Packets, m[1].Lost, m[1].JitterMs, m[1].Protection)
 				}
+				for _, s := range x.Streams { // e.g. "+video 750"
+					ma += fmt.Sprintf(" +%s %d", s.Kind, s.Legs[0].Packets)
+					mb += fmt.Sprintf(" +%s %d", s.Kind, s.Legs[1].Packets)
+				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.From, x.To, x.Route, x.Target, x.State,
 					x.Started.Local().Format(time.TimeOnly), ma, mb)
 			}
