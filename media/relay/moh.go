@@ -38,10 +38,34 @@ type mohPlayer struct {
 }
 
 // holding reports whether leg l holds the call: its SDP, from its own
-// re-offer, says it will not receive. Called with s.mu held.
+// re-offer, says it will not receive, or the box holds for it (HoldFor).
+// Called with s.mu held.
 func (s *Session) holding(l Leg) bool {
 	n := s.neg[l]
-	return n != nil && n.hold
+	return n != nil && n.hold || s.heldFor[l]
+}
+
+// HoldFor makes the box hold the call on behalf of leg l (on) or stop
+// (off): the other leg hears music on hold, as if l had held, and
+// nothing is relayed to l. It is for a leg whose party left while the
+// other stays, a parked call; the next offer from l, after HoldFor(l,
+// false), brings the leg back.
+func (s *Session) HoldFor(l Leg, on bool) {
+	if !validLeg(l) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.heldFor[l] == on {
+		return
+	}
+	s.heldFor[l] = on
+	if s.neg[A] != nil && s.neg[B] != nil {
+		s.publish(A)
+		s.publish(B)
+		s.updateMOH()
+		s.resetInactivity()
+	}
 }
 
 // wantsMOH reports whether the box should play music on hold to leg to.

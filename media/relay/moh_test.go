@@ -219,3 +219,46 @@ func TestMusicOnHoldOverSRTP(t *testing.T) {
 		t.Errorf("decrypted PT %d, payload % x..., want PT 8 with the recording in A-law", h.PayloadType, dec[12:16])
 	}
 }
+
+// HoldFor: the box holds for leg A, whose party left (a parked call): B
+// hears the recording and B's media goes nowhere; a new party's offer on
+// leg A after HoldFor(A, false) brings the call back.
+func TestHoldFor(t *testing.T) {
+	r := newRelay(t, Config{MusicOnHold: mohSamples()})
+	pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
+	s, _, toBoxB := call(t, r, pa, pb, []string{"0 PCMU"}, []string{"0 PCMU"})
+	s.HoldFor(A, true)
+	recvMOH(t, pb, 3, 0, false)
+	pb.send(toBoxB, 0, []byte{7})
+	waitFor(t, "B's packet dropped", func() bool { return s.Stats()[B].Dropped == 1 })
+	if _, err := pa.tryRecv(50 * time.Millisecond); err == nil {
+		t.Error("B's media reached the leg the box holds for")
+	}
+	// Another phone takes leg A over.
+	pc := newPhone(t, phoneA)
+	s.HoldFor(A, false)
+	toB, err := s.Offer(A, pc.sdp(5, []string{"0 PCMU"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toC, err := s.Answer(B, pb.sdp(2, []string{"0 PCMU"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.send(addrOf(mediaOf(t, toC)), 0, []byte{8})
+	for { // music still in flight before the first relayed packet
+		if got := pb.recv(); len(got.payload) == 1 {
+			if got.payload[0] != 8 {
+				t.Fatalf("B got %v", got.payload)
+			}
+			break
+		}
+	}
+	pb.send(addrOf(mediaOf(t, toB)), 0, []byte{9})
+	if got := pc.recv(); got.payload[0] != 9 {
+		t.Errorf("the new party got %v", got.payload)
+	}
+	if n := s.Stats()[B].MusicOnHold; n < 3 {
+		t.Errorf("music packets %d", n)
+	}
+}

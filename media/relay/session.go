@@ -157,6 +157,7 @@ type Session struct {
 
 	moh     []byte        // Config.MusicOnHold at the session's start
 	players [2]*mohPlayer // music on hold playing to each leg (moh.go), under mu
+	heldFor [2]bool       // the box holds for the leg (HoldFor)
 
 	streams      map[int]*stream // relayed m= sections besides the audio one, by index (streams.go)
 	finalStreams []StreamStats   // their figures once closed
@@ -629,7 +630,7 @@ func (s *Session) publish(l Leg) {
 		gen:           from.gen,
 		signalled:     sig.rtp,
 		signalledRTCP: sig.rtcp,
-		relay:         from.dir.Sends() && to.dir.Receives() && !s.wantsMOH(Other(l)),
+		relay:         from.dir.Sends() && to.dir.Receives() && !s.wantsMOH(Other(l)) && !s.heldFor[Other(l)],
 		table:         t,
 		clockRate:     rate,
 	}
