@@ -159,6 +159,8 @@ func (a *anchor) Answer(from b2bua.Leg, sdp []byte) ([]byte, error) {
 // it; until it can roll one back, the next offer or answer sets the state.
 func (a *anchor) Reject(b2bua.Leg) {}
 
+func (a *anchor) HoldFor(l b2bua.Leg, on bool) { a.s.HoldFor(relay.Leg(l), on) }
+
 func (a *anchor) Close() {
 	st := a.s.Close()
 	streams := a.s.Streams()

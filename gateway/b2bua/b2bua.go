@@ -188,6 +188,8 @@ type Config struct {
 	// PickupGroups are the users who may pick up each other's ringing
 	// calls with the group pickup code (pickup.go).
 	PickupGroups [][]string
+	// Park is call park (park.go); nil = off.
+	Park *Park
 	// Services, when set, are the users' do-not-disturb and forwards,
 	// and the feature codes that change them are served (featurecode.go);
 	// nil = neither.
@@ -228,6 +230,7 @@ const (
 	StateRouting  = "routing"  // INVITE received, B legs being set up
 	StateRinging  = "ringing"  // a provisional response was relayed
 	StateAnswered = "answered" // a B leg answered; the call is up
+	StateParked   = "parked"   // in an orbit, waiting to be retrieved (park.go)
 )
 
 // CallInfo describes one active call.
@@ -269,6 +272,7 @@ type B2BUA struct {
 	msgs   messageRate            // instant messages per sender (message.go)
 	groups map[string]*groupState // hunt groups' turns and idle times, by extension (groups.go)
 	watch  watchers               // subscriptions to local users' state (subscribe.go)
+	parks  parkLot                // parked calls by orbit (park.go)
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.
@@ -721,6 +725,10 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 			return
 		}
 		number, behalf = rest, boss
+	}
+	if orbit, isPark := set.parkTarget(number); isPark && trusted {
+		b.retrieve(set, a, req, callLocal{arrived: arrived, laddr: laddr, contact: contact}, caller, orbit)
+		return
 	}
 	if users, isPickup := set.pickupTarget(caller, number); isPickup && trusted && set.cfg.Services != nil {
 		b.servePickup(set, a, req, callLocal{arrived: arrived, laddr: laddr, contact: contact}, caller, users)

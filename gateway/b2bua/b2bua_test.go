@@ -316,6 +316,8 @@ type phone struct {
 	messageCode atomic.Int32
 	// beforeBye, when set (under mu), runs before a BYE is answered.
 	beforeBye func(*sip.Request)
+	// offer is the SDP of the phone's calls (nil = sdpA); set before dialling.
+	offer []byte
 	busy      atomic.Int64 // INVITE handlers running (serve waits for 0)
 	// o= of answerMirror's answers (under mu): the phone's own session
 	sdpUser string
@@ -632,7 +634,11 @@ func (p *phone) dialWith(ctx context.Context, box, number string, hdrs []sip.Hea
 	for _, h := range hdrs {
 		req.AppendHeader(h)
 	}
-	req.SetBody(sdpA)
+	body := sdpA
+	if p.offer != nil {
+		body = p.offer
+	}
+	req.SetBody(body)
 	oc := &outcall{codes: make(chan int, 32)}
 	sess, err := p.dcc.WriteInvite(ctx, req)
 	if err != nil {

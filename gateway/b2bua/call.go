@@ -62,6 +62,7 @@ type call struct {
 	ex        *exchange   // the offer/answer exchange in progress, if any
 	acking    []*exchange // exchanges that only wait for their ACK
 	xfer      *party      // the transferor while a transfer of this call runs
+	orbit     string      // the orbit the call is parked in, "" when none (park.go)
 	cdr       CDR
 	// toVoicemail: the call went to the voicemail pilot (the disposition
 	// of its answer)
@@ -815,6 +816,7 @@ func (c *call) end(disp Disposition, by string) {
 	}
 	anchor := c.anchor
 	c.anchor = nil
+	orbit := c.orbit
 	if disp != "" {
 		c.cdr.Disposition = disp
 	}
@@ -828,6 +830,7 @@ func (c *call) end(disp Disposition, by string) {
 	if cdr.Group != "" && !cdr.Answer.IsZero() && cdr.Disposition != Voicemail {
 		c.b.groupState(cdr.Group).answeredEnded(cdr.Target, cdr.End)
 	}
+	c.b.parks.leave(c, orbit)
 	c.b.endStarts()
 	defer c.b.endDone()
 	c.b.removeCall(c)

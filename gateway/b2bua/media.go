@@ -53,6 +53,14 @@ type Anchor interface {
 	Close()
 }
 
+// HoldAnchor is an Anchor that can hold a call for one leg: the other
+// leg hears music on hold and nothing is sent toward the held-for leg,
+// whose party left (a parked call, park.go). An Anchor without it parks
+// in silence.
+type HoldAnchor interface {
+	HoldFor(l Leg, on bool)
+}
+
 // MediaFunc makes the Anchor of a new bridge. onDead, called by the
 // anchor (at most once; later calls are ignored), ends the call with
 // disposition media-timeout and the reason in the log. An error refuses

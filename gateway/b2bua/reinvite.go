@@ -196,6 +196,10 @@ func (b *B2BUA) onReinvite(req *sip.Request, tx sip.ServerTransaction) {
 		}
 	}
 
+	if c.peer(l) == nil { // parked (park.go): nobody to offer it to
+		respond(tx, req, 491, "Request Pending")
+		return
+	}
 	an := c.media()
 	offer := body
 	if an != nil && len(body) > 0 {
@@ -428,6 +432,11 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 		return
 	}
 	defer c.finishExchange(ex)
+	q := c.peer(l)
+	if q == nil { // parked (park.go)
+		respond(tx, req, 491, "Request Pending")
+		return
+	}
 	an := c.media()
 	offer := body
 	if an != nil {
@@ -437,7 +446,6 @@ func (b *B2BUA) onUpdate(req *sip.Request, tx sip.ServerTransaction) {
 			return
 		}
 	}
-	q := c.peer(l)
 	out := q.newRequest(sip.UPDATE)
 	q.addSessionHeaders(out)
 	h := sip.ContentTypeHeader(ct)

@@ -56,6 +56,11 @@ func (b *B2BUA) onReplaces(req *sip.Request, a *sipgo.DialogServerSession, arriv
 		return
 	}
 	defer c.finishExchange(ex)
+	q := c.peer(l)
+	if q == nil { // parked (park.go): retrieved by dialling the orbit instead
+		_ = a.Respond(491, "Request Pending", nil)
+		return
+	}
 	an := c.media()
 	offer := body
 	if an != nil {
@@ -65,7 +70,6 @@ func (b *B2BUA) onReplaces(req *sip.Request, a *sipgo.DialogServerSession, arriv
 			return
 		}
 	}
-	q := c.peer(l)
 	ans, code, err := q.reoffer(c.life, offer, ct)
 	if err != nil {
 		b.log.Info("b2bua: replacement refused", "call", c.info.ID, "by", q.name, "status", code, "err", err)

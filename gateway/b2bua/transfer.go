@@ -48,14 +48,33 @@ func (b *B2BUA) OnRefer(req *sip.Request, tx sip.ServerTransaction) {
 		respond(tx, req, code, "")
 		return
 	}
-	c.xfer = x
 	y := c.parties[l.other()]
+	if y == nil { // a parked call: nobody to transfer
+		c.mu.Unlock()
+		respond(tx, req, 491, "")
+		return
+	}
+	c.xfer = x
 	c.mu.Unlock()
 	respond(tx, req, 202, "Accepted")
 	id := req.CSeq().SeqNo
 	x.notify(id, 100, "Trying", false)
 
 	to := rt.Address
+	if orbit, isPark := c.set.parkTarget(to.User); isPark && uriHeader(to, "Replaces") == "" {
+		pk, code := c.park(x, y, orbit)
+		if pk != nil {
+			x.notify(id, 200, "OK", true)
+			pk.parked(l)
+			return
+		}
+		b.log.Info("b2bua: park refused", "call", c.info.ID, "orbit", orbit, "status", code)
+		c.mu.Lock()
+		c.xfer = nil
+		c.mu.Unlock()
+		x.notify(id, code, reasonPhrase(code), true)
+		return
+	}
 	var other *call
 	if rep := uriHeader(to, "Replaces"); rep != "" {
 		code, other = c.attended(x, y, to, rep)
