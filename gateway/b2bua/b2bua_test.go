@@ -318,7 +318,7 @@ type phone struct {
 	beforeBye func(*sip.Request)
 	// offer is the SDP of the phone's calls (nil = sdpA); set before dialling.
 	offer []byte
-	busy      atomic.Int64 // INVITE handlers running (serve waits for 0)
+	busy  atomic.Int64 // INVITE handlers running (serve waits for 0)
 	// o= of answerMirror's answers (under mu): the phone's own session
 	sdpUser string
 	sdpSess int
