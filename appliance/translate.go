@@ -215,6 +215,9 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	for _, g := range d.PickupGroups {
 		cfg.Calls.PickupGroups = append(cfg.Calls.PickupGroups, g.Members)
 	}
+	if p := d.Park; p != nil {
+		cfg.Calls.Park = &b2bua.Park{Orbits: p.Orbits(), Timeout: time.Duration(p.EffectiveTimeoutS()) * time.Second, Overflow: p.Overflow}
+	}
 	for _, g := range d.Groups {
 		cfg.Calls.Groups = append(cfg.Calls.Groups, b2bua.Group{Extension: g.Extension, Members: g.Members,
 			Strategy: g.EffectiveStrategy(), RingTime: time.Duration(g.EffectiveRingS()) * time.Second,

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	_ "embed"
 	"encoding/base64"
+	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -25,8 +27,10 @@ type Document struct {
 	// their own phones with *8 (any user can take a given user's ringing
 	// call with ** and the extension).
 	PickupGroups []PickupGroup `json:"pickup_groups,omitempty"`
-	HQ           HQ            `json:"hq,omitzero"`
-	PSTN         PSTN          `json:"pstn,omitzero"`
+	// Park is call park: absent, *85 and the orbits are not served.
+	Park *Park `json:"park,omitempty"`
+	HQ   HQ    `json:"hq,omitzero"`
+	PSTN PSTN  `json:"pstn,omitzero"`
 	// Dialplan is the outbound dial plan: rules tried in order on the
 	// dialled number, the first that matches routes the call.
 	Dialplan []Rule `json:"dialplan,omitempty"`
@@ -227,6 +231,65 @@ type Group struct {
 	// (hq.voicemail_pilot, with the group as the diverting user); empty =
 	// the caller gets 480 (486 when every member was busy).
 	Overflow string `json:"overflow,omitempty"`
+}
+
+// Park is call park: a phone blind-transfers its call to *85 (the first
+// free orbit) or to an orbit; the other party waits there on music on
+// hold until a local phone dials the orbit. A call nobody retrieves
+// within timeout_s rings the parker again, then the overflow, else it is
+// hung up.
+type Park struct {
+	// First is the first orbit's extension: digits.
+	First string `json:"first"`
+	// Last is the last orbit's extension: digits, as many as First's.
+	Last string `json:"last"`
+	// TimeoutS is how long a call waits parked before it rings the
+	// parker.
+	TimeoutS int `json:"timeout_s,omitempty"`
+	// Overflow is dialled, as the parker would, when the parker does not
+	// answer the ring-back; empty = the parked party is hung up.
+	Overflow string `json:"overflow,omitempty"`
+}
+
+// maxOrbits bounds park.first..park.last.
+const maxOrbits = 100
+
+// Orbits are the orbit extensions, first to last; nil when the range is
+// invalid (Validate refuses it).
+func (p *Park) Orbits() []string {
+	if p == nil || len(p.First) != len(p.Last) || !allDigits(p.First) || !allDigits(p.Last) {
+		return nil
+	}
+	first, err1 := strconv.Atoi(p.First)
+	last, err2 := strconv.Atoi(p.Last)
+	if err1 != nil || err2 != nil || last < first || last-first >= maxOrbits {
+		return nil
+	}
+	out := make([]string, 0, last-first+1)
+	for n := first; n <= last; n++ {
+		out = append(out, fmt.Sprintf("%0*d", len(p.First), n))
+	}
+	return out
+}
+
+// EffectiveTimeoutS is park.timeout_s with its default.
+func (p *Park) EffectiveTimeoutS() int {
+	if p.TimeoutS == 0 {
+		return 60
+	}
+	return p.TimeoutS
+}
+
+func allDigits(s string) bool {
+	if s == "" || len(s) > 8 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // PickupGroup is a set of users who may pick up each other's calls.

@@ -50,6 +50,7 @@ func (d *Document) Validate() Errors {
 	v.forwardLoops()
 	v.delegates()
 	v.pickupGroups()
+	v.park()
 	v.groups()
 	v.hq()
 	v.pstn()
@@ -364,6 +365,53 @@ func (v *validator) groups() {
 		if path := loopFrom(g.Extension, next, len(v.d.Groups)); path != nil {
 			v.add(field(index("groups", i), "overflow"), "overflow loop: %s", strings.Join(path, " -> "))
 		}
+	}
+}
+
+// park checks the orbit range, that no orbit is a user's, a group's or
+// an emergency number, and the overflow.
+func (v *validator) park() {
+	p := v.d.Park
+	if p == nil {
+		return
+	}
+	for _, f := range []struct{ name, val string }{{"first", p.First}, {"last", p.Last}} {
+		if !allDigits(f.val) {
+			v.add("park."+f.name, "bad orbit %q: want 1 to 8 digits", f.val)
+		}
+	}
+	orbits := p.Orbits()
+	switch {
+	case !allDigits(p.First) || !allDigits(p.Last):
+	case len(p.First) != len(p.Last):
+		v.add("park.last", "want as many digits as park.first (%s)", p.First)
+	case orbits == nil:
+		v.add("park.last", "want park.first to park.first + %d", maxOrbits-1)
+	}
+	groups := map[string]int{}
+	for i, g := range v.d.Groups {
+		groups[g.Extension] = i
+	}
+	for _, o := range orbits {
+		if u, ok := v.exts[o]; ok {
+			v.add("park", "orbit %s is users[%d]'s extension", o, u)
+		}
+		if g, ok := groups[o]; ok {
+			v.add("park", "orbit %s is groups[%d]'s extension", o, g)
+		}
+		if j := slices.Index(v.d.PSTN.Emergency, o); j >= 0 {
+			v.add("park", "orbit %s is an emergency number (pstn.emergency[%d])", o, j)
+		}
+	}
+	if p.TimeoutS != 0 && (p.TimeoutS < 10 || p.TimeoutS > 3600) {
+		v.add("park.timeout_s", "want 10 to 3600 seconds (0 = 60)")
+	}
+	switch {
+	case p.Overflow == "":
+	case !dialledRe.MatchString(p.Overflow):
+		v.add("park.overflow", "bad number %q: want digits, * and #, at most 32, with an optional leading +", p.Overflow)
+	case slices.Contains(orbits, p.Overflow):
+		v.add("park.overflow", "overflows to an orbit")
 	}
 }
 
