@@ -55,9 +55,10 @@ func waitParked(t *testing.T, e *env, orbit string) {
 	t.Fatalf("no call parked at %s: %+v", orbit, e.b.Calls())
 }
 
-// TestParkAndRetrieve: a call parked with *85 takes the first orbit; a
-// third phone dialling the orbit gets the parked caller, who is
-// re-INVITEd with the retriever's session; the orbit is then empty.
+// TestParkAndRetrieve: a call parked with *85 takes the first orbit,
+// whose busy lamp lights; a third phone dialling the orbit gets the
+// parked caller, who is re-INVITEd with the retriever's session; the
+// orbit is then empty and its lamp off.
 func TestParkAndRetrieve(t *testing.T) {
 	rec := newCDRs()
 	e := parkEnv(t, rec, time.Minute, "")
@@ -65,12 +66,23 @@ func TestParkAndRetrieve(t *testing.T) {
 	b := newPhone(t, "1002", answerNow)
 	c := newPhone(t, "1003", nil)
 	c.offer = sdpC
+	w := newPhone(t, "1004", nil)
 	e.loc.set("1002", b.contact())
+	ctx := testCtx(t)
+	var s sub
+	if res := w.subscribe(ctx, e.box, "701", "dialog", 600, &s); res.StatusCode != 200 {
+		t.Fatalf("SUBSCRIBE to the orbit: %d", res.StatusCode)
+	}
+	if _, body := nextNotify(t, w); strings.Contains(body, "<dialog ") {
+		t.Fatalf("empty orbit's lamp:\n%s", body)
+	}
 	oc := parkCall(t, e, a, b, "*85", "701")
 	if len(a.byes) != 0 {
 		t.Fatal("the parked party got a BYE")
 	}
-	ctx := testCtx(t)
+	if body := waitNotify(t, w, "<state>confirmed</state>"); !strings.Contains(body, "<identity>1001</identity>") {
+		t.Errorf("parked lamp:\n%s", body)
+	}
 	if x := c.dial(ctx, e.box, "702", nil); x.final != 404 {
 		t.Errorf("empty orbit: %d", x.final)
 	}
@@ -88,6 +100,9 @@ func TestParkAndRetrieve(t *testing.T) {
 	}
 	if err := x.sess.Ack(ctx); err != nil {
 		t.Fatal(err)
+	}
+	for body := waitNotify(t, w, "</dialog-info>"); strings.Contains(body, "<dialog "); {
+		body = waitNotify(t, w, "</dialog-info>")
 	}
 	if cs := e.b.Calls(); len(cs) != 1 || cs[0].State != StateAnswered || cs[0].Target != "1003" {
 		t.Errorf("calls after the retrieval: %+v", cs)

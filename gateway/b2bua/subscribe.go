@@ -118,7 +118,9 @@ func (b *B2BUA) OnSubscribe(req *sip.Request, tx sip.ServerTransaction, pol Poli
 		return
 	}
 	target := req.Recipient.User
-	if set.cfg.Services == nil || !set.cfg.Services.IsUser(target) {
+	orbit, isPark := set.parkTarget(target)
+	isOrbit := isPark && orbit != "" && ev == eventDialog // a lamp on a park orbit (park.go)
+	if !isOrbit && (set.cfg.Services == nil || !set.cfg.Services.IsUser(target)) {
 		respondWarn(set, tx, req, 404, "Not Found")
 		return
 	}
