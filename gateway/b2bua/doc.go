@@ -9,9 +9,9 @@
 // Beside calls it serves instant messages (message.go) and, for local
 // users, their services: do-not-disturb and forwards set by feature codes
 // (services.go, featurecode.go), hunt groups (groups.go), boss and
-// delegates (delegation.go), call pickup (pickup.go), and subscriptions
-// to their state for busy lamps and presence (subscribe.go); each file
-// says what it does and leaves out.
+// delegates (delegation.go), call pickup (pickup.go), call park
+// (park.go), and subscriptions to their state for busy lamps and
+// presence (subscribe.go); each file says what it does and leaves out.
 //
 // The gateway registers OnInvite, OnAck, OnBye, OnRefer, OnUpdate and (for
 // in-dialog OPTIONS) OnOptions with its sipgo.Server, calls Looped
