@@ -221,7 +221,7 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 	for _, g := range d.Groups {
 		cfg.Calls.Groups = append(cfg.Calls.Groups, b2bua.Group{Extension: g.Extension, Members: g.Members,
 			Strategy: g.EffectiveStrategy(), RingTime: time.Duration(g.EffectiveRingS()) * time.Second,
-			TotalTime: time.Duration(g.TotalS) * time.Second, Overflow: g.Overflow})
+			TotalTime: time.Duration(g.TotalS) * time.Second, Overflow: g.Overflow, Queue: time.Duration(g.QueueS) * time.Second})
 	}
 	cfg.Dialplan = dialplanConfig(d)
 	cfg.Mode = m

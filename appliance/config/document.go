@@ -231,6 +231,11 @@ type Group struct {
 	// (hq.voicemail_pilot, with the group as the diverting user); empty =
 	// the caller gets 480 (486 when every member was busy).
 	Overflow string `json:"overflow,omitempty"`
+	// QueueS, when set, queues a call nobody answered: the box answers
+	// it, the caller hears music on hold, and the first member to be
+	// free (registered, not in a call, not in do-not-disturb) is rung,
+	// for up to this long; then the overflow.
+	QueueS int `json:"queue_s,omitempty"`
 }
 
 // Park is call park: a phone blind-transfers its call to *85 (the first

@@ -175,6 +175,7 @@ var fieldRules = map[string]*FieldRule{
 		Default: func(d *Document) any { return d.Groups[0].EffectiveStrategy() }, Example: "sequential"},
 	"groups.ring_s":  {Min: num(5), Max: num(300), ZeroOK: true, Unit: "seconds", Default: func(d *Document) any { return d.Groups[0].EffectiveRingS() }, Example: 10},
 	"groups.total_s": {Min: num(5), Max: num(3600), ZeroOK: true, Unit: "seconds", Example: 60},
+	"groups.queue_s": {Min: num(10), Max: num(3600), ZeroOK: true, Unit: "seconds", Example: 300},
 	"groups.overflow": {Pattern: "^$|^voicemail$|" + dialledRe.String(), PatternText: `"voicemail", or a number as for users[].forward.always`,
 		Example: "voicemail", Checks: "Not the group itself; overflows between groups must not loop; voicemail needs hq.voicemail_pilot."},
 	"users.delegates": {},

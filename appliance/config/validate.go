@@ -340,6 +340,9 @@ func (v *validator) groups() {
 		if g.TotalS != 0 && (g.TotalS < 5 || g.TotalS > 3600) {
 			v.add(field(p, "total_s"), "want 5 to 3600 seconds (0 = the members' ring times)")
 		}
+		if g.QueueS != 0 && (g.QueueS < 10 || g.QueueS > 3600) {
+			v.add(field(p, "queue_s"), "want 10 to 3600 seconds (0 = no queue)")
+		}
 		switch {
 		case g.Overflow == "":
 		case g.Overflow == "voicemail":

@@ -231,6 +231,7 @@ const (
 	StateRinging  = "ringing"  // a provisional response was relayed
 	StateAnswered = "answered" // a B leg answered; the call is up
 	StateParked   = "parked"   // in an orbit, waiting to be retrieved (park.go)
+	StateQueued   = "queued"   // answered by the box, waiting for a group member (queue.go)
 )
 
 // CallInfo describes one active call.
@@ -273,6 +274,8 @@ type B2BUA struct {
 	groups map[string]*groupState // hunt groups' turns and idle times, by extension (groups.go)
 	watch  watchers               // subscriptions to local users' state (subscribe.go)
 	parks  parkLot                // parked calls by orbit (park.go)
+	// callEnded fires when a call ends: a group member may be free (queue.go).
+	callEnded wakeup
 }
 
 // New checks cfg and builds a B2BUA that sends through ua.

@@ -831,6 +831,7 @@ func (c *call) end(disp Disposition, by string) {
 		c.b.groupState(cdr.Group).answeredEnded(cdr.Target, cdr.End)
 	}
 	c.b.parks.leave(c, orbit)
+	defer c.b.callEnded.fire() // after removeCall: its parties are free
 	c.b.endStarts()
 	defer c.b.endDone()
 	c.b.removeCall(c)

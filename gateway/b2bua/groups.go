@@ -31,6 +31,10 @@ type Group struct {
 	// gets 480, or 486 when every member was busy), or GroupVoicemail for
 	// the voicemail pilot (Router.Voicemail of the group's extension).
 	Overflow string
+	// Queue is how long a call nobody answered waits answered, on music
+	// on hold, for a free member before the overflow (queue.go); 0 = no
+	// queue.
+	Queue time.Duration
 }
 
 // Group strategies and the voicemail overflow.
@@ -164,6 +168,9 @@ func (c *call) ringGroup(g *Group) bool {
 	}
 	if c.ring.Err() != nil {
 		c.finish(dialResult{cause: context.Cause(c.ring)}, false, dialplan.Decision{})
+		return true
+	}
+	if g.Queue > 0 && c.queue(g) {
 		return true
 	}
 	reason := "no-answer"

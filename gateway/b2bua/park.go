@@ -201,9 +201,9 @@ func (pk *parkedCall) ringBack() {
 	}
 	b.watchedChanged(pk.orbit)
 	b.log.Info("b2bua: parked call not retrieved: ringing the parker", "call", c.info.ID, "orbit", pk.orbit, "parker", pk.parker.user)
-	code := c.blind(pk.parker, pk.y, sip.Uri{User: pk.parker.user}, nil)
+	code := c.blindRing(nil, pk.y, sip.Uri{User: pk.parker.user}, nil, 0)
 	if code >= 300 && c.set.cfg.Park.Overflow != "" && c.life.Err() == nil {
-		code = c.blind(pk.parker, pk.y, sip.Uri{User: c.set.cfg.Park.Overflow}, nil)
+		code = c.blindRing(nil, pk.y, sip.Uri{User: c.set.cfg.Park.Overflow}, nil, 0)
 	}
 	if code >= 200 && code < 300 {
 		c.end(Transferred, BySystem)

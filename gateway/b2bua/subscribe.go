@@ -329,7 +329,7 @@ func (b *B2BUA) scanWatched() {
 }
 
 // dialogStates are the RFC 4235 states of the call states.
-var dialogStates = map[string]string{StateRouting: "trying", StateRinging: "early", StateAnswered: "confirmed", StateParked: "confirmed"}
+var dialogStates = map[string]string{StateRouting: "trying", StateRinging: "early", StateAnswered: "confirmed", StateParked: "confirmed", StateQueued: "confirmed"}
 
 // dialogsOf is the part of users in the calls in progress.
 func (b *B2BUA) dialogsOf(users map[string]bool) map[string][]userDialog {

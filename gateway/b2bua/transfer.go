@@ -210,13 +210,20 @@ func (nc *call) newAnchor(a, b netip.Addr) (Anchor, error) {
 // blind places a new call from the transferee y to the Refer-To user and
 // bridges y to whoever answers. It returns the status for the NOTIFY.
 func (c *call) blind(x, y *party, to sip.Uri, extra []sip.Header) int {
+	return c.blindRing(x, y, to, extra, 0)
+}
+
+// blindRing is blind with the target's ring time (0 = Config.RingTimeout);
+// x nil is the box itself moving y (a parked call's ring-back, a group
+// queue): no Referred-By, no check of x's trust.
+func (c *call) blindRing(x, y *party, to sip.Uri, extra []sip.Header, ring time.Duration) int {
 	b := c.b
 	pol := b.current()
 	d, ok := pol.Router.Outbound(to.User)
 	if !ok || d.Route == "" {
 		return 404
 	}
-	if !x.trusted && d.Route != dialplan.RouteLocal {
+	if x != nil && !x.trusted && d.Route != dialplan.RouteLocal {
 		return 403 // only local users may transfer to the PSTN or HQ
 	}
 	nc := c.bridgeCall(pol, y, to.User)
@@ -245,13 +252,16 @@ func (c *call) blind(x, y *party, to sip.Uri, extra []sip.Header) int {
 		yct = "application/sdp"
 	}
 	b.addCall(nc)
-	headers := []sip.Header{
-		sip.NewHeader(loopHeader, nc.token),
-		sip.NewHeader("Referred-By", "<sip:"+x.user+"@"+nc.local.contact.Host+">"),
+	headers := []sip.Header{sip.NewHeader(loopHeader, nc.token)}
+	if x != nil {
+		headers = append(headers, sip.NewHeader("Referred-By", "<sip:"+x.user+"@"+nc.local.contact.Host+">"))
+	}
+	if ring <= 0 {
+		ring = set.cfg.RingTimeout
 	}
 	spec := dialSpec{d: d, targets: ts, body: offer, ctype: yct, maxFwd: 70,
 		from:    sip.FromHeader{DisplayName: y.remote.DisplayName, Address: sip.Uri{User: y.user}},
-		headers: append(headers, extra...), timeout: set.cfg.RingTimeout, laddr: nc.local.laddr, contact: nc.local.contact,
+		headers: append(headers, extra...), timeout: ring, laddr: nc.local.laddr, contact: nc.local.contact,
 		onAnswer: func(l *leg) bool { return nc.takeOver(c, y, l, offer) }}
 	res := b.dial(c.life, set, spec)
 	nc.notePeer(res)
