@@ -57,7 +57,6 @@ func TestParkAcrossAWANCut(t *testing.T) {
 		}
 		// The box's port facing the caller, from its answer to the call:
 		// the retrieval re-INVITEs the caller but keeps that port.
-		toCaller := traceA.answerMedia()
 		select {
 		case err := <-parker.done:
 			parker.done <- err // for its cleanup
@@ -111,5 +110,87 @@ func TestParkAcrossAWANCut(t *testing.T) {
 	b.tp.Down("box", "wan0")
 	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
 	park("survivable")
+	d.stop()
+}
+
+// TestGroupQueueAcrossAWANCut: in normal mode, and again once the WAN is
+// cut, group 1900's only member, user0002, is in a call (user0003's, 3 s
+// long) when user0000 calls the group: the box answers and the caller
+// hears music on hold; when the member's call ends, the member is rung
+// and the caller is moved to it (re-INVITE).
+func TestGroupQueueAcrossAWANCut(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	startSIPpServer(t, b.tp, "hq", nsHQ, "hq.xml", "-deadcall_wait", "1000")
+	doc := benchDoc(4, []string{"udp:" + nsBoxLAN + ":5060", "udp:" + nsBoxWAN + ":5060"}, func(m map[string]any) {
+		m["wan"] = map[string]any{"interface": "wan0"}
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^(user\d{4}|19\d\d)$`, "route": "local"}}
+		m["hq"] = map[string]any{"targets": []string{nsHQ + ":5060"}, "options_interval_ms": 300, "down_after": 2, "up_after": 2, "hold_s": 2}
+		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
+		m["groups"] = []map[string]any{{"extension": "1900", "members": []string{"user0002"}, "queue_s": 30}}
+	})
+	d := startDaemonIn(t, b.box, t.TempDir(), writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	d.waitFor("normal mode", 15*time.Second, func(s api.Status) bool { return s.Mode == "normal" })
+	caller := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40000"), 0)
+	got := func(p *rtpPeer) int { p.mu.Lock(); defer p.mu.Unlock(); return p.got }
+	b.registerPhone(t, "user0002", "5072")
+	member := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_answer_each.xml", "-p", "5072")
+	busyCSV := filepath.Join(t.TempDir(), "busy.csv")
+	if err := os.WriteFile(busyCSV, []byte("SEQUENTIAL\nuser0003;[authentication username=user0003 password=pw0003];0;user0002\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	queued := func(mode string) {
+		t.Helper()
+		since := time.Now()
+		answered := len(member.times("sent", "SIP/2.0 200 OK"))
+		busy := startSIPpServer(t, b.tp, "phone", nsPhone, "uac_call_long.xml", "-p", "5073", "-inf", busyCSV, "-m", "1", "-d", "3000", nsBoxLAN+":5060")
+		busy.waitMessage(mode+": the member's own call", "SIP/2.0 200 OK", 5*time.Second)
+		held := got(caller)
+		_, done := b.call(t, "uac_parked.xml", "1900", "-d", "1000")
+		if _, ok := d.poll(10*time.Second, func(api.Status) bool {
+			calls, _ := d.api.Calls(t.Context())
+			return slices.ContainsFunc(calls, func(c api.Call) bool { return c.State == "queued" })
+		}); !ok {
+			t.Fatalf("%s: the group call was not queued", mode)
+		}
+		if _, ok := d.poll(5*time.Second, func(api.Status) bool { return got(caller) >= held+25 }); !ok {
+			t.Fatalf("%s: the queued caller heard %d packets of music in 5 s", mode, got(caller)-held)
+		}
+		select {
+		case err := <-busy.done:
+			busy.done <- err
+			if err != nil {
+				t.Fatalf("%s: the member's own call: %v", mode, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the member's own call did not end", mode)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("%s: the queued call: %v", mode, err)
+		}
+		if n := len(member.times("sent", "SIP/2.0 200 OK")); n < answered+2 {
+			t.Errorf("%s: the member answered %d calls, want its own and the queued one", mode, n-answered)
+		}
+		var recs []api.CDR
+		if _, ok := d.poll(10*time.Second, func(api.Status) bool {
+			recs, _ = d.api.CDRs(t.Context(), since, 0)
+			return len(recs) >= 3
+		}); !ok {
+			t.Fatalf("%s: CDRs %+v, want the member's call, the queued call and its bridge", mode, recs)
+		}
+		var group, bridge bool
+		for _, r := range recs {
+			group = group || r.Dialled == "1900" && r.Disposition == "transferred"
+			bridge = bridge || r.Dialled == "user0002" && r.Caller == "user0000" && r.Disposition == "answered"
+		}
+		if !group || !bridge {
+			t.Errorf("%s: CDRs %+v, want 1900's call transferred and user0000's bridge to user0002 answered", mode, recs)
+		}
+	}
+	queued("normal")
+	b.tp.Down("box", "wan0")
+	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
+	queued("survivable")
 	d.stop()
 }
