@@ -57,6 +57,7 @@ func TestParkAcrossAWANCut(t *testing.T) {
 		}
 		// The box's port facing the caller, from its answer to the call:
 		// the retrieval re-INVITEs the caller but keeps that port.
+		toCaller := traceA.answerMedia()
 		select {
 		case err := <-parker.done:
 			parker.done <- err // for its cleanup
