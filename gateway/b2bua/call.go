@@ -63,6 +63,7 @@ type call struct {
 	acking    []*exchange // exchanges that only wait for their ACK
 	xfer      *party      // the transferor while a transfer of this call runs
 	orbit     string      // the orbit the call is parked in, "" when none (park.go)
+	rung      []string    // the members a group call rings now, for pickup (groups.go)
 	cdr       CDR
 	// toVoicemail: the call went to the voicemail pilot (the disposition
 	// of its answer)

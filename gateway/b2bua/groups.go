@@ -131,6 +131,7 @@ func (c *call) ringGroup(g *Group) bool {
 			round, members = members[:1], members[1:]
 		}
 		var ts []target
+		var ringing []string
 		for _, m := range round {
 			if c.b.inCall(m, c) || c.set.services(m).DND {
 				continue // busy
@@ -138,6 +139,8 @@ func (c *call) ringGroup(g *Group) bool {
 			mts, _ := c.b.targets(c.ring, c.set, dialplan.Decision{Route: dialplan.RouteLocal, Target: m})
 			if len(mts) == 0 {
 				allBusy = false // unavailable
+			} else {
+				ringing = append(ringing, m)
 			}
 			ts = append(ts, mts...)
 		}
@@ -156,8 +159,17 @@ func (c *call) ringGroup(g *Group) bool {
 			}
 			spec.timeout = min(spec.timeout, left)
 		}
+		c.mu.Lock()
+		c.rung = ringing
+		c.mu.Unlock()
 		res = c.b.dial(c.ring, c.set, spec)
+		c.mu.Lock()
+		c.rung = nil
+		c.mu.Unlock()
 		c.notePeer(res)
+		if res.cause == errPickedUp && c.answerPickup() {
+			return true
+		}
 		if res.answered || res.cause == errCallerGone || res.cause == errCallerBye {
 			c.finish(res, false, dialplan.Decision{})
 			return true

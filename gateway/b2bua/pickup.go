@@ -25,9 +25,10 @@ import (
 // picker's payload numbers), while the picker is answered with the
 // caller's offer (as the box sent it to the B legs) cut to that codec.
 // Both sides have offered, so this is the one exchange that settles
-// both. Not done: a caller whose INVITE had no offer, and SRTP on the
-// picker's side (the box's own keys toward it): both refuse the pickup
-// with 488; the call keeps ringing.
+// both. A hunt group's call is picked up as ringing each member it rings
+// at the time. Not done: a caller whose INVITE had no offer, and SRTP on
+// the picker's side (the box's own keys toward it): both refuse the
+// pickup with 488; the call keeps ringing.
 
 const (
 	directedPickupCode = "**"
@@ -87,8 +88,9 @@ func (b *B2BUA) ringingFor(users []string, caller string) *call {
 	var since time.Time
 	for _, c := range calls {
 		c.mu.Lock()
+		rings := slices.Contains(users, c.info.Target) || slices.ContainsFunc(c.rung, func(m string) bool { return slices.Contains(users, m) })
 		ok := c.initial && c.info.State == StateRinging && c.info.Route == dialplan.RouteLocal &&
-			slices.Contains(users, c.info.Target) && c.info.From != caller && c.pick == nil && !c.ended
+			rings && c.info.From != caller && c.pick == nil && !c.ended
 		at := c.info.Started
 		c.mu.Unlock()
 		if ok && (best == nil || at.Before(since)) {

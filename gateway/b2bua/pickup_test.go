@@ -132,3 +132,45 @@ func TestNothingToPickUp(t *testing.T) {
 		t.Errorf("CDR %+v", r)
 	}
 }
+
+// TestPickupGroupCall: a hunt group's call ringing member 1002 is picked
+// up with **1002 like a call to 1002 itself; the CDR names the group and
+// the picker.
+func TestPickupGroupCall(t *testing.T) {
+	rec := newCDRs()
+	e := newEnvVM(t, Config{Services: newMemServices("1001", "1002", "1003"), OnEnd: rec.on,
+		Groups: []Group{{Extension: "1900", Members: []string{"1002"}, RingTime: 30 * time.Second}}}, nil)
+	ctx := testCtx(t)
+	a := newPhone(t, "1001", nil)
+	member := newPhone(t, "1002", ringForever)
+	e.loc.set("1002", member.contact())
+	done := make(chan *outcall, 1)
+	go func() { done <- a.dial(ctx, e.box, "1900", nil) }()
+	recv(t, member.invites, "INVITE at the member")
+	waitState(t, e, StateRinging)
+	picker := newPhone(t, "1003", nil)
+	ox := picker.dial(ctx, e.box, "**1002", nil)
+	if ox.final != 200 {
+		t.Fatalf("pickup of the group call: %d %v", ox.final, ox.err)
+	}
+	if err := ox.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oc := <-done
+	if oc.final != 200 {
+		t.Fatalf("caller got %d %v after the pickup", oc.final, oc.err)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitConfirmed(t, e)
+	recv(t, member.cancelled, "CANCEL at the member")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, picker.byes, "BYE at the picker")
+	e.noCalls()
+	if r := rec.next(t); r.PickedUpBy != "1003" || r.Group != "1900" || r.Disposition != Answered {
+		t.Errorf("CDR %+v", r)
+	}
+}
