@@ -150,11 +150,13 @@ func (t *table) markLocked(k BindingKey, b *Binding) {
 	t.dirty[k] = b
 }
 
-// expire removes bindings whose time has passed and returns how many went.
-func (t *table) expire(now time.Time) int {
+// expire removes bindings whose time has passed and returns how many went
+// and the AORs that lost one.
+func (t *table) expire(now time.Time) (int, []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
+	var lost []string
 	for aor, bs := range t.aors {
 		kept := bs[:0]
 		for _, b := range bs {
@@ -165,6 +167,9 @@ func (t *table) expire(now time.Time) int {
 			t.markLocked(b.key(), nil)
 			n++
 		}
+		if len(kept) < len(bs) {
+			lost = append(lost, aor)
+		}
 		if len(kept) == 0 {
 			delete(t.aors, aor)
 		} else {
@@ -172,7 +177,7 @@ func (t *table) expire(now time.Time) int {
 			t.aors[aor] = kept
 		}
 	}
-	return n
+	return n, lost
 }
 
 // dropAOR removes every binding of aor (used when a user is deleted).

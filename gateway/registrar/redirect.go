@@ -79,8 +79,9 @@ func (r *Registrar) SetOnBound(f func(aor string)) {
 }
 
 // SetOnUnbound sets the function told, after every REGISTER that removes
-// a binding of a user, that user's AOR (presence: the user may be gone).
-// As SetOnBound's, it must return at once.
+// a binding of a user and every expiry of one, that user's AOR
+// (presence: the user may be gone). As SetOnBound's, it must return at
+// once.
 func (r *Registrar) SetOnUnbound(f func(aor string)) {
 	r.onUnbound.Store(&f)
 }

@@ -217,10 +217,7 @@ func (r *Registrar) Run(ctx context.Context) error {
 			defer cancel()
 			return r.Flush(fctx)
 		case <-expireTick.C:
-			if n := r.tbl.expire(r.now()); n > 0 {
-				r.stats.expired.Add(uint64(n))
-				r.log.Debug("bindings expired", "count", n)
-			}
+			r.expire()
 			r.fails.prune()
 			r.strangers.prune()
 			r.notifyPresence()
@@ -228,6 +225,23 @@ func (r *Registrar) Run(ctx context.Context) error {
 			if err := r.Flush(ctx); err != nil {
 				r.log.Warn("persisting bindings failed; will retry", "err", err)
 			}
+		}
+	}
+}
+
+// expire drops the bindings whose time has passed; their users' AORs go
+// to SetOnUnbound's function, so a phone that lapsed shows in presence
+// within a second, as one that unregistered does.
+func (r *Registrar) expire() {
+	n, lost := r.tbl.expire(r.now())
+	if n == 0 {
+		return
+	}
+	r.stats.expired.Add(uint64(n))
+	r.log.Debug("bindings expired", "count", n)
+	if f := r.onUnbound.Load(); f != nil {
+		for _, aor := range lost {
+			(*f)(aor)
 		}
 	}
 }

@@ -177,11 +177,11 @@ func TestRegisterContactsAndExpires(t *testing.T) {
 	}
 	// Bindings expire on time, each by its own expires.
 	clk.add(121 * time.Second)
-	if n := r.tbl.expire(clk.now()); n != 1 {
+	if n, _ := r.tbl.expire(clk.now()); n != 1 {
 		t.Fatalf("expired %d, want 1", n)
 	}
 	clk.add(600 * time.Second)
-	r.tbl.expire(clk.now())
+	r.expire()
 	if bs := r.Lookup("1001"); len(bs) != 2 || strings.Contains(bs[0].Contact+bs[1].Contact, "198.18.0.11") {
 		t.Fatalf("after 721 s, want only the two 3600 s bindings: %+v", bs)
 	}
@@ -540,7 +540,12 @@ func TestPresence(t *testing.T) {
 	}
 	register(t, r, msg{aor: "1002", callID: "x", contacts: []string{"*"}, expires: "0"}, "pw1002")
 	clk.add(2 * time.Minute)
-	r.tbl.expire(clk.now())
+	var unbound []string
+	r.SetOnUnbound(func(aor string) { unbound = append(unbound, aor) })
+	r.expire()
+	if !slices.Equal(unbound, []string{"1001"}) {
+		t.Fatalf("told of %v on expiry, want 1001's lapsed binding", unbound)
+	}
 	if g := take(); !slices.Equal(g, []string{"1001=false", "1002=false"}) {
 		t.Fatalf("after un-registration and expiry: %v", g)
 	}
