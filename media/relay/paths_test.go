@@ -169,6 +169,19 @@ var pathCases = []pathCase{
 			}
 	}},
 	// The media server endpoints' path (media/msr): µ-law in, A-law out.
+	{name: "video", setup: func(t testing.TB) ([]byte, func([]byte, int) ([]byte, bool), func(testing.TB, []byte, []byte)) {
+		f, src := videoLegA(t)
+		pkt := marshalRTP(t, rtp.Header{PayloadType: 96, SSRC: 0x7e0, Marker: true}, bytes.Repeat([]byte{0x65, 0x88}, 550))
+		fwd := func(p []byte, i int) ([]byte, bool) {
+			out, _, _, ok := f.rtp(p, src, int64(i)*33e6)
+			return out, ok
+		}
+		return pkt, fwd, func(t testing.TB, in, out []byte) {
+			if !bytes.Equal(in, out) {
+				t.Errorf("video packet changed on the way:\n in %x\nout %x", in[:16], out[:16])
+			}
+		}
+	}},
 	{name: "endpoint", setup: func(t testing.TB) ([]byte, func([]byte, int) ([]byte, bool), func(testing.TB, []byte, []byte)) {
 		r := newRelay(t, Config{Codecs: []string{"PCMU", "PCMA", "telephone-event"}})
 		pa, pb := newPhone(t, phoneA), newPhone(t, phoneB)
@@ -258,7 +271,9 @@ func TestForwardPathsDoNotAllocate(t *testing.T) {
 }
 
 // BenchmarkForwardPath is the relay's per-packet work (no send) for the
-// packets BenchmarkForwardNoSend does not cover: a source whose SSRC,
+// packets BenchmarkForwardNoSend does not cover: a 1,100-byte video
+// packet of a stream besides the audio, passed byte for byte (video),
+// a source whose SSRC,
 // sequence numbers and timestamps are rewritten (rewrite), a packet with
 // CSRCs, an RFC 8285 header extension and padding (csrc-ext), an
 // extension block with padding and a terminated element (ext-padding), a

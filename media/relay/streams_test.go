@@ -380,3 +380,23 @@ func TestBundleDeclined(t *testing.T) {
 		t.Errorf("unbundled answer:\n%s", toA)
 	}
 }
+
+// videoLegA sets up audio and H.264 video between two phones and returns
+// the forwarder of the video from leg A and A's video source address.
+func videoLegA(t testing.TB) (*forwarder, netip.AddrPort) {
+	t.Helper()
+	r := newRelay(t, Config{})
+	pa, va, pb, vb := newPhone(t, phoneA), newPhone(t, phoneA), newPhone(t, phoneB), newPhone(t, phoneB)
+	s, err := r.NewSession(SessionConfig{ID: "video", LocalA: boxA, LocalB: boxB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Offer(A, withVideo(pa.sdp(1, []string{"0 PCMU"}), va)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Answer(B, withVideo(pb.sdp(1, []string{"0 PCMU"}), vb)); err != nil {
+		t.Fatal(err)
+	}
+	return &s.streams[1].fwd[A], va.addr()
+}
