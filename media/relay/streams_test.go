@@ -308,8 +308,7 @@ func TestVideoSRTPPerLeg(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	toB, err = s2.Offer(A, withVideo(pa.sdp(1, []string{"0 PCMU"}), va))
-	if err != nil {
+	if _, err := s2.Offer(A, withVideo(pa.sdp(1, []string{"0 PCMU"}), va)); err != nil {
 		t.Fatal(err)
 	}
 	ans = savp(pb.sdp(1, []string{"0 PCMU"}), sa.crypto)
