@@ -93,8 +93,17 @@ func (c *call) serveFeature(fc featureCode, arg string) {
 // (the phone shows the call connected: the change was made), and hangs
 // up once the phone's ACK came. The CDR says "service".
 func (c *call) confirmFeature() {
-	body := inactiveSDP(c.setup.aReq.Body(), addrOf(c.local.arrived, c.local.contact))
-	pa := newCallerParty(c.b, c, c.setup.aReq, c.setup.a, c.local.arrived, c.local.contact)
+	if _, ok := c.answerByBox(inactiveSDP(c.setup.aReq.Body(), addrOf(c.local.arrived, c.local.contact)), StateAnswered); ok {
+		c.end(Service, BySystem)
+	}
+}
+
+// answerByBox answers the caller's INVITE with 200 and body from the box
+// itself (no leg B: a feature code, a queue) and puts the call in state.
+// When the caller does not take the answer, the call ends as failed and
+// ok is false.
+func (c *call) answerByBox(body []byte, state string) (pa *party, ok bool) {
+	pa = newCallerParty(c.b, c, c.setup.aReq, c.setup.a, c.local.arrived, c.local.contact)
 	pa.trusted = c.trusted
 	pa.noteIn(c.setup.aReq.Body(), contentTypeOf(c.setup.aReq))
 	body = pa.outSDP(body)
@@ -105,19 +114,19 @@ func (c *call) confirmFeature() {
 	c.cdr.Answer, c.cdr.Status = time.Now(), 200
 	c.mu.Unlock()
 	c.b.register(pa)
-	c.setState(StateAnswered)
+	c.setState(state)
 	ct := sip.ContentTypeHeader("application/sdp")
 	if err := c.setup.a.Respond(200, "OK", body, append(c.set.warnings(), &ct)...); err != nil {
 		c.b.log.Info("b2bua: caller did not confirm the answer", "call", c.info.ID, "err", err)
 		pa.confirm()
 		c.end(Failed, BySystem)
-		return
+		return pa, false
 	}
 	c.setupDone()
 	c.mu.Lock()
 	c.confirmed = true
 	c.mu.Unlock()
-	c.end(Service, BySystem)
+	return pa, true
 }
 
 // inactiveSDP is the box's answer to offer (its own offer when there is

@@ -135,31 +135,14 @@ func (c *call) answerQueued() (*party, bool) {
 		}
 		body = toA
 	}
-	pa := newCallerParty(c.b, c, c.setup.aReq, c.setup.a, c.local.arrived, c.local.contact)
-	pa.trusted = c.trusted
-	pa.noteIn(c.setup.aReq.Body(), contentTypeOf(c.setup.aReq))
-	body = pa.outSDP(body)
-	pa.attach(c, LegA)
 	c.mu.Lock()
-	c.parties[LegA] = pa
-	c.setup.users = 1
-	c.cdr.Answer, c.cdr.Status, c.cdr.Disposition = time.Now(), 200, Answered
+	c.cdr.Disposition = Answered
 	c.mu.Unlock()
-	c.b.register(pa)
-	c.setState(StateQueued)
-	ct := sip.ContentTypeHeader("application/sdp")
-	if err := c.setup.a.Respond(200, "OK", body, append(c.set.warnings(), &ct)...); err != nil {
-		c.b.log.Info("b2bua: queued caller did not confirm the answer", "call", c.info.ID, "err", err)
-		pa.confirm()
-		c.end(Failed, BySystem)
-		return pa, true
+	pa, ok := c.answerByBox(body, StateQueued)
+	if ok {
+		pa.awaitAck(c)
 	}
-	c.setupDone()
-	c.mu.Lock()
-	c.confirmed = true
-	c.mu.Unlock()
-	pa.awaitAck(c)
-	return pa, true
+	return pa, true // not taken: the call ended, which the queue sees
 }
 
 // queueAnswer is the answer of an absent leg B to the box's offer: its
