@@ -11,6 +11,15 @@ import (
 	"github.com/outpost/outpost/appliance/api"
 )
 
+// inBothModes runs check in normal mode, cuts the WAN (wan0 down), waits
+// for survivable mode and runs it again.
+func (b *branch) inBothModes(d *daemon, check func(mode string)) {
+	check("normal")
+	b.tp.Down("box", "wan0")
+	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
+	check("survivable")
+}
+
 // TestParkAcrossAWANCut: in normal mode, and again once the WAN is cut,
 // user0000 calls user0002, who parks the call with *85 (a blind transfer
 // from SIPp, uas_refer.xml, which checks the NOTIFYs and the box's BYE);
@@ -107,10 +116,7 @@ func TestParkAcrossAWANCut(t *testing.T) {
 			t.Errorf("%s: CDRs %+v, want user0002's call answered by user0003", mode, recs)
 		}
 	}
-	park("normal")
-	b.tp.Down("box", "wan0")
-	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
-	park("survivable")
+	b.inBothModes(d, park)
 	d.stop()
 }
 
@@ -189,9 +195,6 @@ func TestGroupQueueAcrossAWANCut(t *testing.T) {
 			t.Errorf("%s: CDRs %+v, want 1900's call transferred and user0000's bridge to user0002 answered", mode, recs)
 		}
 	}
-	queued("normal")
-	b.tp.Down("box", "wan0")
-	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
-	queued("survivable")
+	b.inBothModes(d, queued)
 	d.stop()
 }
