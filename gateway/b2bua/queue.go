@@ -13,14 +13,14 @@ import (
 // Group queues: a group with Queue set does not give up when its ringing
 // finds nobody: the box answers the caller, who hears music on hold (on
 // a call the relay anchors; silence otherwise), and rings the group's
-// first free member (in the group's order: registered, not in a call,
-// not in do-not-disturb) each time one may have become free (a call
-// ended somewhere), for the member's ring time, until one answers (the
-// caller is transferred to it, as a blind transfer would) or Queue has
-// passed; then the overflow (a transfer too), else the caller is hung
-// up. Not done: several queued calls served in their arrival order (each
-// rings free members on its own), and announcements of the caller's
-// place in the queue.
+// free members (in the group's order; registered, not in a call, not in
+// do-not-disturb) one at a time for their ring time, each once a round,
+// a round starting whenever a call ends on the box (a member may be
+// free) and at least every queueRetry. A member who answers gets the
+// caller as a blind transfer would move it; after Queue, the overflow
+// (a transfer too), else the caller is hung up. Not done: several queued
+// calls served in their arrival order (each rings free members on its
+// own), and announcements of the caller's place in the queue.
 
 // wakeup wakes whoever waits for a change (a call that ended: a member
 // may be free): wait returns a channel that closes at the next fire.
@@ -62,15 +62,18 @@ func (c *call) queue(g *Group) bool {
 	}
 	c.b.log.Info("b2bua: group call queued", "call", c.info.ID, "group", g.Extension)
 	deadline := time.Now().Add(g.Queue)
+	tried := map[string]bool{} // free members rung in this round, who did not answer
 	for c.life.Err() == nil && time.Now().Before(deadline) {
 		woken := c.b.callEnded.wait()
-		if m := c.freeMember(g); m != "" {
+		if m := c.freeMember(g, tried); m != "" {
 			if code := c.blindRing(nil, pa, sip.Uri{User: m}, nil, g.RingTime); code >= 200 && code < 300 {
 				c.end(Transferred, BySystem)
 				return true
 			}
+			tried[m] = true
 			continue // the next free member, at once
 		}
+		clear(tried) // every free member was rung: the next round after a wait
 		t := time.NewTimer(min(queueRetry, time.Until(deadline)))
 		select {
 		case <-c.life.Done():
@@ -102,11 +105,12 @@ func (c *call) queue(g *Group) bool {
 	return true
 }
 
-// freeMember is g's first member (in its order) who could take a call
-// now: not in a call, not in do-not-disturb, with a phone registered.
-func (c *call) freeMember(g *Group) string {
+// freeMember is g's first member (in its order), not in skip, who could
+// take a call now: not in a call, not in do-not-disturb, with a phone
+// registered.
+func (c *call) freeMember(g *Group, skip map[string]bool) string {
 	for _, m := range g.order(c.b.groupState(g.Extension)) {
-		if c.b.inCall(m, c) || c.set.services(m).DND || len(c.b.loc.Contacts(m)) == 0 {
+		if skip[m] || c.b.inCall(m, c) || c.set.services(m).DND || len(c.b.loc.Contacts(m)) == 0 {
 			continue
 		}
 		return m
