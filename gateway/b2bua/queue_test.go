@@ -109,3 +109,34 @@ func TestGroupQueueTimesOut(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupQueueRoundsOverMembers: a member who does not answer the
+// queue's ring is not rung again before the other free members: the
+// second member, answering by then, gets the caller.
+func TestGroupQueueRoundsOverMembers(t *testing.T) {
+	rec := newCDRs()
+	e := groupEnv(t, Group{Strategy: GroupSequential, RingTime: 150 * time.Millisecond, Queue: 30 * time.Second}, nil, rec)
+	a := newPhone(t, "1001", nil)
+	first := newPhone(t, "1002", ringForever)
+	second := newPhone(t, "1003", ringForever)
+	e.loc.set("1002", first.contact())
+	e.loc.set("1003", second.contact())
+	ctx := testCtx(t)
+	oc := a.dial(ctx, e.box, "1900", nil)
+	if oc.final != 200 {
+		t.Fatalf("queued caller got %d %v", oc.final, oc.err)
+	}
+	if err := oc.sess.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCallState(t, e, StateQueued)
+	answering := newPhone(t, "1003", answerNow) // 1003 now answers
+	e.loc.set("1003", answering.contact())
+	recv(t, answering.invites, "the queue's ring at 1003")
+	recv(t, a.reinvites, "re-INVITE of the caller with 1003's session")
+	if err := oc.sess.Bye(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, answering.byes, "BYE at 1003")
+	e.noCalls()
+}
