@@ -152,6 +152,18 @@ func (l *parkLot) take(orbit string) *parkedCall {
 	return pk
 }
 
+// claim removes pk from its orbit for its ring-back; false when it is
+// no longer there (retrieved, or hung up).
+func (l *parkLot) claim(pk *parkedCall) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.orbits[pk.orbit] != pk {
+		return false
+	}
+	delete(l.orbits, pk.orbit)
+	return true
+}
+
 // putBack returns a call whose retrieval failed to its orbit, on hold,
 // with a new ring-back timer.
 func (pk *parkedCall) putBack(rl Leg) {
@@ -196,7 +208,7 @@ func (pk *parkedCall) ringBack() {
 	b := c.b
 	b.inflight.Add(1)
 	defer b.inflight.Add(-1)
-	if b.parks.take(pk.orbit) != pk {
+	if !b.parks.claim(pk) {
 		return // retrieved meanwhile
 	}
 	b.watchedChanged(pk.orbit)
