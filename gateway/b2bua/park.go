@@ -56,6 +56,9 @@ type parkedCall struct {
 	y      *party // the parked party
 	parker *party // who parked it (gone)
 	timer  *time.Timer
+	// retrieving: a retrieval runs; the orbit stays taken until it
+	// succeeds (retrieved) or fails (putBack). Under parkLot.mu.
+	retrieving bool
 }
 
 // parkTarget reads a park number: an orbit, or "" for parkCode; ok is
@@ -136,20 +139,30 @@ func (pk *parkedCall) parked(xl Leg) {
 	b.watchedChanged(append(was, pk.orbit)...)
 }
 
-// take removes the call parked in orbit for its retrieval or ring-back;
-// nil when there is none (or its ring-back began).
+// take claims the call parked in orbit for a retrieval, which ends with
+// retrieved or putBack; nil when there is none, its ring-back began, or
+// another retrieval runs.
 func (l *parkLot) take(orbit string) *parkedCall {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pk := l.orbits[orbit]
-	if pk == nil {
+	if pk == nil || pk.retrieving {
 		return nil
 	}
-	delete(l.orbits, orbit)
+	pk.retrieving = true
 	if pk.timer != nil {
 		pk.timer.Stop()
 	}
 	return pk
+}
+
+// retrieved frees pk's orbit once its retriever has the call.
+func (l *parkLot) retrieved(pk *parkedCall) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.orbits[pk.orbit] == pk {
+		delete(l.orbits, pk.orbit)
+	}
 }
 
 // claim removes pk from its orbit for its ring-back; false when it is
@@ -157,14 +170,14 @@ func (l *parkLot) take(orbit string) *parkedCall {
 func (l *parkLot) claim(pk *parkedCall) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.orbits[pk.orbit] != pk {
+	if l.orbits[pk.orbit] != pk || pk.retrieving {
 		return false
 	}
 	delete(l.orbits, pk.orbit)
 	return true
 }
 
-// putBack returns a call whose retrieval failed to its orbit, on hold,
+// putBack leaves a call whose retrieval failed in its orbit, on hold,
 // with a new ring-back timer.
 func (pk *parkedCall) putBack(rl Leg) {
 	c := pk.c
@@ -174,10 +187,10 @@ func (pk *parkedCall) putBack(rl Leg) {
 	lot := &c.b.parks
 	lot.mu.Lock()
 	defer lot.mu.Unlock()
-	if c.life.Err() != nil || lot.orbits[pk.orbit] != nil {
-		return // it ended meanwhile (or, not reached, the orbit was taken)
+	pk.retrieving = false
+	if lot.orbits[pk.orbit] != pk {
+		return // it ended meanwhile (leave)
 	}
-	lot.orbits[pk.orbit] = pk
 	timeout := c.set.cfg.Park.Timeout
 	if timeout <= 0 {
 		timeout = defaultParkTimeout
@@ -277,6 +290,7 @@ func (b *B2BUA) retrieve(set *Settings, x *sipgo.DialogServerSession, req *sip.R
 	pr.trusted = true
 	pr.noteIn(offer, contentTypeOf(req))
 	forR := pr.outSDP(ansY)
+	b.parks.retrieved(pk) // not under c.mu: park takes the lot's lock, then the call's
 	c.mu.Lock()
 	if c.ended {
 		c.mu.Unlock()
