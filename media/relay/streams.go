@@ -63,15 +63,20 @@ func (s *Session) Streams() []StreamStats {
 		defer s.mu.Unlock()
 		return s.finalStreams
 	}
-	list := make([]*stream, 0, len(s.streams))
+	type entry struct {
+		StreamStats
+		st *stream
+	}
+	list := make([]entry, 0, len(s.streams))
 	for _, st := range s.streams {
-		list = append(list, st)
+		list = append(list, entry{StreamStats{Index: st.index, Kind: st.kind}, st}) // kind may change under mu
 	}
 	s.mu.Unlock()
-	slices.SortFunc(list, func(a, b *stream) int { return a.index - b.index })
+	slices.SortFunc(list, func(a, b entry) int { return a.Index - b.Index })
 	out := make([]StreamStats, 0, len(list))
-	for _, st := range list {
-		out = append(out, StreamStats{Index: st.index, Kind: st.kind, Legs: [2]LegStats{st.io[A].legStats(), st.io[B].legStats()}})
+	for _, e := range list {
+		e.Legs = [2]LegStats{e.st.io[A].legStats(), e.st.io[B].legStats()}
+		out = append(out, e.StreamStats)
 	}
 	return out
 }
