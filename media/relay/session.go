@@ -546,22 +546,12 @@ func findSame(list []sdprewrite.Codec, c sdprewrite.Codec) (sdprewrite.Codec, bo
 // commit records a leg's negotiation and publishes both legs' forwarding
 // configuration. Called with s.mu held.
 func (s *Session) commit(l Leg, n *negotiated) {
-	prev := s.neg[l]
-	sig := signalled(n.media)
-	if n.media.Hold && prev != nil {
-		sig = prev.sig // RFC 2543 hold: "do not send to me", not "I moved"
+	var prevSig *sigAddrs
+	var prevGen uint64
+	if prev := s.neg[l]; prev != nil {
+		prevSig, prevGen = &prev.sig, prev.gen
 	}
-	n.sig = sig
-	if prev == nil || prev.sig != sig {
-		s.gen++
-		n.gen = s.gen
-		// Until a packet says otherwise, send to where the leg said.
-		rtp, rtcp := sig.rtp, sig.rtcp
-		s.io[l].peerRTP.Store(&rtp)
-		s.io[l].peerRTCP.Store(&rtcp)
-	} else {
-		n.gen = prev.gen
-	}
+	n.sig, n.gen = s.settle(&s.io[l], n.media, prevSig, prevGen)
 	s.neg[l] = n
 	if s.neg[Other(l)] != nil {
 		s.publish(A)
@@ -572,6 +562,25 @@ func (s *Session) commit(l Leg, n *negotiated) {
 }
 
 type sigAddrs struct{ rtp, rtcp netip.AddrPort }
+
+// settle returns where a leg receives after its SDP m (prev: before it,
+// nil for its first) and the latching generation: a new one, with io's
+// destinations reset to the signalled addresses until a packet says
+// otherwise, when those changed. Called with s.mu held.
+func (s *Session) settle(io *legIO, m sdprewrite.Media, prev *sigAddrs, prevGen uint64) (sigAddrs, uint64) {
+	sig := signalled(m)
+	if m.Hold && prev != nil {
+		sig = *prev // RFC 2543 hold: "do not send to me", not "I moved"
+	}
+	if prev != nil && *prev == sig {
+		return sig, prevGen
+	}
+	s.gen++
+	rtp, rtcp := sig.rtp, sig.rtcp
+	io.peerRTP.Store(&rtp)
+	io.peerRTCP.Store(&rtcp)
+	return sig, s.gen
+}
 
 // signalled returns where a leg said it receives RTP and RTCP (RFC 3605
 // a=rtcp, else port + 1; nothing on hold).

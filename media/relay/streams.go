@@ -232,24 +232,16 @@ func (s *Session) stopStream(st *stream) {
 // commitStream records what an offer/answer settled for a stream on leg
 // l, as commit does for the audio. Called with s.mu held.
 func (s *Session) commitStream(st *stream, l Leg, sec sdprewrite.Section, dir sdprewrite.Direction) {
-	prev := st.neg[l]
-	sig := signalled(sec.Media)
-	if sec.Hold && prev != nil {
-		sig = prev.sig
-	}
-	n := &streamNeg{dir: dir, sig: sig, rate: 90000}
+	n := &streamNeg{dir: dir, rate: 90000}
 	if len(sec.Codecs) > 0 && sec.Codecs[0].Rate > 0 {
 		n.rate = sec.Codecs[0].Rate
 	}
-	if prev == nil || prev.sig != sig {
-		s.gen++
-		n.gen = s.gen
-		rtp, rtcp := sig.rtp, sig.rtcp
-		st.io[l].peerRTP.Store(&rtp)
-		st.io[l].peerRTCP.Store(&rtcp)
-	} else {
-		n.gen = prev.gen
+	var prevSig *sigAddrs
+	var prevGen uint64
+	if prev := st.neg[l]; prev != nil {
+		prevSig, prevGen = &prev.sig, prev.gen
 	}
+	n.sig, n.gen = s.settle(&st.io[l], sec.Media, prevSig, prevGen)
 	st.neg[l] = n
 }
 
