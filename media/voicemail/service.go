@@ -78,7 +78,7 @@ type Service struct {
 
 // counters are the service's statistics.
 type counters struct {
-	recorded, empty, full, diskFull, failed atomic.Uint64
+	recorded, empty, full, diskFull, failed   atomic.Uint64
 	noMedia, tooLong, garbageDTMF, badPackets atomic.Uint64
 	recovered                                 atomic.Uint64
 }
