@@ -58,11 +58,11 @@ func TestMigrationsAppliedInOrderOnce(t *testing.T) {
 	}
 	s.Close()
 
-	// A later binary adds two migrations; 0007 depends on 0006.
+	// A later binary adds two migrations; 0008 depends on 0007.
 	src := withExtra(t, map[string]string{
-		"0006_notes.sql": `CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL) STRICT;
+		"0007_notes.sql": `CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL) STRICT;
 			INSERT INTO notes (body) SELECT 'migrated from ' || version FROM config_versions;`,
-		"0007_notes_idx.sql": `ALTER TABLE notes ADD COLUMN tag TEXT NOT NULL DEFAULT 'x';
+		"0008_notes_idx.sql": `ALTER TABLE notes ADD COLUMN tag TEXT NOT NULL DEFAULT 'x';
 			CREATE INDEX notes_tag ON notes (tag);`,
 	})
 	for range 2 { // second open must not re-run anything
@@ -89,7 +89,7 @@ func TestMigrationsAppliedInOrderOnce(t *testing.T) {
 			got = append(got, n)
 		}
 		rows.Close()
-		if strings.Join(got, ",") != "0001_init.sql,0002_cdr.sql,0003_msr_admin.sql,0004_messages.sql,0005_services.sql,0006_notes.sql,0007_notes_idx.sql" {
+		if strings.Join(got, ",") != "0001_init.sql,0002_cdr.sql,0003_msr_admin.sql,0004_messages.sql,0005_services.sql,0006_voicemail.sql,0007_notes.sql,0008_notes_idx.sql" {
 			t.Errorf("schema_migrations = %v", got)
 		}
 		if _, doc, err := s.ActiveConfig(ctx); err != nil || string(doc) != "v1" {
@@ -103,7 +103,7 @@ func TestRefuseNewerDatabase(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "outpost.db")
 	s, err := openWith(ctx, path, withExtra(t, map[string]string{
-		"0006_future.sql": "CREATE TABLE future (x INTEGER) STRICT;",
+		"0007_future.sql": "CREATE TABLE future (x INTEGER) STRICT;",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -118,14 +118,14 @@ func TestRefuseNewerDatabase(t *testing.T) {
 	if !errors.Is(err, ErrSchemaTooNew) {
 		t.Fatalf("Open(newer db) = %v, want ErrSchemaTooNew", err)
 	}
-	for _, want := range []string{"migration 6", "0006_future.sql", "up to 5"} {
+	for _, want := range []string{"migration 7", "0007_future.sql", "up to 6"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
 	// Refusal must not have touched the file: the newer binary still opens it.
 	s, err = openWith(ctx, path, withExtra(t, map[string]string{
-		"0006_future.sql": "CREATE TABLE future (x INTEGER) STRICT;",
+		"0007_future.sql": "CREATE TABLE future (x INTEGER) STRICT;",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -139,14 +139,14 @@ func TestRefuseNewerDatabase(t *testing.T) {
 func TestRefuseDivergentMigration(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "outpost.db")
-	s, err := openWith(ctx, path, withExtra(t, map[string]string{"0006_a.sql": "CREATE TABLE a (x INTEGER) STRICT;"}))
+	s, err := openWith(ctx, path, withExtra(t, map[string]string{"0007_a.sql": "CREATE TABLE a (x INTEGER) STRICT;"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	_, err = openWith(ctx, path, withExtra(t, map[string]string{"0006_b.sql": "CREATE TABLE b (x INTEGER) STRICT;"}))
-	if err == nil || !strings.Contains(err.Error(), "0006_a.sql") {
-		t.Fatalf("openWith(divergent 0006) = %v, want refusal naming 0006_a.sql", err)
+	_, err = openWith(ctx, path, withExtra(t, map[string]string{"0007_b.sql": "CREATE TABLE b (x INTEGER) STRICT;"}))
+	if err == nil || !strings.Contains(err.Error(), "0007_a.sql") {
+		t.Fatalf("openWith(divergent 0007) = %v, want refusal naming 0007_a.sql", err)
 	}
 }
 
@@ -154,14 +154,14 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "outpost.db")
 	bad := withExtra(t, map[string]string{
-		"0006_ok.sql":  "CREATE TABLE ok2 (x INTEGER) STRICT;",
-		"0007_bad.sql": "CREATE TABLE half (x INTEGER) STRICT; INSERT INTO no_such_table VALUES (1);",
+		"0007_ok.sql":  "CREATE TABLE ok2 (x INTEGER) STRICT;",
+		"0008_bad.sql": "CREATE TABLE half (x INTEGER) STRICT; INSERT INTO no_such_table VALUES (1);",
 	})
-	if _, err := openWith(ctx, path, bad); err == nil || !strings.Contains(err.Error(), "0007_bad.sql") {
-		t.Fatalf("openWith(bad migration) = %v, want error naming 0007_bad.sql", err)
+	if _, err := openWith(ctx, path, bad); err == nil || !strings.Contains(err.Error(), "0008_bad.sql") {
+		t.Fatalf("openWith(bad migration) = %v, want error naming 0008_bad.sql", err)
 	}
-	// The embedded migrations and 0006 committed, 0007 left no trace.
-	s, err := openWith(ctx, path, withExtra(t, map[string]string{"0006_ok.sql": "CREATE TABLE ok2 (x INTEGER) STRICT;"}))
+	// The embedded migrations and 0007 committed, 0008 left no trace.
+	s, err := openWith(ctx, path, withExtra(t, map[string]string{"0007_ok.sql": "CREATE TABLE ok2 (x INTEGER) STRICT;"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +172,8 @@ func TestFailedMigrationRollsBack(t *testing.T) {
 		t.Errorf("found %d of ok2/half, want only ok2", n)
 	}
 	s.db.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&n)
-	if n != 6 {
-		t.Errorf("max migration %d, want 6", n)
+	if n != 7 {
+		t.Errorf("max migration %d, want 7", n)
 	}
 }
 
