@@ -308,8 +308,15 @@ type Voicemail struct {
 	// so the plan needs a rule for it (hq, with a survivable pstn
 	// alternative or the pstn_prefix fallback). "" = no forwarding.
 	Pilot string
-	// Users are the extensions with voicemail (users[].voicemail).
+	// Users are the extensions whose voicemail is the pilot
+	// (users[].voicemail hq or fallback).
 	Users []string
+	// Local are the extensions whose messages the box records
+	// (users[].voicemail local); Fallback those it records when the
+	// pilot is not used: outside normal mode, without a pilot, or when
+	// the call to the pilot fails (b2bua.BoxVoicemail). Both need
+	// Config.Calls.Voicemail.
+	Local, Fallback []string
 }
 
 // contactURI is the URI of a Contact value: inside <> when present

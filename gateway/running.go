@@ -124,10 +124,11 @@ func (r router) Outbound(number string) (dialplan.Decision, bool) {
 	return r.run.plan.Outbound(number, r.mode)
 }
 
-// Voicemail routes the pilot for ext when ext has voicemail.
+// Voicemail routes the pilot for ext when ext's voicemail is the pilot:
+// always for hq, in normal mode for fallback.
 func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
 	vm := r.run.cfg.Voicemail
-	if vm.Pilot == "" || !slices.Contains(vm.Users, ext) {
+	if vm.Pilot == "" || !slices.Contains(vm.Users, ext) || r.mode != mode.Normal && slices.Contains(vm.Fallback, ext) {
 		return dialplan.Decision{}, false
 	}
 	d, ok := r.Outbound(vm.Pilot)
@@ -135,6 +136,20 @@ func (r router) Voicemail(ext string) (dialplan.Decision, bool) {
 		return dialplan.Decision{}, false // no route, or back to the same phone
 	}
 	return d, true
+}
+
+// BoxVoicemail is b2bua.BoxVoicemail: local voicemail now; fallback now
+// when the pilot is not used (see Voicemail), else after it failed.
+func (r router) BoxVoicemail(ext string) (now, onPilotFailure bool) {
+	vm := r.run.cfg.Voicemail
+	switch {
+	case slices.Contains(vm.Local, ext):
+		return true, false
+	case slices.Contains(vm.Fallback, ext):
+		_, pilot := r.Voicemail(ext)
+		return !pilot, pilot
+	}
+	return false, false
 }
 
 // HQFallback is the per-call fallback the B2BUA asks for (b2bua.HQFallback)

@@ -272,6 +272,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 	srv.OnBye(s.b2b.OnBye)
 	srv.OnRefer(s.b2b.OnRefer)
 	srv.OnUpdate(s.b2b.OnUpdate)
+	srv.OnInfo(s.onInfo)
 	srv.OnPrack(s.onPrack)
 	srv.OnMessage(s.onMessage)
 	srv.OnSubscribe(s.onSubscribe)
@@ -581,9 +582,23 @@ func (s *Server) onNoRoute(req *sip.Request, tx sip.ServerTransaction) {
 		s.respond(run, tx, sip.NewResponseFromRequest(req, sip.StatusCallTransactionDoesNotExists, "Call/Transaction Does Not Exist", nil))
 		return
 	}
+	s.methodNotAllowed(run, req, tx)
+}
+
+func (s *Server) methodNotAllowed(run *running, req *sip.Request, tx sip.ServerTransaction) {
 	res := sip.NewResponseFromRequest(req, sip.StatusMethodNotAllowed, "Method Not Allowed", nil)
 	res.AppendHeader(sip.NewHeader("Allow", allow))
 	s.respond(run, tx, res)
+}
+
+// onInfo takes the DTMF INFOs of calls the box's voicemail answers; any
+// other INFO gets 405, as before the voicemail.
+func (s *Server) onInfo(req *sip.Request, tx sip.ServerTransaction) {
+	run := s.now.Load()
+	if s.refused(run, req, tx) || s.b2b.OnInfo(req, tx) {
+		return
+	}
+	s.methodNotAllowed(run, req, tx)
 }
 
 // localName names the listener a request arrived on, e.g. "udp:127.0.0.1:5060".

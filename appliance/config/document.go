@@ -4,6 +4,7 @@ import (
 	"cmp"
 	_ "embed"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -29,6 +30,9 @@ type Document struct {
 	PickupGroups []PickupGroup `json:"pickup_groups,omitempty"`
 	// Park is call park: absent, *85 and the orbits are not served.
 	Park *Park `json:"park,omitempty"`
+	// Voicemail bounds the messages the box records (users[].voicemail
+	// local or fallback).
+	Voicemail Voicemail `json:"voicemail,omitzero"`
 	HQ   HQ    `json:"hq,omitzero"`
 	PSTN PSTN  `json:"pstn,omitzero"`
 	// Dialplan is the outbound dial plan: rules tried in order on the
@@ -147,9 +151,14 @@ type User struct {
 	// DID is the user's E.164 number: calls from the PSTN to it reach the
 	// user (through the inbound rules).
 	DID string `json:"did,omitempty"`
-	// Voicemail sends the user's unanswered calls to hq.voicemail_pilot
-	// after a ring time.
-	Voicemail bool `json:"voicemail,omitempty"`
+	// Voicemail is where the user's calls go when they are not answered
+	// within a ring time, or the user is busy or unreachable: "hq" to
+	// hq.voicemail_pilot; "local" to the box, which records a message;
+	// "fallback" to the pilot in normal mode and to the box otherwise
+	// (survivable, standalone, no pilot) or when the call to the pilot
+	// fails; "none" or empty: no voicemail. true means fallback and false
+	// none (the form before the kinds).
+	Voicemail VoicemailKind `json:"voicemail,omitempty"`
 	// Admin lets the user open the local status page (HTTP Basic with the
 	// extension and the SIP password).
 	Admin bool `json:"admin,omitempty"`
@@ -255,6 +264,84 @@ type Park struct {
 	// answer the ring-back; empty = the parked party is hung up.
 	Overflow string `json:"overflow,omitempty"`
 }
+
+// VoicemailKind is users[].voicemail.
+type VoicemailKind string
+
+// The kinds of users[].voicemail.
+const (
+	VoicemailNone     VoicemailKind = "none"
+	VoicemailHQ       VoicemailKind = "hq"
+	VoicemailLocal    VoicemailKind = "local"
+	VoicemailFallback VoicemailKind = "fallback"
+)
+
+// UnmarshalJSON takes a kind, or a boolean (true: fallback, false: none).
+func (k *VoicemailKind) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*k = VoicemailFallback
+		return nil
+	case "false", "null":
+		*k = ""
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a string or a boolean")
+	}
+	*k = VoicemailKind(s)
+	return nil
+}
+
+// Pilot reports whether calls go to hq.voicemail_pilot (hq, fallback).
+func (k VoicemailKind) Pilot() bool { return k == VoicemailHQ || k == VoicemailFallback }
+
+// On reports whether the user has voicemail.
+func (k VoicemailKind) On() bool { return k != "" && k != VoicemailNone }
+
+// Voicemail is the box's own voicemail: limits of its recordings and
+// mailboxes (zero: the default).
+type Voicemail struct {
+	// MaxMessageS is the longest message, in seconds.
+	MaxMessageS int `json:"max_message_s,omitempty"`
+	// SilenceS is the silence that ends a recording; -1 = none does.
+	SilenceS int `json:"silence_s,omitempty"`
+	// NoMediaS: a caller who sends no audio for that long after the beep
+	// is hung up.
+	NoMediaS int `json:"no_media_s,omitempty"`
+	// MailboxMessages is how many messages (heard or not) a mailbox
+	// keeps; a caller into a full mailbox is told so.
+	MailboxMessages int `json:"mailbox_messages,omitempty"`
+	// TotalMB is the audio the box keeps in all, in MiB.
+	TotalMB int `json:"total_mb,omitempty"`
+}
+
+// Voicemail defaults.
+const (
+	DefaultVoicemailMaxMessageS = 180
+	DefaultVoicemailSilenceS    = 10
+	DefaultVoicemailNoMediaS    = 10
+	DefaultVoicemailMessages    = 100
+	DefaultVoicemailTotalMB     = 256
+)
+
+// EffectiveMaxMessageS is max_message_s or its default.
+func (v Voicemail) EffectiveMaxMessageS() int { return cmp.Or(v.MaxMessageS, DefaultVoicemailMaxMessageS) }
+
+// EffectiveSilenceS is silence_s or its default (-1: none).
+func (v Voicemail) EffectiveSilenceS() int { return cmp.Or(v.SilenceS, DefaultVoicemailSilenceS) }
+
+// EffectiveNoMediaS is no_media_s or its default.
+func (v Voicemail) EffectiveNoMediaS() int { return cmp.Or(v.NoMediaS, DefaultVoicemailNoMediaS) }
+
+// EffectiveMailboxMessages is mailbox_messages or its default.
+func (v Voicemail) EffectiveMailboxMessages() int {
+	return cmp.Or(v.MailboxMessages, DefaultVoicemailMessages)
+}
+
+// EffectiveTotalMB is total_mb or its default.
+func (v Voicemail) EffectiveTotalMB() int { return cmp.Or(v.TotalMB, DefaultVoicemailTotalMB) }
 
 // maxOrbits bounds park.first..park.last.
 const maxOrbits = 100

@@ -132,6 +132,9 @@ func (w *walker) position(off int64) string {
 }
 
 // value checks the next value against t.
+// voicemailKindType also takes a boolean (VoicemailKind.UnmarshalJSON).
+var voicemailKindType = reflect.TypeFor[VoicemailKind]()
+
 func (w *walker) value(t reflect.Type, path string) error {
 	tok, err := w.token(path)
 	if err != nil {
@@ -188,6 +191,9 @@ func (w *walker) valueTok(t reflect.Type, path string, tok json.Token) error {
 		_, err := w.token(path)
 		return err
 	case reflect.String:
+		if _, ok := tok.(bool); ok && t == voicemailKindType {
+			return nil // true or false, the form before the kinds
+		}
 		if _, ok := tok.(string); !ok {
 			return w.mismatch(path, "string", tok)
 		}

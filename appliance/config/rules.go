@@ -35,6 +35,8 @@ type FieldRule struct {
 	MultipleOf   int
 	// Enum lists the accepted strings ("" only when listed).
 	Enum []string
+	// Bool: the field also takes true and false (an older form of it).
+	Bool bool
 	// Pattern is a regular expression in the common subset of RE2 and
 	// ECMA-262 that every accepted string matches; PatternText says it in
 	// words for the reference ("" = the expression itself).
@@ -153,7 +155,8 @@ var fieldRules = map[string]*FieldRule{
 		Checks: "Required unless the user carries ha1_md5/ha1_sha256 for every sip.digest algorithm; not equal to the extension."},
 	"users.name":            {MaxLength: 128, Pattern: noControl, Example: "Alice Petrova"},
 	"users.did":             {Pattern: optNumber, Example: "+78435550101", Checks: "Unique; the inbound rules must route it to this user."},
-	"users.voicemail":       {Example: true, Checks: "Takes effect with hq.voicemail_pilot."},
+	"users.voicemail": {Enum: []string{"", "none", "hq", "local", "fallback"}, Bool: true, Example: "fallback",
+		Checks: "hq needs hq.voicemail_pilot; fallback without one is local."},
 	"users.admin":           {Example: true},
 	"users.ha1_md5":         {Pattern: "^$|^[0-9a-f]{32}$", Example: "0123456789abcdef0123456789abcdef"},
 	"users.media_zone":      {MaxLength: 64, Pattern: noControl, Example: "default"},
@@ -161,6 +164,12 @@ var fieldRules = map[string]*FieldRule{
 	"pickup_groups":         {},
 	"pickup_groups.name":    {MaxLength: 64, Pattern: noControl, Example: "reception"},
 	"pickup_groups.members": {Required: true, MinItems: 2, Items: &FieldRule{Pattern: extensionRe}, Example: []string{"1001", "1002"}, Checks: "Users' extensions, each once."},
+	"voicemail":                  {},
+	"voicemail.max_message_s":    {Min: num(10), Max: num(3600), ZeroOK: true, Unit: "seconds", Default: func(d *Document) any { return d.Voicemail.EffectiveMaxMessageS() }, Example: 120},
+	"voicemail.silence_s":        {Min: num(-1), Max: num(120), Unit: "seconds", Default: func(d *Document) any { return d.Voicemail.EffectiveSilenceS() }, Example: 8},
+	"voicemail.no_media_s":       {Min: num(2), Max: num(120), ZeroOK: true, Unit: "seconds", Default: func(d *Document) any { return d.Voicemail.EffectiveNoMediaS() }, Example: 15},
+	"voicemail.mailbox_messages": {Min: num(1), Max: num(10000), ZeroOK: true, Unit: "messages", Default: func(d *Document) any { return d.Voicemail.EffectiveMailboxMessages() }, Example: 50},
+	"voicemail.total_mb":         {Min: num(1), Max: num(65536), ZeroOK: true, Unit: "MiB", Default: func(d *Document) any { return d.Voicemail.EffectiveTotalMB() }, Example: 128},
 	"park":                  {},
 	"park.first":            {Required: true, Pattern: "^[0-9]{1,8}$", Example: "701"},
 	"park.last":             {Required: true, Pattern: "^[0-9]{1,8}$", Example: "709", Checks: "As many digits as park.first, at most 100 orbits; no orbit a user's or a group's extension or an emergency number."},

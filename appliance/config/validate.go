@@ -51,6 +51,7 @@ func (d *Document) Validate() Errors {
 	v.delegates()
 	v.pickupGroups()
 	v.park()
+	v.voicemail()
 	v.groups()
 	v.hq()
 	v.pstn()
@@ -367,6 +368,38 @@ func (v *validator) groups() {
 		}
 		if path := loopFrom(g.Extension, next, len(v.d.Groups)); path != nil {
 			v.add(field(index("groups", i), "overflow"), "overflow loop: %s", strings.Join(path, " -> "))
+		}
+	}
+}
+
+// voicemail checks the users' voicemail kinds and the box's limits.
+func (v *validator) voicemail() {
+	for i, u := range v.d.Users {
+		switch u.Voicemail {
+		case "", VoicemailNone, VoicemailLocal, VoicemailFallback:
+		case VoicemailHQ:
+			if v.d.HQ.VoicemailPilot == "" {
+				v.add(field(index("users", i), "voicemail"), "hq needs hq.voicemail_pilot")
+			}
+		default:
+			v.add(field(index("users", i), "voicemail"), "bad kind %q: want none, hq, local or fallback", u.Voicemail)
+		}
+	}
+	vm := v.d.Voicemail
+	for _, f := range []struct {
+		name     string
+		val      int
+		min, max int
+		zeroOK   bool
+	}{
+		{"max_message_s", vm.MaxMessageS, 10, 3600, true},
+		{"silence_s", vm.SilenceS, -1, 120, true},
+		{"no_media_s", vm.NoMediaS, 2, 120, true},
+		{"mailbox_messages", vm.MailboxMessages, 1, 10000, true},
+		{"total_mb", vm.TotalMB, 1, 65536, true},
+	} {
+		if (f.val != 0 || !f.zeroOK) && (f.val < f.min || f.val > f.max) {
+			v.add("voicemail."+f.name, "want %d to %d (0 = the default)", f.min, f.max)
 		}
 	}
 }

@@ -194,6 +194,10 @@ type Config struct {
 	// and the feature codes that change them are served (featurecode.go);
 	// nil = neither.
 	Services ServiceStore `json:"-"`
+	// Voicemail, when set, is the box's own voicemail, for the users the
+	// Router's BoxVoicemail names (voicemail.go); it needs Media. nil =
+	// only the pilot.
+	Voicemail Mailboxes `json:"-"`
 	// Offline, when set, keeps a message for a local user with no phone
 	// registered (answered 202; an error = 480); nil = 480.
 	Offline func(OfflineMessage) error `json:"-"`
@@ -232,6 +236,7 @@ const (
 	StateAnswered = "answered" // a B leg answered; the call is up
 	StateParked   = "parked"   // in an orbit, waiting to be retrieved (park.go)
 	StateQueued   = "queued"   // answered by the box, waiting for a group member (queue.go)
+	// StateVoicemail (voicemail.go): answered by the box's voicemail.
 )
 
 // CallInfo describes one active call.

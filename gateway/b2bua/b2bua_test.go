@@ -228,6 +228,11 @@ func newEnvRouter(t *testing.T, cfg Config, router Router) *env {
 	srv.OnBye(b.OnBye)
 	srv.OnRefer(b.OnRefer)
 	srv.OnUpdate(b.OnUpdate)
+	srv.OnInfo(func(req *sip.Request, tx sip.ServerTransaction) {
+		if !b.OnInfo(req, tx) {
+			respond(tx, req, 405, "Method Not Allowed")
+		}
+	})
 	srv.OnOptions(b.OnOptions)
 	srv.OnPrack(b.OnPrack)
 	srv.OnMessage(func(req *sip.Request, tx sip.ServerTransaction) { b.Message(req, tx, b.current()) })

@@ -68,7 +68,8 @@ type call struct {
 	// toVoicemail: the call went to the voicemail pilot (the disposition
 	// of its answer)
 	toVoicemail bool
-	keepTimer   *time.Timer // the keep-alive (startKeepalive)
+	vmLine      VoicemailLine // the box's voicemail answering the call; nil = none
+	keepTimer   *time.Timer   // the keep-alive (startKeepalive)
 
 	life context.Context    // ends with the call
 	kill context.CancelFunc // ends life
@@ -160,7 +161,7 @@ func (c *call) run() {
 		c.b.log.Warn("b2bua: no targets", "call", c.info.ID, "route", c.d.Route, "err", err)
 		if c.d.Route == dialplan.RouteHQ {
 			if res, ok := c.fallback(err.Error()); ok {
-				c.finish(res, false, dialplan.Decision{})
+				c.finish(res, nil)
 				return
 			}
 		}
@@ -176,7 +177,7 @@ func (c *call) run() {
 			res = fres
 		}
 	}
-	c.finish(res, false, dialplan.Decision{})
+	c.finish(res, nil)
 }
 
 // ringLocal rings a local user with the user's services (a forward
@@ -203,7 +204,7 @@ func (c *call) ringLocal() {
 			continue // to the overflow
 		}
 		sv := c.set.services(c.d.Target)
-		vm, hasVM := c.router.Voicemail(c.d.Target)
+		vm := c.voicemailOf(c.d.Target)
 		var res dialResult
 		reason := "do-not-disturb"
 		ts := early
@@ -228,7 +229,7 @@ func (c *call) ringLocal() {
 			switch {
 			case sv.ForwardNoAnswer != "":
 				spec.timeout, spec.cause = cmp.Or(sv.NoAnswerAfter, c.set.cfg.VoicemailAfter), errNoAnswer
-			case hasVM:
+			case vm.rings():
 				spec.timeout, spec.cause = c.set.cfg.VoicemailAfter, errNoAnswer
 			}
 			res = c.b.dial(c.ring, c.set, spec)
@@ -247,7 +248,7 @@ func (c *call) ringLocal() {
 				return
 			}
 		}
-		c.finish(res, hasVM, vm)
+		c.finish(res, vm)
 		return
 	}
 }
@@ -335,9 +336,9 @@ func (c *call) addDiversion(ext, reason string) {
 }
 
 // finish ends a call after its ringing phase res: nothing more to do when
-// it was answered, else the caller's cancellation, voicemail forwarding
-// (hasVM), or the failure answer.
-func (c *call) finish(res dialResult, hasVM bool, vm dialplan.Decision) {
+// it was answered, else the caller's cancellation, voicemail (vm, nil =
+// none), or the failure answer.
+func (c *call) finish(res dialResult, vm *voicemailPlan) {
 	if res.answered {
 		if !res.up {
 			c.end(Failed, BySystem)
@@ -355,10 +356,8 @@ func (c *call) finish(res dialResult, hasVM bool, vm dialplan.Decision) {
 		return
 	}
 	disp, reason := failure(res)
-	if hasVM && reason != "" {
-		if c.forward(vm, reason, true) {
-			return
-		}
+	if vm != nil && reason != "" && c.toVoicemailOf(vm, reason) {
+		return
 	}
 	c.respondFailure(res)
 	c.end(disp, BySystem)
@@ -522,7 +521,7 @@ func (c *call) forward(d dialplan.Decision, reason string, vm bool) bool {
 	res := c.b.dial(c.ring, c.set, spec)
 	c.notePeer(res)
 	if !vm {
-		c.finish(res, false, dialplan.Decision{})
+		c.finish(res, nil)
 		return true
 	}
 	if res.answered {

@@ -171,7 +171,7 @@ func (c *call) ringGroup(g *Group) bool {
 			return true
 		}
 		if res.answered || res.cause == errCallerGone || res.cause == errCallerBye {
-			c.finish(res, false, dialplan.Decision{})
+			c.finish(res, nil)
 			return true
 		}
 		if res.best == nil || res.best.status != 486 && res.best.status != 600 {
@@ -179,7 +179,7 @@ func (c *call) ringGroup(g *Group) bool {
 		}
 	}
 	if c.ring.Err() != nil {
-		c.finish(dialResult{cause: context.Cause(c.ring)}, false, dialplan.Decision{})
+		c.finish(dialResult{cause: context.Cause(c.ring)}, nil)
 		return true
 	}
 	if g.Queue > 0 && c.queue(g) {

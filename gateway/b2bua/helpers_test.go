@@ -148,6 +148,14 @@ type fakeAnchor struct {
 	refuse  bool // Offer fails
 	onDead  func(string)
 	factory *anchors
+	box     bool // made for a bridge to the box (Bridge.Box)
+	boxLeg  bool // BoxLeg was called
+}
+
+func (f *fakeAnchor) BoxLeg() {
+	f.mu.Lock()
+	f.boxLeg = true
+	f.mu.Unlock()
 }
 
 func (f *fakeAnchor) mark(op string, sdp []byte) []byte {
@@ -192,6 +200,7 @@ type anchors struct {
 	made   []*fakeAnchor
 	refuse bool // the factory fails
 	offerr bool // the anchors refuse offers
+	direct bool // only bridges to the box are anchored (the rest: one segment, direct media)
 }
 
 func (s *anchors) media(br Bridge, onDead func(string)) (Anchor, error) {
@@ -199,7 +208,10 @@ func (s *anchors) media(br Bridge, onDead func(string)) (Anchor, error) {
 	if s.refuse {
 		return nil, errors.New("no ports left")
 	}
-	f := &fakeAnchor{callID: callID, a: a, b: b, ends: [2]End{br.EndA, br.EndB}, onDead: onDead, refuse: s.offerr, factory: s}
+	if s.direct && !br.Box {
+		return nil, nil
+	}
+	f := &fakeAnchor{callID: callID, a: a, b: b, ends: [2]End{br.EndA, br.EndB}, onDead: onDead, refuse: s.offerr, factory: s, box: br.Box}
 	s.mu.Lock()
 	s.made = append(s.made, f)
 	s.mu.Unlock()

@@ -75,6 +75,9 @@ type Bridge struct {
 	// EndA and EndB are who is on each leg, as far as the B2BUA knows
 	// (the zero End when it does not: another pool member, a transfer).
 	EndA, EndB End
+	// Box: leg B is the box itself (its voicemail): the call is anchored
+	// even on one segment, and leg B is plain RTP.
+	Box bool
 }
 
 // End is the far end of a leg: a local user or a trunk.

@@ -113,11 +113,15 @@ func (b *B2BUA) OnSubscribe(req *sip.Request, tx sip.ServerTransaction, pol Poli
 		return
 	}
 	ev := eventPackage(req)
-	if ev != eventDialog && ev != eventPresence {
-		respondWarn(set, tx, req, 489, "Bad Event", sip.NewHeader("Allow-Events", "dialog, presence"))
+	if ev != eventDialog && ev != eventPresence && (ev != eventMessageSummary || set.cfg.Voicemail == nil) {
+		respondWarn(set, tx, req, 489, "Bad Event", sip.NewHeader("Allow-Events", set.allowEvents()))
 		return
 	}
 	target := req.Recipient.User
+	if from := req.From(); ev == eventMessageSummary && from != nil && from.Address.User != target {
+		respondWarn(set, tx, req, 403, "Forbidden") // only one's own mailbox
+		return
+	}
 	orbit, isPark := set.parkTarget(target)
 	isOrbit := isPark && orbit != "" && ev == eventDialog // a lamp on a park orbit (park.go)
 	if !isOrbit && (set.cfg.Services == nil || !set.cfg.Services.IsUser(target)) {
@@ -157,6 +161,14 @@ func (b *B2BUA) OnSubscribe(req *sip.Request, tx sip.ServerTransaction, pol Poli
 	b.log.Debug("b2bua: subscription", "watcher", s.watcher, "target", target, "event", ev, "expires", expires)
 	b.armSubscription(s, expires)
 	b.notify(s, b.bodyOf(s, nil), expires == 0)
+}
+
+// allowEvents are the event packages served.
+func (s *Settings) allowEvents() string {
+	if s.cfg.Voicemail != nil {
+		return "dialog, presence, message-summary"
+	}
+	return "dialog, presence"
 }
 
 // eventPackage is the Event header's package, parameters cut.
@@ -357,6 +369,10 @@ func (b *B2BUA) dialogsOf(users map[string]bool) map[string][]userDialog {
 
 // bodyOf is s's state now (dialogs: dialogsByUser, nil = look it up).
 func (b *B2BUA) bodyOf(s *subscription, dialogs map[string][]userDialog) string {
+	if s.event == eventMessageSummary {
+		n, o := b.waiting(s.target)
+		return summaryBody(s.entity, n, o)
+	}
 	if s.event == eventPresence {
 		open := len(b.loc.Contacts(s.target)) > 0
 		if set := b.current().Settings; set != nil && set.cfg.Services != nil && set.cfg.Services.Services(s.target).DND {
@@ -467,8 +483,11 @@ func (s *subscription) notifyRequest(body string, final bool) *sip.Request {
 	}
 	req.AppendHeader(sip.NewHeader("Subscription-State", state))
 	ct := sip.ContentTypeHeader("application/dialog-info+xml")
-	if s.event == eventPresence {
+	switch s.event {
+	case eventPresence:
 		ct = "application/pidf+xml"
+	case eventMessageSummary:
+		ct = "application/simple-message-summary"
 	}
 	req.AppendHeader(&ct)
 	body = strings.Replace(body, versionMark, strconv.Itoa(s.version-1), 1)

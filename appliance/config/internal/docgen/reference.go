@@ -220,6 +220,9 @@ func allowed(t reflect.Type, r *config.FieldRule) string {
 			for _, v := range r.Enum {
 				e = append(e, code(strconv.Quote(v)))
 			}
+			if r.Bool {
+				e = append(e, code("true"), code("false"))
+			}
 			parts = append(parts, "one of "+strings.Join(e, ", "))
 		}
 		switch {

@@ -136,6 +136,14 @@ func value(t reflect.Type, r *config.FieldRule) map[string]any {
 		if r.MaxLength > 0 {
 			s["maxLength"] = r.MaxLength
 		}
+		if r.Bool {
+			s["type"] = []any{"string", "boolean"}
+			e := []any{}
+			for _, v := range r.Enum {
+				e = append(e, v)
+			}
+			s["enum"] = append(e, true, false)
+		}
 	case reflect.Bool:
 		s["type"] = "boolean"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -196,13 +204,20 @@ func numeric(s map[string]any, r *config.FieldRule) {
 
 // nullable admits JSON null, which Parse reads as "absent".
 func nullable(s map[string]any) {
-	s["type"] = []any{s["type"], "null"}
-	if e, ok := s["enum"].([]string); ok {
+	if t, ok := s["type"].([]any); ok {
+		s["type"] = append(t, "null")
+	} else {
+		s["type"] = []any{s["type"], "null"}
+	}
+	switch e := s["enum"].(type) {
+	case []string:
 		l := make([]any, 0, len(e)+1)
 		for _, v := range e {
 			l = append(l, v)
 		}
 		s["enum"] = append(l, nil)
+	case []any:
+		s["enum"] = append(e, nil)
 	}
 	if _, ok := s["const"]; ok {
 		s["anyOf"] = []any{map[string]any{"const": s["const"]}, map[string]any{"type": "null"}}
