@@ -193,10 +193,18 @@ func gatewayConfig(d *config.Document, build string, m mode.Mode, st netcfg.Stat
 			HA1MD5: digest.HA1(digest.MD5, user, realm, pw), HA1SHA256: digest.HA1(digest.SHA256, user, realm, pw)}}
 	}
 	cfg.Registrar = reg
+	for _, u := range d.Users {
+		switch u.Voicemail {
+		case config.VoicemailLocal:
+			cfg.Voicemail.Local = append(cfg.Voicemail.Local, u.Extension)
+		case config.VoicemailFallback:
+			cfg.Voicemail.Fallback = append(cfg.Voicemail.Fallback, u.Extension)
+		}
+	}
 	if d.HQ.VoicemailPilot != "" {
 		cfg.Voicemail.Pilot = d.HQ.VoicemailPilot
 		for _, u := range d.Users {
-			if u.Voicemail {
+			if u.Voicemail.Pilot() {
 				cfg.Voicemail.Users = append(cfg.Voicemail.Users, u.Extension)
 			}
 		}

@@ -33,8 +33,8 @@ type Document struct {
 	// Voicemail bounds the messages the box records (users[].voicemail
 	// local or fallback).
 	Voicemail Voicemail `json:"voicemail,omitzero"`
-	HQ   HQ    `json:"hq,omitzero"`
-	PSTN PSTN  `json:"pstn,omitzero"`
+	HQ        HQ        `json:"hq,omitzero"`
+	PSTN      PSTN      `json:"pstn,omitzero"`
 	// Dialplan is the outbound dial plan: rules tried in order on the
 	// dialled number, the first that matches routes the call.
 	Dialplan []Rule `json:"dialplan,omitempty"`
@@ -327,7 +327,9 @@ const (
 )
 
 // EffectiveMaxMessageS is max_message_s or its default.
-func (v Voicemail) EffectiveMaxMessageS() int { return cmp.Or(v.MaxMessageS, DefaultVoicemailMaxMessageS) }
+func (v Voicemail) EffectiveMaxMessageS() int {
+	return cmp.Or(v.MaxMessageS, DefaultVoicemailMaxMessageS)
+}
 
 // EffectiveSilenceS is silence_s or its default (-1: none).
 func (v Voicemail) EffectiveSilenceS() int { return cmp.Or(v.SilenceS, DefaultVoicemailSilenceS) }
