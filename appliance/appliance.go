@@ -19,6 +19,7 @@ import (
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway"
+	"github.com/outpost/outpost/media/voicemail"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 )
@@ -52,6 +53,7 @@ type App struct {
 	// services are the users' do-not-disturb and forwards as phones set
 	// them (services.go)
 	services *userServices
+	vm       *voicemail.Service // the box's own voicemail (voicemail.go)
 	// boxTLS is the box's own SIP TLS certificate (boxcert.go), presented
 	// when the document has no sip.tls.
 	boxTLS   gateway.TLSCert
@@ -156,6 +158,10 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	if a.services, err = loadUserServices(ctx, st); err != nil {
 		return nil, partFailed("gateway", err)
 	}
+	if a.vm, err = newVoicemail(opts.DataDir, st, a.mailboxChanged, log.With("part", "voicemail")); err != nil {
+		return nil, partFailed("voicemail", err)
+	}
+	a.vm.SetLimits(first.Voicemail)
 	if a.gw, err = gateway.New(ctx, a.wire(first), bindingStore{st}, log.With("part", "gateway")); err != nil {
 		return nil, partFailed("gateway", err)
 	}
@@ -175,7 +181,7 @@ func New(ctx context.Context, opts Options) (_ *App, err error) {
 	a.adminAPI = api.AdminHandler(a, log.With("part", "api"), metrics)
 	a.mgmt = newMgmt(api.Handler(a, log.With("part", "api"), metrics), log.With("part", "management"))
 	a.status = newStatusPart(a, log.With("part", "status"))
-	a.parts = []part{gatewayPart{a}, a.media, a.msr, a.mgmt, a.status, modePart{a}}
+	a.parts = []part{gatewayPart{a}, a.media, voicemailPart{a.vm}, a.msr, a.mgmt, a.status, modePart{a}}
 	c, err := a.mgmt.prepare(ctx, first)
 	if err != nil {
 		return nil, partFailed("management", err)

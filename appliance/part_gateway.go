@@ -35,10 +35,18 @@ func (a *App) wire(next *partConfigs) gateway.Config {
 	cfg.Calls.Services = a.services.under(next.Services)
 	cfg.Calls.OnEnd = a.recordCDR
 	cfg.Calls.Media = a.anchorMedia
+	cfg.Calls.Voicemail = mailboxes{svc: a.vm, log: a.log.With("part", "voicemail")}
 	if cfg.TLS.CertPEM == "" {
 		cfg.TLS = a.boxTLS
 	}
 	return cfg
+}
+
+// mailboxChanged lights or puts out the mailbox user's lamps.
+func (a *App) mailboxChanged(mailbox string) {
+	if gw := a.gw; gw != nil {
+		gw.MailboxChanged(mailbox)
+	}
 }
 
 // env is the environment a document is translated in now.

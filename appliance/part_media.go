@@ -103,8 +103,18 @@ func (m *mediaPart) anchor(callID string, legA, legB netip.Addr, onDead func(rea
 		return nil, nil // one segment: direct media
 	}
 	pol := m.policy.Load()
+	return m.session(callID, legA, legB, onDead, pol, pol.forLeg(m.iface(legB)))
+}
+
+// boxAnchor anchors a call whose leg B is the box itself (its
+// voicemail): always, with leg B plain RTP on the address facing A.
+func (m *mediaPart) boxAnchor(callID string, legA netip.Addr, onDead func(reason string)) (b2bua.Anchor, error) {
+	return m.session(callID, legA, legA, onDead, m.policy.Load(), relay.SRTPOff)
+}
+
+func (m *mediaPart) session(callID string, legA, legB netip.Addr, onDead func(reason string), pol *anchorPolicy, srtpB relay.SRTPPolicy) (b2bua.Anchor, error) {
 	s, err := m.r.NewSession(relay.SessionConfig{ID: callID, LocalA: legA, LocalB: legB, OnInactive: onDead,
-		SRTP: [2]relay.SRTPPolicy{pol.forLeg(m.iface(legA)), pol.forLeg(m.iface(legB))}})
+		SRTP: [2]relay.SRTPPolicy{pol.forLeg(m.iface(legA)), srtpB}})
 	if err != nil {
 		return nil, fmt.Errorf("media relay: %w", err)
 	}
@@ -160,6 +170,14 @@ func (a *anchor) Answer(from b2bua.Leg, sdp []byte) ([]byte, error) {
 func (a *anchor) Reject(b2bua.Leg) {}
 
 func (a *anchor) HoldFor(l b2bua.Leg, on bool) { a.s.HoldFor(relay.Leg(l), on) }
+
+// BoxLeg turns leg B toward the box's voicemail: plain RTP, whatever
+// the route's policy was.
+func (a *anchor) BoxLeg() {
+	if err := a.s.SetSRTP(relay.B, relay.SRTPOff); err != nil {
+		a.m.log.Warn("media relay: leg B toward the voicemail", "call", a.id, "err", err)
+	}
+}
 
 func (a *anchor) Close() {
 	st := a.s.Close()

@@ -25,6 +25,9 @@ import (
 // When the legs' choices differ, each leg is anchored on its own and the
 // two are bridged (b2bua.ChainAnchor).
 func (a *App) anchorMedia(br b2bua.Bridge, onDead func(reason string)) (b2bua.Anchor, error) {
+	if br.Box {
+		return a.media.boxAnchor(br.CallID, br.A, onDead)
+	}
 	local := func() (b2bua.Anchor, error) { return a.media.anchor(br.CallID, br.A, br.B, onDead) }
 	if a.msr == nil || !a.media.anchors(br.A, br.B) {
 		return local()

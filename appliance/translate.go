@@ -23,6 +23,7 @@ import (
 	"github.com/outpost/outpost/media/msr"
 	"github.com/outpost/outpost/media/relay"
 	"github.com/outpost/outpost/media/selection"
+	"github.com/outpost/outpost/media/voicemail"
 	"github.com/outpost/outpost/mode"
 	"github.com/outpost/outpost/netcfg"
 	"github.com/outpost/outpost/siptarget"
@@ -44,6 +45,7 @@ type partConfigs struct {
 	Management mgmtConfig
 	Status     statusConfig
 	Services   docServices // the users' do-not-disturb and forwards
+	Voicemail  voicemail.Limits
 	// MSRCapacityPPS is msr.capacity_pps in force (the MSR load's relay
 	// share: msr.NewLoad).
 	MSRCapacityPPS int
@@ -120,6 +122,7 @@ func translate(d *config.Document, env environment) (*partConfigs, error) {
 		Management: mgmtConfig{Management: d.Management},
 		Status:     statusPageConfig(d),
 		Services:   servicesOf(d),
+		Voicemail:  voicemailLimits(d.Voicemail),
 
 		MSRCapacityPPS: d.MSR.EffectiveCapacityPPS(),
 	}, nil

@@ -258,6 +258,7 @@ func New(ctx context.Context, cfg Config, persist registrar.Persister, log *slog
 			s.offline.bound(aor)
 		}
 		s.b2b.UsersChanged()
+		s.b2b.PhoneRegistered(aor)
 	})
 	reg.SetOnUnbound(func(string) { s.b2b.UsersChanged() })
 	if s.b2b, err = b2bua.New(ua, run.b2buaConfig(s.mode.Load, s.offline.keepFunc()), poolLocator{locator{reg: reg, flow: s.flowOpen}, s}, router{run, cfg.Mode}, log.With("part", "b2bua")); err != nil {
@@ -590,6 +591,10 @@ func (s *Server) methodNotAllowed(run *running, req *sip.Request, tx sip.ServerT
 	res.AppendHeader(sip.NewHeader("Allow", allow))
 	s.respond(run, tx, res)
 }
+
+// MailboxChanged tells the phones of a mailbox's user that its messages
+// changed (message waiting).
+func (s *Server) MailboxChanged(mailbox string) { s.b2b.MailboxChanged(mailbox) }
 
 // onInfo takes the DTMF INFOs of calls the box's voicemail answers; any
 // other INFO gets 405, as before the voicemail.

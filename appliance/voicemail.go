@@ -1,0 +1,109 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/outpost/outpost/appliance/config"
+	"github.com/outpost/outpost/appliance/store"
+	"github.com/outpost/outpost/gateway/b2bua"
+	"github.com/outpost/outpost/media/voicemail"
+)
+
+// VoicemailDir is where the messages are, under the data directory.
+const VoicemailDir = "voicemail"
+
+// newVoicemail opens the box's voicemail over the data directory and the
+// store; changed is told of each mailbox whose messages changed.
+func newVoicemail(dataDir string, st *store.Store, changed func(mailbox string), log *slog.Logger) (*voicemail.Service, error) {
+	svc, err := voicemail.New(voicemail.Config{Dir: filepath.Join(dataDir, VoicemailDir), Index: storeIndex{st}, OnChange: changed, Log: log}, voicemail.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("appliance: %w", err)
+	}
+	return svc, nil
+}
+
+// voicemailLimits are the document's voicemail limits.
+func voicemailLimits(v config.Voicemail) voicemail.Limits {
+	sec := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	return voicemail.Limits{MaxMessage: sec(v.EffectiveMaxMessageS()), Silence: sec(v.EffectiveSilenceS()), NoMedia: sec(v.EffectiveNoMediaS()),
+		MailboxMessages: v.EffectiveMailboxMessages(), TotalBytes: int64(v.EffectiveTotalMB()) << 20}
+}
+
+// voicemailPart applies a push's limits to the voicemail (recordings in
+// progress keep theirs).
+type voicemailPart struct{ svc *voicemail.Service }
+
+func (voicemailPart) name() string { return "voicemail" }
+
+func (p voicemailPart) prepare(_ context.Context, next *partConfigs) (change, error) {
+	lim := next.Voicemail
+	return funcs{commit: func() { p.svc.SetLimits(lim) }}, nil
+}
+
+// mailboxes is the voicemail as the B2BUA sees it (b2bua.Mailboxes).
+type mailboxes struct {
+	svc *voicemail.Service
+	log *slog.Logger
+}
+
+func (m mailboxes) Open(local netip.Addr, offer []byte) (b2bua.VoicemailLine, []byte, error) {
+	l, answer, err := m.svc.Open(local, offer)
+	if err != nil {
+		return nil, nil, err
+	}
+	return vmLine{svc: m.svc, Line: l}, answer, nil
+}
+
+func (m mailboxes) Waiting(mailbox string) (int, int) {
+	n, o, err := m.svc.Waiting(mailbox)
+	if err != nil {
+		m.log.Warn("voicemail: message count", "mailbox", mailbox, "err", err)
+	}
+	return n, o
+}
+
+type vmLine struct {
+	svc *voicemail.Service
+	*voicemail.Line
+}
+
+func (l vmLine) Deposit(ctx context.Context, mailbox, caller, name string) {
+	l.svc.Deposit(ctx, l.Line, mailbox, voicemail.Caller{Number: caller, Name: name})
+}
+
+// storeIndex is the voicemail's index in the store.
+type storeIndex struct{ st *store.Store }
+
+// indexTimeout bounds one index write: the store's writes are queued
+// behind others (CDRs, bindings).
+const indexTimeout = 10 * time.Second
+
+func (x storeIndex) Put(m voicemail.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), indexTimeout)
+	defer cancel()
+	return x.st.PutVoicemail(ctx, store.VoicemailMessage{ID: m.ID, Mailbox: m.Mailbox, Caller: m.Caller, CallerName: m.CallerName,
+		Received: m.Received, Duration: m.Duration, Bytes: m.Bytes, State: string(m.State), Delivered: m.Delivered})
+}
+
+func (x storeIndex) Delete(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), indexTimeout)
+	defer cancel()
+	return x.st.DeleteVoicemail(ctx, id)
+}
+
+func (x storeIndex) List(mailbox string) ([]voicemail.Message, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), indexTimeout)
+	defer cancel()
+	rows, err := x.st.Voicemail(ctx, mailbox)
+	out := make([]voicemail.Message, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, voicemail.Message{ID: r.ID, Mailbox: r.Mailbox, Caller: r.Caller, CallerName: r.CallerName,
+			Received: r.Received, Duration: r.Duration, Bytes: r.Bytes, State: voicemail.State(r.State), Delivered: r.Delivered})
+	}
+	return out, err
+}
