@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/outpost/outpost/appliance/api"
+	"github.com/outpost/outpost/media/g711"
+)
+
+// writeTonePcap writes a pcap (Ethernet, IPv4, UDP) of RTP PCMU packets
+// carrying d of a sine at f Hz, 20 ms apart, for SIPp's
+// play_pcap_audio (which replaces the addresses and ports).
+func writeTonePcap(t *testing.T, path string, f float64, d time.Duration) {
+	t.Helper()
+	le := binary.LittleEndian
+	var b []byte
+	b = le.AppendUint32(b, 0xa1b2c3d4)
+	b = le.AppendUint16(b, 2)
+	b = le.AppendUint16(b, 4)
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint32(b, 65535)
+	b = le.AppendUint32(b, 1) // Ethernet
+	n := int(d / (20 * time.Millisecond))
+	for i := range n {
+		rtp := []byte{0x80, 0, 0, 0, 0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44}
+		binary.BigEndian.PutUint16(rtp[2:], uint16(i))
+		binary.BigEndian.PutUint32(rtp[4:], uint32(i*160))
+		for j := range 160 {
+			k := i*160 + j
+			rtp = append(rtp, g711.LinearToUlaw(int16(10000*math.Sin(2*math.Pi*f*float64(k)/8000))))
+		}
+		udp := binary.BigEndian.AppendUint16(nil, 40000)
+		udp = binary.BigEndian.AppendUint16(udp, 40000)
+		udp = binary.BigEndian.AppendUint16(udp, uint16(8+len(rtp)))
+		udp = append(udp, 0, 0)
+		ip := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2}
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(udp)+len(rtp)))
+		eth := []byte{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 6, 0x08, 0}
+		pkt := append(append(append(eth, ip...), udp...), rtp...)
+		at := time.Duration(i) * 20 * time.Millisecond
+		b = le.AppendUint32(b, uint32(at/time.Second))
+		b = le.AppendUint32(b, uint32(at%time.Second/time.Microsecond))
+		b = le.AppendUint32(b, uint32(len(pkt)))
+		b = le.AppendUint32(b, uint32(len(pkt)))
+		b = append(b, pkt...)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// toneOf measures a recording: the length of its loud part (20 ms frames
+// above -30 dBFS) and that part's frequency by zero crossings.
+func toneOf(pcm []int16) (time.Duration, float64) {
+	var loud []int16
+	for i := 0; i+160 <= len(pcm); i += 160 {
+		var sum int
+		for _, v := range pcm[i : i+160] {
+			sum += int(math.Abs(float64(v)))
+		}
+		if sum/160 > 1000 {
+			loud = append(loud, pcm[i:i+160]...)
+		}
+	}
+	cross := 0
+	for i := 1; i < len(loud); i++ {
+		if (loud[i-1] < 0) != (loud[i] < 0) {
+			cross++
+		}
+	}
+	dur := time.Duration(len(loud)) * time.Second / 8000
+	if len(loud) == 0 {
+		return 0, 0
+	}
+	return dur, float64(cross) / 2 / dur.Seconds()
+}
+
+// readPCM reads a WAV the box wrote: the 44-byte header, then 16-bit PCM.
+func readPCM(t *testing.T, path string) []int16 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 44 || string(b[0:4]) != "RIFF" || string(b[8:12]) != "WAVE" {
+		t.Fatalf("%s is not a WAV file", path)
+	}
+	n := min(int(binary.LittleEndian.Uint32(b[40:])), len(b)-44)
+	out := make([]int16, n/2)
+	for i := range out {
+		out[i] = int16(binary.LittleEndian.Uint16(b[44+2*i:]))
+	}
+	return out
+}
+
+// TestVoicemailAcrossAWANCut: with the WAN cut (survivable mode, the
+// pilot at HQ out of reach), user0000 calls user0002, whose phone is busy
+// and whose voicemail is fallback: the box answers, the caller (SIPp)
+// presses # to skip the greeting and plays a 440 Hz tone of 3 s from a
+// pcap. The box keeps a WAV of that tone (measured: frequency and length)
+// and lights user0002's lamp with an unsolicited NOTIFY (checked by
+// SIPp: Messages-Waiting: yes, 1/0).
+func TestVoicemailAcrossAWANCut(t *testing.T) {
+	needSIPp(t)
+	b := newBranch(t)
+	startSIPpServer(t, b.tp, "hq", nsHQ, "hq.xml", "-deadcall_wait", "1000")
+	doc := benchDoc(3, []string{"udp:" + nsBoxLAN + ":5060", "udp:" + nsBoxWAN + ":5060"}, func(m map[string]any) {
+		m["users"].([]map[string]any)[2]["voicemail"] = "fallback"
+		m["wan"] = map[string]any{"interface": "wan0"}
+		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"},
+			{"name": "hq", "match": `^5\d{3}$`, "route": "hq"}}
+		m["hq"] = map[string]any{"targets": []string{nsHQ + ":5060"}, "options_interval_ms": 300, "down_after": 2, "up_after": 2, "hold_s": 2,
+			"voicemail_pilot": "5999"}
+		m["media"] = map[string]any{"relay": true, "port_min": 30000, "port_max": 30999}
+	})
+	dataDir := t.TempDir()
+	d := startDaemonIn(t, b.box, dataDir, writeJSON(t, filepath.Join(t.TempDir(), "cfg.json"), doc))
+	d.waitFor("normal mode", 15*time.Second, func(s api.Status) bool { return s.Mode == "normal" })
+	b.tp.Down("box", "wan0")
+	d.waitFor("survivable after the WAN cut", 10*time.Second, func(s api.Status) bool { return s.Mode == "survivable" })
+
+	b.registerPhone(t, "user0002", "5072")
+	phone := startSIPpServer(t, b.tp, "phone", nsPhone, "uas_busy_mwi.xml", "-p", "5072", "-m", "2")
+	work := t.TempDir()
+	tone := filepath.Join(work, "tone.pcap")
+	writeTonePcap(t, tone, 440, 3*time.Second)
+	const pound = "/usr/share/sip-tester/dtmf_2833_pound.pcap"
+	if _, err := os.Stat(pound); err != nil {
+		t.Skipf("SIPp's DTMF pcap is missing (%v): the sip-tester package ships it", err)
+	}
+	scenario := filepath.Join(work, "uac_voicemail.xml")
+	sf, err := os.ReadFile(filepath.Join("testdata", "sipp", "uac_voicemail.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf = bytes.ReplaceAll(bytes.ReplaceAll(sf, []byte("TONE_PCAP"), []byte(tone)), []byte("POUND_PCAP"), []byte(pound))
+	if err := os.WriteFile(scenario, sf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	csv := filepath.Join(work, "caller.csv")
+	if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0002\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sippIn(t, b.tp.NS("phone"), scenario, nsBoxLAN+":5060", csv, 1, 1,
+		"-i", nsPhone, "-mi", nsPhone, "-mp", "40000", "-d", "3600"); err != nil {
+		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
+	}
+	hungUp := time.Now()
+	select {
+	case err := <-phone.done:
+		phone.done <- err
+		if err != nil {
+			t.Fatalf("user0002's phone (MWI): %v\n%s", err, tail(phone.out.String(), 3000))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no MWI NOTIFY at user0002's phone\n%s\n%s", tail(phone.out.String(), 2000), tail(d.log.String(), 3000))
+	}
+	t.Logf("hang-up to MWI: %v", time.Since(hungUp))
+	files, _ := filepath.Glob(filepath.Join(dataDir, "voicemail", "user0002", "*.wav"))
+	if len(files) != 1 {
+		t.Fatalf("messages of user0002: %v\n%s", files, tail(d.log.String(), 3000))
+	}
+	dur, f := toneOf(readPCM(t, files[0]))
+	t.Logf("message: %v of %.1f Hz", dur, f)
+	if f < 430 || f > 450 || dur < 2700*time.Millisecond || dur > 3300*time.Millisecond {
+		t.Errorf("the message holds %v of %.1f Hz, the caller sent 3 s of 440 Hz", dur, f)
+	}
+}
