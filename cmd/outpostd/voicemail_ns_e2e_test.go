@@ -6,6 +6,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,12 +109,16 @@ func readPCM(t *testing.T, path string) []int16 {
 // presses # to skip the greeting and plays a 440 Hz tone of 3 s from a
 // pcap. The box keeps a WAV of that tone (measured: frequency and length)
 // and lights user0002's lamp with an unsolicited NOTIFY (checked by
-// SIPp: Messages-Waiting: yes, 1/0).
+// SIPp: Messages-Waiting: yes, 1/0). Then user0000 leaves a long message
+// for user0001 (local voicemail, no phone) and the box is killed (SIGKILL)
+// in the middle: restarted, it keeps the message up to its last second,
+// as a WAV that plays.
 func TestVoicemailAcrossAWANCut(t *testing.T) {
 	needSIPp(t)
 	b := newBranch(t)
 	startSIPpServer(t, b.tp, "hq", nsHQ, "hq.xml", "-deadcall_wait", "1000")
 	doc := benchDoc(3, []string{"udp:" + nsBoxLAN + ":5060", "udp:" + nsBoxWAN + ":5060"}, func(m map[string]any) {
+		m["users"].([]map[string]any)[1]["voicemail"] = "local"
 		m["users"].([]map[string]any)[2]["voicemail"] = "fallback"
 		m["wan"] = map[string]any{"interface": "wan0"}
 		m["dialplan"] = []map[string]any{{"name": "local", "match": `^user\d{4}$`, "route": "local"},
@@ -135,21 +142,28 @@ func TestVoicemailAcrossAWANCut(t *testing.T) {
 	if _, err := os.Stat(pound); err != nil {
 		t.Skipf("SIPp's DTMF pcap is missing (%v): the sip-tester package ships it", err)
 	}
-	scenario := filepath.Join(work, "uac_voicemail.xml")
-	sf, err := os.ReadFile(filepath.Join("testdata", "sipp", "uac_voicemail.xml"))
-	if err != nil {
-		t.Fatal(err)
+	// leave prepares the caller: user0000 calls number, plays the tone
+	// pcap and hangs up after hold.
+	leave := func(number, tone string, hold time.Duration) func() (string, error) {
+		scenario := filepath.Join(t.TempDir(), "uac_voicemail.xml")
+		sf, err := os.ReadFile(filepath.Join("testdata", "sipp", "uac_voicemail.xml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf = bytes.ReplaceAll(bytes.ReplaceAll(sf, []byte("TONE_PCAP"), []byte(tone)), []byte("POUND_PCAP"), []byte(pound))
+		if err := os.WriteFile(scenario, sf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		csv := filepath.Join(t.TempDir(), "caller.csv")
+		if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;"+number+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return func() (string, error) {
+			return sippIn(t, b.tp.NS("phone"), scenario, nsBoxLAN+":5060", csv, 1, 1,
+				"-i", nsPhone, "-mi", nsPhone, "-mp", "40000", "-d", strconv.Itoa(int(hold/time.Millisecond)))
+		}
 	}
-	sf = bytes.ReplaceAll(bytes.ReplaceAll(sf, []byte("TONE_PCAP"), []byte(tone)), []byte("POUND_PCAP"), []byte(pound))
-	if err := os.WriteFile(scenario, sf, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	csv := filepath.Join(work, "caller.csv")
-	if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0000;[authentication username=user0000 password=pw0000];0;user0002\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := sippIn(t, b.tp.NS("phone"), scenario, nsBoxLAN+":5060", csv, 1, 1,
-		"-i", nsPhone, "-mi", nsPhone, "-mp", "40000", "-d", "3600"); err != nil {
+	if out, err := leave("user0002", tone, 3600*time.Millisecond)(); err != nil {
 		t.Fatalf("caller: %v\n%s", err, tail(out, 3000))
 	}
 	hungUp := time.Now()
@@ -171,5 +185,39 @@ func TestVoicemailAcrossAWANCut(t *testing.T) {
 	t.Logf("message: %v of %.1f Hz", dur, f)
 	if f < 430 || f > 450 || dur < 2700*time.Millisecond || dur > 3300*time.Millisecond {
 		t.Errorf("the message holds %v of %.1f Hz, the caller sent 3 s of 440 Hz", dur, f)
+	}
+
+	long := filepath.Join(work, "long.pcap")
+	writeTonePcap(t, long, 440, 20*time.Second)
+	caller := leave("user0001", long, 20*time.Second)
+	go caller() // its BYE gets no answer: the box is gone
+	var partial string
+	for deadline := time.Now().Add(20 * time.Second); partial == ""; {
+		files, _ := filepath.Glob(filepath.Join(dataDir, "voicemail", "user0001", "*.wav"))
+		if len(files) == 1 {
+			// 3 s of audio synced: the second and third syncs are done.
+			if st, err := os.Stat(files[0]); err == nil && st.Size() >= 44+3*16000 {
+				partial = files[0]
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the long message does not grow: %v\n%s", files, tail(d.log.String(), 3000))
+		}
+		time.Sleep(50 * time.Millisecond) // the file's size has no event to wait on
+	}
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+	d.done <- nil
+	synced := len(readPCM(t, partial))
+	d = startDaemonIn(t, b.box, dataDir, "")
+	if !strings.Contains(d.log.String(), "interrupted recording kept") {
+		t.Errorf("restart did not keep the interrupted recording\n%s", tail(d.log.String(), 3000))
+	}
+	pcm := readPCM(t, partial)
+	dur, f = toneOf(pcm)
+	t.Logf("killed mid-message: header said %v before the restart; kept %v of %.1f Hz", time.Duration(synced)*time.Second/8000, dur, f)
+	if f < 430 || f > 450 || dur < 2*time.Second {
+		t.Errorf("the interrupted message holds %v of %.1f Hz, want the tone up to a second before the kill", dur, f)
 	}
 }
