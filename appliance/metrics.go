@@ -88,7 +88,8 @@ func (a *App) metricsHandler() http.Handler {
 		return float64(a.media.r.Stats().Refused)
 	})
 	reg.MustRegister(labelled{a})
-	reg.MustRegister(opsMetrics{a}) // metrics_ops.go: certificate expiry, relay jitter
+	reg.MustRegister(opsMetrics{a})       // metrics_ops.go: certificate expiry, relay jitter
+	reg.MustRegister(voicemailMetrics{a}) // voicemail.go
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outpost/outpost/appliance/api"
 	"github.com/outpost/outpost/appliance/config"
 	"github.com/outpost/outpost/appliance/store"
 	"github.com/outpost/outpost/gateway/b2bua"
@@ -44,6 +47,25 @@ func (p voicemailPart) prepare(_ context.Context, next *partConfigs) (change, er
 	lim := next.Voicemail
 	return funcs{commit: func() { p.svc.SetLimits(lim) }}, nil
 }
+
+// Voicemail lists the messages and counters (api.VoicemailLister).
+func (a *App) Voicemail(context.Context) (api.Voicemail, error) {
+	ms, err := a.vm.Messages("")
+	if err != nil {
+		return api.Voicemail{}, fmt.Errorf("appliance: voicemail: %w", err)
+	}
+	out := api.Voicemail{Messages: make([]api.VoicemailMessage, 0, len(ms))}
+	for _, m := range ms {
+		out.Messages = append(out.Messages, api.VoicemailMessage{ID: m.ID, Mailbox: m.Mailbox, Caller: m.Caller, CallerName: m.CallerName,
+			Received: m.Received, DurationMS: m.Duration.Milliseconds(), State: string(m.State), Delivered: m.Delivered})
+	}
+	st := a.vm.Stats()
+	out.Stats = api.VoicemailStats{Recorded: st.Recorded, Empty: st.Empty, Full: st.Full, DiskFull: st.DiskFull, Failed: st.Failed,
+		NoMedia: st.NoMedia, TooLong: st.TooLong, GarbageDTMF: st.GarbageDTMF, BadPackets: st.BadPackets, Recovered: st.Recovered}
+	return out, nil
+}
+
+var _ api.VoicemailLister = (*App)(nil)
 
 // mailboxes is the voicemail as the B2BUA sees it (b2bua.Mailboxes).
 type mailboxes struct {
@@ -106,4 +128,39 @@ func (x storeIndex) List(mailbox string) ([]voicemail.Message, error) {
 			Received: r.Received, Duration: r.Duration, Bytes: r.Bytes, State: voicemail.State(r.State), Delivered: r.Delivered})
 	}
 	return out, err
+}
+
+// voicemailMetrics are the voicemail's messages by state and its events.
+type voicemailMetrics struct{ a *App }
+
+var (
+	vmMessagesDesc = prometheus.NewDesc("outpost_voicemail_messages", "Messages the box keeps, by state (new, saved) and delivery to HQ (delivered: yes, no).",
+		[]string{"state", "delivered"}, nil)
+	vmEventsDesc = prometheus.NewDesc("outpost_voicemail_events_total", "Voicemail events since start: recorded, empty, full (caller told the mailbox is full), "+
+		"disk_full, failed, no_media, too_long, garbage_dtmf, bad_packets, recovered.", []string{"event"}, nil)
+)
+
+func (m voicemailMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- vmMessagesDesc
+	ch <- vmEventsDesc
+}
+
+func (m voicemailMetrics) Collect(ch chan<- prometheus.Metric) {
+	ms, _ := m.a.vm.Messages("")
+	counts := map[[2]string]int{{"new", "no"}: 0, {"saved", "no"}: 0}
+	for _, x := range ms {
+		d := "no"
+		if !x.Delivered.IsZero() {
+			d = "yes"
+		}
+		counts[[2]string{string(x.State), d}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(vmMessagesDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
+	st := m.a.vm.Stats()
+	for ev, n := range map[string]uint64{"recorded": st.Recorded, "empty": st.Empty, "full": st.Full, "disk_full": st.DiskFull, "failed": st.Failed,
+		"no_media": st.NoMedia, "too_long": st.TooLong, "garbage_dtmf": st.GarbageDTMF, "bad_packets": st.BadPackets, "recovered": st.Recovered} {
+		ch <- prometheus.MustNewConstMetric(vmEventsDesc, prometheus.CounterValue, float64(n), ev)
+	}
 }

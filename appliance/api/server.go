@@ -119,7 +119,8 @@ func ReadOnlyHandler(b Backend, log *slog.Logger) http.Handler {
 // registerReadOnly adds the reads of ReadOnlyHandler to mux.
 func registerReadOnly(mux *http.ServeMux, h *handler) {
 	b := h.b
-	registerServices(mux, b) // services.go
+	registerServices(mux, b)  // services.go
+	registerVoicemail(mux, b) // voicemail.go
 	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, b.Status(r.Context()))
 	})

@@ -33,7 +33,7 @@ var globalFlags = map[string]string{"--socket": file, "--server": word, "--cert"
 // verbs is the command tree the completion script offers; keep it in
 // step with usage (TestCompletionCoversUsage).
 var verbs = []compVerb{
-	{path: "", subs: []string{"status", "registrations", "services", "calls", "route", "interfaces", "cdr", "media-resources",
+	{path: "", subs: []string{"status", "registrations", "services", "voicemail", "calls", "route", "interfaces", "cdr", "media-resources",
 		"drain", "trace", "config", "fleet", "pki", "firmware", "completion"}},
 	{path: "route", arg: word},
 	{path: "cdr", flags: map[string]string{"--since": word, "--limit": word}},

@@ -27,6 +27,7 @@ verbs:
   status                         mode, config version, listeners, registrar counters
   registrations                  registered contacts
   services                       users' do-not-disturb and call forwarding
+  voicemail                      messages the box recorded, by mailbox
   calls                          calls in progress
   route NUMBER                   which dial-plan rule a call to NUMBER takes, and where it would go now
   interfaces                     network interfaces, their roles, MSR registrations
@@ -217,6 +218,25 @@ func (c *cmd) run(ctx context.Context, args []string) error {
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Extension, dnd, cmp.Or(u.ForwardAlways, "-"), cmp.Or(u.ForwardBusy, "-"), na,
 					cmp.Or(strings.Join(u.FromPhone, ","), "-"))
+			}
+		})
+	case "voicemail":
+		vm, err := c.cl.Voicemail(ctx)
+		if err != nil {
+			return err
+		}
+		return c.print(vm, func(w *table) {
+			fmt.Fprintln(w, "MAILBOX	RECEIVED	FROM	LENGTH	STATE	DELIVERED")
+			for _, m := range vm.Messages {
+				from, delivered := cmp.Or(m.Caller, "-"), "-"
+				if m.CallerName != "" {
+					from = m.CallerName + " " + from
+				}
+				if !m.Delivered.IsZero() {
+					delivered = m.Delivered.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%.1fs\t%s\t%s\n", m.Mailbox, m.Received.Local().Format(time.DateTime), from,
+					float64(m.DurationMS)/1000, m.State, delivered)
 			}
 		})
 	case "calls":

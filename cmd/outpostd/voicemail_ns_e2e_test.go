@@ -187,6 +187,12 @@ func TestVoicemailAcrossAWANCut(t *testing.T) {
 		t.Errorf("the message holds %v of %.1f Hz, the caller sent 3 s of 440 Hz", dur, f)
 	}
 
+	vm, err := d.api.Voicemail(t.Context())
+	if err != nil || len(vm.Messages) != 1 || vm.Messages[0].Mailbox != "user0002" || vm.Messages[0].State != "new" ||
+		vm.Messages[0].Caller != "user0000" || vm.Messages[0].DurationMS < 2700 || vm.Stats.Recorded != 1 {
+		t.Errorf("API voicemail: %+v %v", vm, err)
+	}
+
 	long := filepath.Join(work, "long.pcap")
 	writeTonePcap(t, long, 440, 20*time.Second)
 	caller := leave("user0001", long, 20*time.Second)
@@ -213,6 +219,12 @@ func TestVoicemailAcrossAWANCut(t *testing.T) {
 	d = startDaemonIn(t, b.box, dataDir, "")
 	if !strings.Contains(d.log.String(), "interrupted recording kept") {
 		t.Errorf("restart did not keep the interrupted recording\n%s", tail(d.log.String(), 3000))
+	}
+	if vm, err := d.api.Voicemail(t.Context()); err != nil || len(vm.Messages) != 2 || vm.Messages[1].Mailbox != "user0001" || vm.Stats.Recovered != 1 {
+		t.Errorf("API voicemail after the restart: %+v %v", vm, err)
+	}
+	if m, _ := d.metrics(); !strings.Contains(m, `outpost_voicemail_messages{delivered="no",state="new"} 2`) {
+		t.Errorf("metrics:\n%s", m)
 	}
 	pcm := readPCM(t, partial)
 	dur, f = toneOf(pcm)
