@@ -182,3 +182,22 @@ func frequency(pcm []int16) float64 {
 	}
 	return float64(cross) / 2 / (float64(len(pcm)) / sampleRate)
 }
+
+// purity is the share of pcm's energy at f (Goertzel): near 1 for a pure
+// tone at f.
+func purity(pcm []int16, f float64) float64 {
+	w := 2 * math.Pi * f / sampleRate
+	coeff := 2 * math.Cos(w)
+	var s1, s2, energy float64
+	for _, v := range pcm {
+		x := float64(v)
+		s0 := x + coeff*s1 - s2
+		s2, s1 = s1, s0
+		energy += x * x
+	}
+	power := s1*s1 + s2*s2 - coeff*s1*s2
+	if energy == 0 {
+		return 0
+	}
+	return power / (energy * float64(len(pcm)) / 2)
+}

@@ -36,6 +36,7 @@ type Line struct {
 	remote    atomic.Pointer[netip.AddrPort]
 
 	digits  chan byte
+	pending byte   // a digit that cut a prompt short, for the next read (playThrough)
 	lastTE  uint32 // timestamp of the last event reported (receive goroutine only)
 	haveTE  bool
 	lastRTP atomic.Int64 // unix nanoseconds of the last audio packet
@@ -262,6 +263,12 @@ var quietFrame = func() (f [frame]byte) {
 
 // frames sends n frames from next, one every 20 ms.
 func (l *Line) frames(ctx context.Context, n int, next func(i int) []byte, stopOn string) (byte, error) {
+	if d := l.pending; d != 0 {
+		l.pending = 0
+		if containsByte(stopOn, d) {
+			return d, nil
+		}
+	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	l.marker = true
@@ -278,6 +285,14 @@ func (l *Line) frames(ctx context.Context, n int, next func(i int) []byte, stopO
 		l.send(next(i))
 	}
 	return 0, nil
+}
+
+// playThrough plays a prompt that any key cuts short; the key is kept
+// for the next read (type-ahead past a confirmation).
+func (l *Line) playThrough(ctx context.Context, ulaw []byte) error {
+	d, err := l.play(ctx, ulaw, "0123456789*#ABCD")
+	l.pending = d
+	return err
 }
 
 // waitDigit waits up to d for a digit, keeping the stream going.

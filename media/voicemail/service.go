@@ -58,6 +58,7 @@ func (l Limits) withDefaults() Limits {
 type Config struct {
 	Dir   string // messages: Dir/<mailbox>/<id>.wav
 	Index Index
+	PINs  PINStore // nil: no PIN can be set, no mailbox opened by PIN
 	// OnChange is called (not under a lock of the service) when a
 	// mailbox's count of new or saved messages changed: for MWI.
 	OnChange func(mailbox string)
@@ -71,6 +72,7 @@ type Service struct {
 	log    *slog.Logger
 	limits atomic.Pointer[Limits]
 	stats  counters
+	pins   pinLimiter
 
 	mu        sync.Mutex
 	recording map[string]int64 // bytes reserved by recordings in progress, by id
@@ -80,7 +82,7 @@ type Service struct {
 type counters struct {
 	recorded, empty, full, diskFull, failed   atomic.Uint64
 	noMedia, tooLong, garbageDTMF, badPackets atomic.Uint64
-	recovered                                 atomic.Uint64
+	recovered, wrongPIN, pinLocked            atomic.Uint64
 }
 
 // Stats are the counters as numbers.
@@ -95,6 +97,8 @@ type Stats struct {
 	GarbageDTMF uint64 // events with no key, and digits dropped in a flood
 	BadPackets  uint64 // datagrams that were not the line's RTP
 	Recovered   uint64 // interrupted recordings repaired at start
+	WrongPIN    uint64 // wrong PINs (or unknown mailboxes) at retrieval
+	PINLocked   uint64 // retrievals refused: too many wrong PINs
 }
 
 // New opens the service over cfg.Dir and the index. Recordings a crash
@@ -188,7 +192,7 @@ func (s *Service) Stats() Stats {
 	c := &s.stats
 	return Stats{Recorded: c.recorded.Load(), Empty: c.empty.Load(), Full: c.full.Load(), DiskFull: c.diskFull.Load(),
 		Failed: c.failed.Load(), NoMedia: c.noMedia.Load(), TooLong: c.tooLong.Load(), GarbageDTMF: c.garbageDTMF.Load(),
-		BadPackets: c.badPackets.Load(), Recovered: c.recovered.Load()}
+		BadPackets: c.badPackets.Load(), Recovered: c.recovered.Load(), WrongPIN: c.wrongPIN.Load(), PINLocked: c.pinLocked.Load()}
 }
 
 func (s *Service) changed(mailbox string) {
