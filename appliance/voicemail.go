@@ -23,7 +23,7 @@ const VoicemailDir = "voicemail"
 // newVoicemail opens the box's voicemail over the data directory and the
 // store; changed is told of each mailbox whose messages changed.
 func newVoicemail(dataDir string, st *store.Store, changed func(mailbox string), log *slog.Logger) (*voicemail.Service, error) {
-	svc, err := voicemail.New(voicemail.Config{Dir: filepath.Join(dataDir, VoicemailDir), Index: storeIndex{st}, OnChange: changed, Log: log}, voicemail.Limits{})
+	svc, err := voicemail.New(voicemail.Config{Dir: filepath.Join(dataDir, VoicemailDir), Index: storeIndex{st}, PINs: storeIndex{st}, OnChange: changed, Log: log}, voicemail.Limits{})
 	if err != nil {
 		return nil, fmt.Errorf("appliance: %w", err)
 	}
@@ -61,7 +61,8 @@ func (a *App) Voicemail(context.Context) (api.Voicemail, error) {
 	}
 	st := a.vm.Stats()
 	out.Stats = api.VoicemailStats{Recorded: st.Recorded, Empty: st.Empty, Full: st.Full, DiskFull: st.DiskFull, Failed: st.Failed,
-		NoMedia: st.NoMedia, TooLong: st.TooLong, GarbageDTMF: st.GarbageDTMF, BadPackets: st.BadPackets, Recovered: st.Recovered}
+		NoMedia: st.NoMedia, TooLong: st.TooLong, GarbageDTMF: st.GarbageDTMF, BadPackets: st.BadPackets, Recovered: st.Recovered,
+		WrongPIN: st.WrongPIN, PINLocked: st.PINLocked}
 	return out, nil
 }
 
@@ -98,6 +99,9 @@ func (l vmLine) Deposit(ctx context.Context, mailbox, caller, name string) {
 	l.svc.Deposit(ctx, l.Line, mailbox, voicemail.Caller{Number: caller, Name: name})
 }
 
+func (l vmLine) Retrieve(ctx context.Context, mailbox string) { l.svc.Retrieve(ctx, l.Line, mailbox) }
+func (l vmLine) RetrieveAny(ctx context.Context)              { l.svc.RetrieveAny(ctx, l.Line) }
+
 // storeIndex is the voicemail's index in the store.
 type storeIndex struct{ st *store.Store }
 
@@ -116,6 +120,18 @@ func (x storeIndex) Delete(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), indexTimeout)
 	defer cancel()
 	return x.st.DeleteVoicemail(ctx, id)
+}
+
+func (x storeIndex) PIN(mailbox string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), indexTimeout)
+	defer cancel()
+	return x.st.VoicemailPIN(ctx, mailbox)
+}
+
+func (x storeIndex) SetPIN(mailbox, hash string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), indexTimeout)
+	defer cancel()
+	return x.st.SetVoicemailPIN(ctx, mailbox, hash)
 }
 
 func (x storeIndex) List(mailbox string) ([]voicemail.Message, error) {
@@ -137,7 +153,7 @@ var (
 	vmMessagesDesc = prometheus.NewDesc("outpost_voicemail_messages", "Messages the box keeps, by state (new, saved) and delivery to HQ (delivered: yes, no).",
 		[]string{"state", "delivered"}, nil)
 	vmEventsDesc = prometheus.NewDesc("outpost_voicemail_events_total", "Voicemail events since start: recorded, empty, full (caller told the mailbox is full), "+
-		"disk_full, failed, no_media, too_long, garbage_dtmf, bad_packets, recovered.", []string{"event"}, nil)
+		"disk_full, failed, no_media, too_long, garbage_dtmf, bad_packets, recovered, wrong_pin, pin_locked.", []string{"event"}, nil)
 )
 
 func (m voicemailMetrics) Describe(ch chan<- *prometheus.Desc) {
@@ -160,7 +176,8 @@ func (m voicemailMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := m.a.vm.Stats()
 	for ev, n := range map[string]uint64{"recorded": st.Recorded, "empty": st.Empty, "full": st.Full, "disk_full": st.DiskFull, "failed": st.Failed,
-		"no_media": st.NoMedia, "too_long": st.TooLong, "garbage_dtmf": st.GarbageDTMF, "bad_packets": st.BadPackets, "recovered": st.Recovered} {
+		"no_media": st.NoMedia, "too_long": st.TooLong, "garbage_dtmf": st.GarbageDTMF, "bad_packets": st.BadPackets, "recovered": st.Recovered,
+		"wrong_pin": st.WrongPIN, "pin_locked": st.PINLocked} {
 		ch <- prometheus.MustNewConstMetric(vmEventsDesc, prometheus.CounterValue, float64(n), ev)
 	}
 }

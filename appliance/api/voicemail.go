@@ -42,6 +42,8 @@ type VoicemailStats struct {
 	GarbageDTMF uint64 `json:"garbage_dtmf"`
 	BadPackets  uint64 `json:"bad_packets"`
 	Recovered   uint64 `json:"recovered"`
+	WrongPIN    uint64 `json:"wrong_pin"`
+	PINLocked   uint64 `json:"pin_locked"`
 }
 
 // registerVoicemail serves GET /api/v1/voicemail when b is a

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -68,4 +69,29 @@ func (s *Store) Voicemail(ctx context.Context, mailbox string) ([]VoicemailMessa
 		return nil, fmt.Errorf("store: read voicemail: %w", err)
 	}
 	return out, nil
+}
+
+// VoicemailPIN returns a mailbox's PIN hash ("" = none set).
+func (s *Store) VoicemailPIN(ctx context.Context, mailbox string) (string, error) {
+	var h string
+	err := s.db.QueryRowContext(ctx, "SELECT hash FROM voicemail_pins WHERE mailbox = ?", mailbox).Scan(&h)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("store: read the PIN of %s: %w", mailbox, err)
+	}
+	return h, nil
+}
+
+// SetVoicemailPIN stores a mailbox's PIN hash.
+func (s *Store) SetVoicemailPIN(ctx context.Context, mailbox, hash string) error {
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO voicemail_pins (mailbox, hash, set_at) VALUES (?, ?, ?)
+			ON CONFLICT (mailbox) DO UPDATE SET hash = excluded.hash, set_at = excluded.set_at`, mailbox, hash, toNanos(time.Now()))
+		if err != nil {
+			return fmt.Errorf("store: set the PIN of %s: %w", mailbox, err)
+		}
+		return nil
+	})
 }

@@ -52,3 +52,19 @@ func TestVoicemailIndexSurvivesReopen(t *testing.T) {
 		t.Fatal("a row in an unknown state was stored")
 	}
 }
+
+func TestVoicemailPINs(t *testing.T) {
+	ctx := context.Background()
+	st := openTest(t)
+	if h, err := st.VoicemailPIN(ctx, "1001"); err != nil || h != "" {
+		t.Fatalf("unset PIN: %q %v", h, err)
+	}
+	for _, h := range []string{"first", "second"} {
+		if err := st.SetVoicemailPIN(ctx, "1001", h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, err := st.VoicemailPIN(ctx, "1001"); err != nil || h != "second" {
+		t.Fatalf("PIN: %q %v", h, err)
+	}
+}

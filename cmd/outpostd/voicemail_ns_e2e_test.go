@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -109,7 +112,9 @@ func readPCM(t *testing.T, path string) []int16 {
 // presses # to skip the greeting and plays a 440 Hz tone of 3 s from a
 // pcap. The box keeps a WAV of that tone (measured: frequency and length)
 // and lights user0002's lamp with an unsolicited NOTIFY (checked by
-// SIPp: Messages-Waiting: yes, 1/0). Then user0000 leaves a long message
+// SIPp: Messages-Waiting: yes, 1/0). user0002 dials *97, presses 1 (an
+// RFC 4733 event) and hears the message: the tone is measured on the RTP
+// it receives. Then user0000 leaves a long message
 // for user0001 (local voicemail, no phone) and the box is killed (SIGKILL)
 // in the middle: restarted, it keeps the message up to its last second,
 // as a WAV that plays.
@@ -193,10 +198,45 @@ func TestVoicemailAcrossAWANCut(t *testing.T) {
 		t.Errorf("API voicemail: %+v %v", vm, err)
 	}
 
+	// user0002 dials *97, presses 1 and hears the message: its tone
+	// measured on the RTP the phone receives.
+	ear := newRTPPeer(t, listenUDPIn(t, b.tp.Handle("phone"), nsPhone+":40010"), 0)
+	csv := filepath.Join(work, "retrieve.csv")
+	if err := os.WriteFile(csv, []byte("SEQUENTIAL\nuser0002;[authentication username=user0002 password=pw0002];0;*97\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trace := &sippServer{t: t, trace: filepath.Join(work, "retrieve.log")}
+	retrieved := make(chan error, 1)
+	go func() {
+		out, err := sippIn(t, b.tp.NS("phone"), "uac_retrieve.xml", nsBoxLAN+":5060", csv, 1, 1,
+			"-i", nsPhone, "-trace_msg", "-message_file", trace.trace, "-d", "16000")
+		if err != nil {
+			err = fmt.Errorf("%w\n%s", err, tail(out, 2000))
+		}
+		retrieved <- err
+	}()
+	sendKey(t, ear.pc, trace.answerMedia(), 1)
+	heard := func() time.Duration {
+		ear.mu.Lock()
+		defer ear.mu.Unlock()
+		return pureFor(ear.pcm, 440)
+	}
+	for deadline := time.Now().Add(20 * time.Second); heard() < 2*time.Second; {
+		if time.Now().After(deadline) {
+			t.Fatalf("*97: heard %v of the message's tone\n%s", heard(), tail(d.log.String(), 3000))
+		}
+		time.Sleep(100 * time.Millisecond) // the received audio has no event to wait on
+	}
+	t.Logf("*97: heard %v of the 440 Hz message", heard())
+	if err := <-retrieved; err != nil {
+		t.Fatalf("*97 caller: %v", err)
+	}
+
 	long := filepath.Join(work, "long.pcap")
 	writeTonePcap(t, long, 440, 20*time.Second)
 	caller := leave("user0001", long, 20*time.Second)
-	go caller() // its BYE gets no answer: the box is gone
+	callerOut := make(chan string, 1)
+	go func() { out, _ := caller(); callerOut <- out }() // its BYE gets no answer: the box is gone
 	var partial string
 	for deadline := time.Now().Add(20 * time.Second); partial == ""; {
 		files, _ := filepath.Glob(filepath.Join(dataDir, "voicemail", "user0001", "*.wav"))
@@ -208,7 +248,12 @@ func TestVoicemailAcrossAWANCut(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the long message does not grow: %v\n%s", files, tail(d.log.String(), 3000))
+			out := ""
+			select {
+			case out = <-callerOut:
+			default:
+			}
+			t.Fatalf("the long message does not grow: %v\n%s\n%s", files, tail(out, 2000), tail(d.log.String(), 3000))
 		}
 		time.Sleep(50 * time.Millisecond) // the file's size has no event to wait on
 	}
@@ -232,4 +277,44 @@ func TestVoicemailAcrossAWANCut(t *testing.T) {
 	if f < 430 || f > 450 || dur < 2*time.Second {
 		t.Errorf("the interrupted message holds %v of %.1f Hz, want the tone up to a second before the kill", dur, f)
 	}
+}
+
+// sendKey sends an RFC 4733 telephone-event (payload type 101) for event
+// from pc to dst: three packets, the end one sent three times.
+func sendKey(t *testing.T, pc net.PacketConn, dst netip.AddrPort, event byte) {
+	t.Helper()
+	for i, end := range []bool{false, false, true, true, true} {
+		pkt := []byte{0x80, 101, 0, byte(i), 0, 1, 0, 0, 0, 0, 0x47, 0x11, event, 10, 0, byte(160 * (i + 1))}
+		if i == 0 {
+			pkt[1] |= 0x80 // marker: the event's first packet
+		}
+		if end {
+			pkt[13] |= 0x80
+		}
+		if _, err := pc.WriteTo(pkt, net.UDPAddrFromAddrPort(dst)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pureFor is how much of pcm (in 20 ms frames) is a pure tone at f: the
+// frames whose energy is mostly at f (Goertzel), so speech prompts do not
+// count.
+func pureFor(pcm []int16, f float64) time.Duration {
+	w := 2 * math.Pi * f / 8000
+	coeff := 2 * math.Cos(w)
+	n := 0
+	for i := 0; i+160 <= len(pcm); i += 160 {
+		var s1, s2, energy float64
+		for _, v := range pcm[i : i+160] {
+			x := float64(v)
+			s0 := x + coeff*s1 - s2
+			s2, s1 = s1, s0
+			energy += x * x
+		}
+		if energy > 160*1000*1000 && (s1*s1+s2*s2-coeff*s1*s2)/(energy*80) > 0.9 {
+			n++
+		}
+	}
+	return time.Duration(n) * 20 * time.Millisecond
 }

@@ -764,6 +764,10 @@ func (b *B2BUA) handleInvite(req *sip.Request, tx sip.ServerTransaction, pol Pol
 		c.behalf, c.cdr.OnBehalfOf = behalf, behalf.Extension
 	}
 
+	if (number == codeOwnMailbox || number == codeAnyMailbox) && trusted && set.cfg.Voicemail != nil && set.cfg.Media != nil {
+		c.serveMailbox(number)
+		return
+	}
 	if fc, arg, isCode := parseFeatureCode(number); isCode && trusted && set.cfg.Services != nil {
 		c.serveFeature(fc, arg)
 		return

@@ -43,6 +43,11 @@ type VoicemailLine interface {
 	// Deposit records a message for mailbox from caller; it returns when
 	// the deposit is over or ctx ends (the caller hung up).
 	Deposit(ctx context.Context, mailbox, caller, callerName string)
+	// Retrieve runs the menu of mailbox, the caller's own; RetrieveAny
+	// asks for a mailbox and its PIN first. Both return when the caller
+	// hangs up (ctx) or leaves the menu.
+	Retrieve(ctx context.Context, mailbox string)
+	RetrieveAny(ctx context.Context)
 	// Digit is a DTMF digit that came by SIP INFO.
 	Digit(d byte)
 	// Close releases the line.
@@ -102,10 +107,61 @@ func (c *call) toVoicemailOf(vm *voicemailPlan, reason string) bool {
 	return c.boxVoicemail(c.d.Target, reason)
 }
 
+// Voicemail feature codes: a local user's own mailbox, any mailbox with
+// its PIN.
+const (
+	codeOwnMailbox = "*97"
+	codeAnyMailbox = "*98"
+)
+
 // boxVoicemail answers the caller with the box's voicemail for mailbox
 // and runs the deposit until it ends. It reports false, the caller not
 // answered, when the media cannot reach the voicemail.
 func (c *call) boxVoicemail(mailbox, reason string) bool {
+	name := ""
+	if f := c.setup.aReq.From(); f != nil {
+		name = f.DisplayName
+	}
+	caller := c.info.From
+	return c.answerVoicemail(func() {
+		c.mu.Lock()
+		if c.cdr.ForwardedFrom == "" {
+			c.cdr.ForwardedFrom, c.cdr.ForwardReason = mailbox, reason
+		}
+		c.cdr.Target, c.cdr.Route, c.cdr.Disposition = mailbox, dialplan.RouteLocal, Voicemail
+		c.toVoicemail = true
+		c.mu.Unlock()
+		c.b.log.Info("b2bua: voicemail answers", "call", c.info.ID, "mailbox", mailbox, "reason", reason)
+	}, func(line VoicemailLine) { line.Deposit(c.life, mailbox, caller, name) }, Voicemail)
+}
+
+// serveMailbox answers a local user's call to a voicemail code with the
+// retrieval menu; a caller the media cannot bring there gets 488.
+func (c *call) serveMailbox(code string) {
+	defer c.abort(nil)
+	own := c.info.From
+	ok := c.answerVoicemail(func() {
+		c.mu.Lock()
+		c.cdr.Target, c.cdr.Route, c.cdr.Disposition = own, dialplan.RouteLocal, Service
+		c.mu.Unlock()
+	}, func(line VoicemailLine) {
+		if code == codeOwnMailbox {
+			line.Retrieve(c.life, own)
+		} else {
+			line.RetrieveAny(c.life)
+		}
+	}, Service)
+	if !ok {
+		c.respondA(488, "Not Acceptable Here")
+		c.end(Failed, BySystem)
+	}
+}
+
+// answerVoicemail opens a voicemail line for the caller, answers it
+// (answering called first) and runs run on the line; when run returns
+// the box hangs up (disp). It reports false, the caller not answered,
+// when the media cannot reach the voicemail.
+func (c *call) answerVoicemail(answering func(), run func(VoicemailLine), disp Disposition) bool {
 	vm := c.set.cfg.Voicemail
 	offer := c.setup.aReq.Body()
 	if len(offer) == 0 {
@@ -136,27 +192,19 @@ func (c *call) boxVoicemail(mailbox, reason string) bool {
 		an.Reject(LegA)
 		return false
 	}
+	answering()
 	c.mu.Lock()
-	if c.cdr.ForwardedFrom == "" {
-		c.cdr.ForwardedFrom, c.cdr.ForwardReason = mailbox, reason
-	}
-	c.cdr.Target, c.cdr.Route, c.cdr.Disposition = mailbox, dialplan.RouteLocal, Voicemail
-	c.toVoicemail, c.vmLine = true, line
+	c.vmLine = line
 	c.mu.Unlock()
-	name := ""
-	if f := c.setup.aReq.From(); f != nil {
-		name = f.DisplayName
-	}
-	c.b.log.Info("b2bua: voicemail answers", "call", c.info.ID, "mailbox", mailbox, "reason", reason)
 	pa, ok := c.answerByBox(toA, StateVoicemail)
 	if !ok {
 		line.Close()
 		return true
 	}
 	pa.awaitAck(c)
-	line.Deposit(c.life, mailbox, c.info.From, name)
+	run(line)
 	line.Close()
-	c.end(Voicemail, BySystem)
+	c.end(disp, BySystem)
 	return true
 }
 

@@ -75,6 +75,16 @@ func (l *fakeLine) Deposit(ctx context.Context, mailbox, caller, _ string) {
 	}
 }
 
+func (l *fakeLine) Retrieve(ctx context.Context, mailbox string) {
+	l.f.deposits <- [2]string{"retrieve", mailbox}
+	<-ctx.Done()
+}
+
+func (l *fakeLine) RetrieveAny(ctx context.Context) {
+	l.f.deposits <- [2]string{"retrieve", ""}
+	<-ctx.Done()
+}
+
 func (l *fakeLine) Digit(d byte) { l.f.digits <- d }
 func (l *fakeLine) Close()       {}
 
@@ -265,5 +275,36 @@ func TestUnsolicitedMWI(t *testing.T) {
 	case n := <-p.notifies:
 		t.Errorf("NOTIFY with nothing new:\n%s", n.Body())
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestVoicemailCodes: *97 opens the caller's own mailbox, *98 asks for
+// one; the call is the box's (CDR service) until the caller hangs up.
+func TestVoicemailCodes(t *testing.T) {
+	for code, want := range map[string]string{"*97": "1001", "*98": ""} {
+		t.Run(code, func(t *testing.T) {
+			rec := newCDRs()
+			vm := newFakeMailboxes()
+			e, _ := boxVMEnv(t, Config{Voicemail: vm, OnEnd: rec.on}, nil, nil, nil, true)
+			a := newPhone(t, "1001", nil)
+			ctx := testCtx(t)
+			oc := a.dial(ctx, e.box, code, nil)
+			if oc.final != 200 {
+				t.Fatalf("%s: %d %v", code, oc.final, oc.err)
+			}
+			if err := oc.sess.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if d := recvVal(t, vm.deposits, "retrieval"); d != [2]string{"retrieve", want} {
+				t.Fatalf("%v", d)
+			}
+			if err := oc.sess.Bye(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e.noCalls()
+			if r := rec.next(t); r.Disposition != Service || r.Target != "1001" || r.Dialled != code {
+				t.Errorf("CDR %+v", r)
+			}
+		})
 	}
 }

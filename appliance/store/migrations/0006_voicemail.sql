@@ -15,3 +15,10 @@ CREATE TABLE voicemail (
     delivered_at INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 CREATE INDEX voicemail_by_mailbox ON voicemail (mailbox, received);
+
+-- The mailboxes' PINs, set from the phone: "pbkdf2-sha256$iterations$salt$key".
+CREATE TABLE voicemail_pins (
+    mailbox TEXT    PRIMARY KEY,
+    hash    TEXT    NOT NULL,
+    set_at  INTEGER NOT NULL
+) STRICT;
