@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func newService(t *testing.T, lim Limits) (*Service, *memIndex, chan string) {
+func newService(t testing.TB, lim Limits) (*Service, *memIndex, chan string) {
 	t.Helper()
 	idx := newMemIndex()
 	changed := make(chan string, 8)

@@ -168,29 +168,34 @@ func (l *Line) receive() {
 		if err != nil {
 			return
 		}
-		if p.Unmarshal(buf[:n]) != nil {
-			l.stats.badPackets.Add(1)
-			continue
+		l.handle(buf[:n], from, &p)
+	}
+}
+
+// handle takes one datagram from the caller's side.
+func (l *Line) handle(b []byte, from netip.AddrPort, p *rtp.Packet) {
+	if p.Unmarshal(b) != nil {
+		l.stats.badPackets.Add(1)
+		return
+	}
+	switch {
+	case int(p.PayloadType) == l.tePT:
+		l.event(p.Timestamp, p.Payload)
+	case p.PayloadType == l.pt:
+		// Symmetric RTP (RFC 4961): answer where the caller sends from.
+		if f := netip.AddrPortFrom(from.Addr().Unmap(), from.Port()); l.remote.Load() == nil || *l.remote.Load() != f {
+			nf := f // allocated only when the source moves
+			l.remote.Store(&nf)
 		}
-		switch {
-		case int(p.PayloadType) == l.tePT:
-			l.event(p.Timestamp, p.Payload)
-		case p.PayloadType == l.pt:
-			// Symmetric RTP (RFC 4961): answer where the caller sends from.
-			if r := l.remote.Load(); r == nil || *r != from {
-				f := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-				l.remote.Store(&f)
-			}
-			l.lastRTP.Store(time.Now().UnixNano())
-			l.mu.Lock()
-			if l.sink != nil {
-				l.pcm = g711.Decode(l.pcm[:0], p.Payload, l.law)
-				l.sink(l.pcm)
-			}
-			l.mu.Unlock()
-		default:
-			l.stats.badPackets.Add(1)
+		l.lastRTP.Store(time.Now().UnixNano())
+		l.mu.Lock()
+		if l.sink != nil {
+			l.pcm = g711.Decode(l.pcm[:0], p.Payload, l.law)
+			l.sink(l.pcm)
 		}
+		l.mu.Unlock()
+	default:
+		l.stats.badPackets.Add(1)
 	}
 }
 
