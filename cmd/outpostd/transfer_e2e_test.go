@@ -370,7 +370,7 @@ func TestVoicemailForwardE2E(t *testing.T) {
 	needSIPp(t)
 	const gw = "127.0.0.77"
 	doc := benchDoc(3, loopbackListen, func(m map[string]any) {
-		m["users"].([]map[string]any)[1]["voicemail"] = true
+		m["users"].([]map[string]any)[1]["voicemail"] = "hq" // the pilot in every mode (true, fallback, would be the box outside normal mode)
 		m["hq"] = map[string]any{"voicemail_pilot": "5000"}
 		m["pstn"] = map[string]any{"gateways": []map[string]any{{"name": "fxo", "target": gw + ":5060"}}}
 		m["dialplan"] = []map[string]any{
