@@ -57,8 +57,7 @@ func (f *fakeMailboxes) set(m string, n, o int) {
 }
 
 type fakeLine struct {
-	f      *fakeMailboxes
-	closed sync.Once
+	f *fakeMailboxes
 }
 
 func (l *fakeLine) Deposit(ctx context.Context, mailbox, caller, _ string) {
@@ -307,4 +306,17 @@ func TestVoicemailCodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzInfoDigit: an INFO body is a key or refused, never a crash.
+func FuzzInfoDigit(f *testing.F) {
+	for _, s := range []string{"Signal=5\r\nDuration=160\r\n", "Signal=#", "signal=11", "*", "Signal=\x00"} {
+		f.Add("application/dtmf-relay", s)
+	}
+	f.Add("application/dtmf", "7")
+	f.Fuzz(func(t *testing.T, ct, body string) {
+		if d, ok := infoDigit(ct, []byte(body)); ok && !strings.ContainsRune("0123456789*#ABCD", rune(d)) {
+			t.Fatalf("digit %q from %q", d, body)
+		}
+	})
 }
