@@ -35,7 +35,7 @@ func (a *App) wire(next *partConfigs) gateway.Config {
 	cfg.Calls.Services = a.services.under(next.Services)
 	cfg.Calls.OnEnd = a.recordCDR
 	cfg.Calls.Media = a.anchorMedia
-	cfg.Calls.Voicemail = mailboxes{svc: a.vm, log: a.log.With("part", "voicemail")}
+	cfg.Calls.Voicemail = mailboxes{svc: a.vm}
 	if cfg.TLS.CertPEM == "" {
 		cfg.TLS = a.boxTLS
 	}

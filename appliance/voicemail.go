@@ -69,10 +69,7 @@ func (a *App) Voicemail(context.Context) (api.Voicemail, error) {
 var _ api.VoicemailLister = (*App)(nil)
 
 // mailboxes is the voicemail as the B2BUA sees it (b2bua.Mailboxes).
-type mailboxes struct {
-	svc *voicemail.Service
-	log *slog.Logger
-}
+type mailboxes struct{ svc *voicemail.Service }
 
 func (m mailboxes) Open(local netip.Addr, offer []byte) (b2bua.VoicemailLine, []byte, error) {
 	l, answer, err := m.svc.Open(local, offer)
@@ -82,13 +79,7 @@ func (m mailboxes) Open(local netip.Addr, offer []byte) (b2bua.VoicemailLine, []
 	return vmLine{svc: m.svc, Line: l}, answer, nil
 }
 
-func (m mailboxes) Waiting(mailbox string) (int, int) {
-	n, o, err := m.svc.Waiting(mailbox)
-	if err != nil {
-		m.log.Warn("voicemail: message count", "mailbox", mailbox, "err", err)
-	}
-	return n, o
-}
+func (m mailboxes) Waiting(mailbox string) (int, int) { return m.svc.Waiting(mailbox) }
 
 type vmLine struct {
 	svc *voicemail.Service

@@ -43,11 +43,7 @@ func (b *B2BUA) waiting(mailbox string) (int, int) {
 func (b *B2BUA) MailboxChanged(mailbox string) {
 	b.watchedChanged(mailbox)
 	if !b.summarySubscribed(mailbox) {
-		b.inflight.Add(1)
-		go func() {
-			defer b.inflight.Add(-1)
-			b.unsolicitedMWI(mailbox)
-		}()
+		b.goUnsolicitedMWI(mailbox)
 	}
 }
 
@@ -56,12 +52,18 @@ func (b *B2BUA) MailboxChanged(mailbox string) {
 // the user subscribes).
 func (b *B2BUA) PhoneRegistered(user string) {
 	if n, _ := b.waiting(user); n > 0 && !b.summarySubscribed(user) {
-		b.inflight.Add(1)
-		go func() {
-			defer b.inflight.Add(-1)
-			b.unsolicitedMWI(user)
-		}()
+		b.goUnsolicitedMWI(user)
 	}
+}
+
+// goUnsolicitedMWI sends mailbox's unsolicited NOTIFYs off the caller's
+// path (a registration, the voicemail's deposit).
+func (b *B2BUA) goUnsolicitedMWI(mailbox string) {
+	b.inflight.Add(1)
+	go func() {
+		defer b.inflight.Add(-1)
+		b.unsolicitedMWI(mailbox)
+	}()
 }
 
 // summarySubscribed reports whether some phone subscribes to user's

@@ -53,7 +53,7 @@ func TestDepositRecordsTheCaller(t *testing.T) {
 	if ms[0].Duration != got || ms[0].Bytes != int64(2*len(pcm)) {
 		t.Fatalf("index says %v / %d bytes, file has %v", ms[0].Duration, ms[0].Bytes, got)
 	}
-	if n, o, _ := s.Waiting("1001"); n != 1 || o != 0 {
+	if n, o := s.Waiting("1001"); n != 1 || o != 0 {
 		t.Fatalf("waiting %d/%d", n, o)
 	}
 }

@@ -2,6 +2,7 @@ package voicemail
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/pion/rtp"
@@ -23,7 +24,7 @@ func FuzzLinePacket(f *testing.F) {
 		l.handle(b, netip.MustParseAddrPort("127.0.0.1:4000"), &p)
 		select {
 		case d := <-l.digits:
-			if !containsByte("0123456789*#ABCD", d) {
+			if strings.IndexByte("0123456789*#ABCD", d) < 0 {
 				t.Fatalf("digit %q", d)
 			}
 		default:

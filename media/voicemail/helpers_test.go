@@ -64,10 +64,8 @@ type caller struct {
 
 func offerFrom(port int) []byte {
 	return []byte("v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n" +
-		"m=audio " + itoa(port) + " RTP/AVP 0 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\na=sendrecv\r\n")
+		"m=audio " + strconv.Itoa(port) + " RTP/AVP 0 101\r\na=rtpmap:0 PCMU/8000\r\na=rtpmap:101 telephone-event/8000\r\na=sendrecv\r\n")
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // dial opens a line of s answering a caller on loopback.
 func dial(t *testing.T, s *Service) (*Line, *caller) {
@@ -83,13 +81,11 @@ func dial(t *testing.T, s *Service) (*Line, *caller) {
 	}
 	t.Cleanup(l.Close)
 	port := l.rtp.LocalAddr().(*net.UDPAddr).Port
-	if !contains(string(answer), "m=audio "+itoa(port)+" RTP/AVP 0 101") {
+	if !strings.Contains(string(answer), "m=audio "+strconv.Itoa(port)+" RTP/AVP 0 101") {
 		t.Fatalf("answer:\n%s", answer)
 	}
 	return l, &caller{t: t, conn: conn, line: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)), ts: 1000}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func (c *caller) send(pt uint8, ts uint32, marker bool, payload []byte) {
 	c.seq++

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,10 +148,8 @@ func (l *Line) Close() {
 	})
 }
 
-// Digit delivers a DTMF digit that came by SIP INFO.
-func (l *Line) Digit(d byte) { l.digit(d) }
-
-func (l *Line) digit(d byte) {
+// Digit delivers a DTMF digit (from the stream, or from SIP INFO).
+func (l *Line) Digit(d byte) {
 	select {
 	case l.digits <- d:
 	default:
@@ -224,7 +223,7 @@ func (l *Line) event(ts uint32, payload []byte) {
 	l.haveTE, l.lastTE = true, ts
 	const keys = "0123456789*#ABCD"
 	if e := payload[0]; int(e) < len(keys) {
-		l.digit(keys[e])
+		l.Digit(keys[e])
 		return
 	}
 	l.stats.garbageDTMF.Add(1) // a tone the box has no key for (flash, fax tones)
@@ -270,7 +269,7 @@ var quietFrame = func() (f [frame]byte) {
 func (l *Line) frames(ctx context.Context, n int, next func(i int) []byte, stopOn string) (byte, error) {
 	if d := l.pending; d != 0 {
 		l.pending = 0
-		if containsByte(stopOn, d) {
+		if strings.IndexByte(stopOn, d) >= 0 {
 			return d, nil
 		}
 	}
@@ -282,7 +281,7 @@ func (l *Line) frames(ctx context.Context, n int, next func(i int) []byte, stopO
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case d := <-l.digits:
-			if containsByte(stopOn, d) {
+			if strings.IndexByte(stopOn, d) >= 0 {
 				return d, nil
 			}
 		case <-tick.C:
@@ -324,13 +323,4 @@ func (l *Line) send(ulaw []byte) {
 		g711.UlawToAlawInPlace(pkt[out:])
 	}
 	_, _ = l.rtp.WriteToUDPAddrPort(pkt, *r)
-}
-
-func containsByte(s string, b byte) bool {
-	for i := range len(s) {
-		if s[i] == b {
-			return true
-		}
-	}
-	return false
 }

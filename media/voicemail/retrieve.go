@@ -230,10 +230,7 @@ func (s *Service) menu(ctx context.Context, l *Line, mailbox string) {
 // announce says how many new and saved messages there are; a key of
 // stopOn cuts it short and is returned.
 func (s *Service) announce(ctx context.Context, l *Line, mailbox, stopOn string) (byte, bool) {
-	n, o, err := s.Waiting(mailbox)
-	if err != nil {
-		s.log.Error("voicemail: reading a mailbox", "mailbox", mailbox, "err", err)
-	}
+	n, o := s.Waiting(mailbox)
 	seq := [][]byte{prompt("no-messages")}
 	if n > 0 || o > 0 {
 		seq = append([][]byte{prompt("you-have")}, number(n)...)

@@ -102,7 +102,7 @@ func TestRetrieveOwnMailbox(t *testing.T) {
 	c.key(1) // during the count (type-ahead): hear the messages
 	c.hear(440, time.Second, 30*time.Second)
 	c.key(11) // next
-	if got := <-changed; got != "1001" {
+	if got := recvChanged(t, changed); got != "1001" {
 		t.Fatalf("changed %q", got)
 	}
 	c.key(10) // * at the main menu
@@ -119,7 +119,7 @@ func TestRetrieveOwnMailbox(t *testing.T) {
 
 // TestRetrieveDeletes: 7 during the message deletes it, file and index.
 func TestRetrieveDeletes(t *testing.T) {
-	s, idx, _ := newService(t, Limits{})
+	s, idx, changed := newService(t, Limits{})
 	m := putMessage(t, s, "1001", "", 440, 5*time.Second)
 	l, c := dial(t, s)
 	ctx, hangUp := context.WithCancel(context.Background())
@@ -128,15 +128,11 @@ func TestRetrieveDeletes(t *testing.T) {
 	c.key(1)
 	c.hear(440, 200*time.Millisecond, 30*time.Second)
 	c.key(7)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if ms, _ := idx.List("1001"); len(ms) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("7 did not delete the message")
-		}
-		time.Sleep(10 * time.Millisecond) // the index has no event to wait on
+	if got := recvChanged(t, changed); got != "1001" {
+		t.Fatalf("changed %q", got)
+	}
+	if ms, _ := idx.List("1001"); len(ms) != 0 {
+		t.Fatalf("7 did not delete the message: %+v", ms)
 	}
 	if _, err := os.Stat(s.path(m)); !os.IsNotExist(err) {
 		t.Fatalf("the message's file stays: %v", err)
@@ -204,4 +200,15 @@ func TestRetrieveAnyWithPIN(t *testing.T) {
 	}
 	digits(1, 0, 0, 1, 11, 2, 4, 6, 8, 11, 1) // then 1 at the menu
 	c.hear(440, time.Second, 40*time.Second)
+}
+
+func recvChanged(t *testing.T, changed <-chan string) string {
+	t.Helper()
+	select {
+	case m := <-changed:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no mailbox change")
+		return ""
+	}
 }

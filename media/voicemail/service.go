@@ -75,7 +75,8 @@ type Service struct {
 	pins   pinLimiter
 
 	mu        sync.Mutex
-	recording map[string]int64 // bytes reserved by recordings in progress, by id
+	recording map[string]int64  // bytes reserved by recordings in progress, by id
+	counts    map[string][2]int // new and saved messages by mailbox, from the index (Waiting)
 }
 
 // counters are the service's statistics.
@@ -122,6 +123,10 @@ func New(cfg Config, limits Limits) (*Service, error) {
 			s.recover(m)
 		}
 	}
+	if all, err = cfg.Index.List(""); err != nil {
+		return nil, fmt.Errorf("voicemail: reading the index: %w", err)
+	}
+	s.counts = tally(all)
 	return s, nil
 }
 
@@ -161,18 +166,41 @@ func (s *Service) Open(local netip.Addr, offer []byte) (*Line, []byte, error) {
 	return open(local, offer, &s.stats)
 }
 
-// Waiting returns a mailbox's count of new and of saved messages.
-func (s *Service) Waiting(mailbox string) (newMsgs, oldMsgs int, err error) {
+// Waiting returns a mailbox's count of new and of saved messages. It
+// reads no file nor the index (phones' registrations ask it).
+func (s *Service) Waiting(mailbox string) (newMsgs, oldMsgs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.counts[mailbox]
+	return c[0], c[1]
+}
+
+// recount reads a mailbox's counts from the index, after a change.
+func (s *Service) recount(mailbox string) {
 	ms, err := s.cfg.Index.List(mailbox)
+	if err != nil {
+		s.log.Error("voicemail: reading a mailbox", "mailbox", mailbox, "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.counts[mailbox] = tally(ms)[mailbox]
+	s.mu.Unlock()
+}
+
+// tally counts new and saved messages by mailbox.
+func tally(ms []Message) map[string][2]int {
+	out := map[string][2]int{}
 	for _, m := range ms {
+		c := out[m.Mailbox]
 		switch m.State {
 		case Unheard:
-			newMsgs++
+			c[0]++
 		case Saved:
-			oldMsgs++
+			c[1]++
 		}
+		out[m.Mailbox] = c
 	}
-	return newMsgs, oldMsgs, err
+	return out
 }
 
 // Messages lists a mailbox's kept messages, oldest first.
@@ -196,6 +224,7 @@ func (s *Service) Stats() Stats {
 }
 
 func (s *Service) changed(mailbox string) {
+	s.recount(mailbox)
 	if s.cfg.OnChange != nil {
 		s.cfg.OnChange(mailbox)
 	}
